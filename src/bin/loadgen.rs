@@ -1,0 +1,2 @@
+//! `loadgen` binary (placeholder).
+fn main() {}

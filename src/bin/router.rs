@@ -1,0 +1,2 @@
+//! `router` binary (placeholder).
+fn main() {}

@@ -1,0 +1,2 @@
+//! `sglang-mock` binary (placeholder).
+fn main() {}

@@ -1,0 +1,1 @@
+//! One Prometheus registry and typed metric handles (`kvrouter_*`).

@@ -1,0 +1,1 @@
+//! Workload generation and measurement behind `loadgen`.

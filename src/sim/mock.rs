@@ -1,0 +1,1 @@
+//! The simulated SGLang worker behind `sglang-mock`.
