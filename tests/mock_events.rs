@@ -292,3 +292,64 @@ async fn dp_ranks_publish_on_offset_ports() {
     .await;
     assert_eq!(s, 400, "out-of-range rank is rejected");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weight_update_drains_running_requests_then_clears() {
+    let cfg = events_cfg("");
+    let m = support::mock(&[
+        "--speedup",
+        "1",
+        "--page-size",
+        "4",
+        "--kv-events-config",
+        &cfg,
+    ]);
+    let ep = kv_config(&m.url).await["endpoint"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut sub = synced_sub(&m.url, &ep, "").await;
+    let client = reqwest::Client::new();
+    let mut resp = client
+        .post(format!("{}/generate", m.url))
+        .json(&json!({"input_ids": (1..=9).collect::<Vec<u32>>(), "stream": true, "sampling_params": {"max_new_tokens": 40}}))
+        .send()
+        .await
+        .unwrap();
+    resp.chunk().await.unwrap().unwrap();
+    let (s, r) = post(
+        &m.url,
+        "/update_weights_from_disk",
+        json!({"model_path": "/new"}),
+    )
+    .await;
+    assert_eq!((s, r["success"].clone()), (200, json!(true)));
+    let mut rest = Vec::new();
+    while let Some(c) = resp.chunk().await.unwrap() {
+        rest.extend_from_slice(&c);
+    }
+    let rest = String::from_utf8(rest).unwrap();
+    assert!(
+        rest.contains("\"completion_tokens\":40"),
+        "the running request finished, not aborted"
+    );
+    assert!(
+        rest.contains("\"weight_version\":\"default\""),
+        "it finished on the old weights"
+    );
+    let evs = sub.until(|e| e.contains(&Ev::Cleared)).await;
+    let cleared = evs.iter().position(|e| *e == Ev::Cleared).unwrap();
+    assert!(
+        evs[..cleared]
+            .iter()
+            .any(|e| matches!(e, Ev::Stored { .. })),
+        "finish stored before the flush"
+    );
+    let info: serde_json::Value = reqwest::get(format!("{}/model_info", m.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(info["weight_version"], "default-1");
+}
