@@ -573,3 +573,20 @@ async fn stop_tokens_abort_all_and_counters_agree() {
     .await;
     assert_eq!(s, 200, "serves again after continue");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_start_serves() {
+    use clap::Parser;
+    let args =
+        kvrouter::sim::mock::MockArgs::parse_from(["sglang-mock", "--port", "0", "--speedup", "0"]);
+    let mock = kvrouter::sim::mock::start(args).await.expect("start");
+    let (s, body) = post(
+        &mock.url,
+        "/generate",
+        json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 2}}),
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(body["meta_info"]["completion_tokens"], 2);
+    mock.server.abort();
+}
