@@ -291,6 +291,22 @@ async fn dp_ranks_publish_on_offset_ports() {
     )
     .await;
     assert_eq!(s, 400, "out-of-range rank is rejected");
+    // Without a rank, requests go round-robin.
+    let mut ranks = Vec::new();
+    for _ in 0..4 {
+        let body = json!({"input_ids": [3, 4], "sampling_params": {"max_new_tokens": 1}});
+        let (_, b) = post(&m.url, "/generate", body).await;
+        ranks.push(b["meta_info"]["dp_rank"].as_u64().unwrap());
+    }
+    ranks.sort();
+    assert_eq!(ranks, [0, 0, 1, 1]);
+    let load: serde_json::Value = reqwest::get(format!("{}/get_load", m.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(load.as_array().unwrap().len(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
