@@ -350,6 +350,13 @@ impl Scheduler {
         true
     }
 
+    /// Returns request pages to the pool (accounting errors are bugs: loud in debug builds,
+    /// clamped in release so a server never wraps around).
+    fn free_req_pages(&mut self, n: usize) {
+        debug_assert!(n <= self.req_pages, "freeing more pages than requests hold");
+        self.req_pages = self.req_pages.saturating_sub(n);
+    }
+
     fn drop_disconnected(&mut self) {
         let closed = |s: &Seq| s.req.reply.is_closed();
         if self.waiting.iter().any(closed)
@@ -618,7 +625,7 @@ impl Scheduler {
         self.cache.dec_lock(s.node);
         s.node = ins.node;
         let own = pages_for(s.kv_len - ins.covered, p);
-        self.req_pages -= s.own_pages - own.min(s.own_pages);
+        self.free_req_pages(s.own_pages - own.min(s.own_pages));
         s.own_pages = own.min(s.own_pages);
         s.prefix_len = ins.covered;
     }
@@ -629,13 +636,13 @@ impl Scheduler {
             self.cache.insert(&s.tokens[..s.kv_len]);
         }
         self.cache.dec_lock(s.node);
-        self.req_pages -= s.own_pages;
+        self.free_req_pages(s.own_pages);
     }
 
     fn retract(&mut self, mut s: Seq) -> Seq {
         let node = s.node;
         self.cache.dec_lock(node);
-        self.req_pages -= s.own_pages;
+        self.free_req_pages(s.own_pages);
         s.node = ROOT;
         s.prefix_len = 0;
         s.kv_len = 0;
@@ -650,7 +657,7 @@ impl Scheduler {
             self.cache.insert(&s.tokens[..s.kv_len]);
         }
         self.cache.dec_lock(node);
-        self.req_pages -= s.own_pages;
+        self.free_req_pages(s.own_pages);
         let ttft = s
             .first_token
             .map(|t| t.duration_since(s.req.arrival).as_secs_f64());
