@@ -810,4 +810,59 @@ mod tests {
         assert_eq!(done.len(), 1);
         assert_eq!(done[0].output_ids.len(), 100);
     }
+
+    #[test]
+    fn events_replayed_reproduce_the_resident_set() {
+        use crate::sim::mock::cache::CacheEvent;
+        use rand::{Rng, SeedableRng};
+        use std::collections::HashSet;
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut s = Scheduler::new(0, limits(160, Some(12)), Arc::from("v"));
+        let mut resident: HashSet<i64> = HashSet::new();
+        let mut removals = 0usize;
+        let mut apply = |evs: Vec<CacheEvent>, resident: &mut HashSet<i64>| {
+            for e in evs {
+                match e {
+                    CacheEvent::Stored { hashes, .. } => resident.extend(hashes),
+                    CacheEvent::Removed { hashes } => {
+                        removals += 1;
+                        for h in hashes {
+                            assert!(resident.remove(&h), "removed a block never stored");
+                        }
+                    }
+                    CacheEvent::Cleared => resident.clear(),
+                }
+            }
+        };
+        for round in 0..40u32 {
+            let n = rng.random_range(1..5);
+            let reqs = (0..n)
+                .map(|i| {
+                    let shared = rng.random_range(0..3u32) * 1000;
+                    let len = rng.random_range(1..40usize);
+                    let prompt: Vec<u32> = (0..len as u32)
+                        .map(|t| if t < 16 { shared + t } else { round * 100 + t })
+                        .collect();
+                    req(prompt, rng.random_range(1..10), &tx, i)
+                })
+                .collect();
+            if round % 13 == 12 {
+                assert!(s.flush(), "idle rank flushes");
+            }
+            s.submit(reqs);
+            while s.has_work() {
+                s.step();
+                s.take_outbox();
+                let evs = s.cache_mut().take_events();
+                apply(evs, &mut resident);
+            }
+            let evs = s.cache_mut().take_events();
+            apply(evs, &mut resident);
+            assert_eq!(resident, s.cache.resident_hashes(), "round {round}");
+            assert_eq!(s.req_pages, 0);
+        }
+        drop(apply);
+        assert!(removals > 0, "the workload exercised eviction");
+    }
 }
