@@ -862,7 +862,6 @@ mod tests {
             assert_eq!(resident, s.cache.resident_hashes(), "round {round}");
             assert_eq!(s.req_pages, 0);
         }
-        drop(apply);
         assert!(removals > 0, "the workload exercised eviction");
     }
 }
