@@ -369,3 +369,34 @@ async fn weight_update_drains_running_requests_then_clears() {
         .unwrap();
     assert_eq!(info["weight_version"], "default-1");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_mode_publishes_to_a_bound_subscriber() {
+    use zeromq::{Socket, SocketRecv, SubSocket};
+    // Centralised mode: the consumer binds, the worker's endpoint has a host, so it connects.
+    let mut sub = SubSocket::new();
+    let bound = sub.bind("tcp://127.0.0.1:0").await.unwrap().to_string();
+    sub.subscribe("").await.unwrap();
+    let cfg = json!({"publisher": "zmq", "endpoint": bound}).to_string();
+    let m = support::mock(&["--speedup", "0", "--kv-events-config", &cfg]);
+    let client = reqwest::Client::new();
+    for _ in 0..100 {
+        let r = client
+            .post(format!("{}/flush_cache", m.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        if let Ok(msg) =
+            tokio::time::timeout(std::time::Duration::from_millis(100), sub.recv()).await
+        {
+            let frames = msg.unwrap().into_vec();
+            assert_eq!(frames.len(), 3);
+            let (_, events, rank) = decode_payload(&frames[2]);
+            assert_eq!(rank, Some(0));
+            assert!(events.contains(&Ev::Cleared));
+            return;
+        }
+    }
+    panic!("no event reached the bound subscriber");
+}
