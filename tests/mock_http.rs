@@ -442,6 +442,23 @@ async fn info_load_metrics_and_errors() {
     );
     let (s, _) = post(&m.url, "/generate", json!({"input_ids": [1, 2], "unknown_field": {"a": 1}, "sampling_params": {"max_new_tokens": 1, "whatever": 3}})).await;
     assert_eq!(s, 200, "unknown fields are ignored");
+    let c = reqwest::Client::new();
+    assert_eq!(
+        c.get(format!("{}/generate", m.url))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        405
+    );
+    assert_eq!(
+        c.get(format!("{}/nope", m.url))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
     // Health hook.
     assert_eq!(
         reqwest::get(format!("{}/health", m.url))
