@@ -288,6 +288,9 @@ async fn weight_updates_bump_version_and_flush() {
             .0,
         200
     );
+    for path in ["/begin_weight_update", "/end_weight_update"] {
+        assert_eq!(post(&m.url, path, json!({})).await.0, 200, "{path}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

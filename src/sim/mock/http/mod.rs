@@ -53,6 +53,8 @@ const KNOWN_PATHS: &[&str] = &[
     "/update_weights_from_tensor",
     "/init_weights_update_group",
     "/destroy_weights_update_group",
+    "/begin_weight_update",
+    "/end_weight_update",
     "/update_weight_version",
     "/release_memory_occupation",
     "/resume_memory_occupation",
@@ -144,7 +146,12 @@ async fn handle(state: Arc<MockState>, req: Request<Incoming>) -> Resp {
         {
             control::update_weights(s, &path, &bytes).await
         }
-        "/init_weights_update_group" | "/destroy_weights_update_group" if post => {
+        "/init_weights_update_group"
+        | "/destroy_weights_update_group"
+        | "/begin_weight_update"
+        | "/end_weight_update"
+            if post =>
+        {
             control::weights_group(s, &path, &bytes)
         }
         "/update_weight_version" if post => control::update_weight_version(s, &bytes).await,
