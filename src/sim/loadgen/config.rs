@@ -422,4 +422,14 @@ mod tests {
         });
         assert_eq!(c.validate(), Err(ConfigError::BadTimeScale(-1.0)));
     }
+
+    #[test]
+    fn configs_round_trip_through_json() {
+        let mut c = grpo();
+        c.workload = Workload::Trace(TraceConfig::new("/tmp/t.jsonl"));
+        c.endpoint = Some(Endpoint::Chat);
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(json.contains(r#""kind":"trace""#), "{json}");
+        assert_eq!(serde_json::from_str::<LoadgenConfig>(&json).unwrap(), c);
+    }
 }
