@@ -41,7 +41,7 @@ pub enum UrlPick {
     /// Request after request, in turn.
     #[default]
     RoundRobin,
-    /// By the request's affinity (GRPO group, agent session, trace first block).
+    /// By the request's affinity (GRPO group, agent session, trace conversation).
     Sticky,
 }
 
