@@ -480,7 +480,7 @@ impl Inner {
                     self.config.health.failure_threshold,
                     self.config.health.success_threshold,
                 );
-                let worker = Arc::new(Worker::new(NewWorker {
+                let worker = Arc::new(Worker::from_parts(NewWorker {
                     id: job.id,
                     public_id: job.public_id,
                     url: job.url.clone(),

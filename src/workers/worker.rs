@@ -60,7 +60,7 @@ pub(super) struct NewWorker {
 }
 
 impl Worker {
-    pub(super) fn new(parts: NewWorker) -> Worker {
+    pub(super) fn from_parts(parts: NewWorker) -> Worker {
         let NewWorker {
             id,
             public_id,
@@ -96,6 +96,30 @@ impl Worker {
             in_flight_gauge,
             healthy_gauge,
         }
+    }
+
+    /// A standalone, healthy, routable worker that does no I/O and is in no registry
+    /// (for benchmarks and policy tests). Its gauges are not exported; thresholds
+    /// are the defaults of [`super::HealthConfig`].
+    pub fn new(id: WorkerId, url: &str, info: WorkerInfo) -> Worker {
+        let url = super::registry::normalize_worker_url(url);
+        let host = url::Url::parse(&url)
+            .ok()
+            .and_then(|u| u.host_str().map(|h| h.trim_matches(['[', ']']).to_string()))
+            .unwrap_or_default();
+        let defaults = super::HealthConfig::default();
+        let gauge =
+            || IntGauge::new("kvrouter_standalone_worker", "unexported").expect("valid gauge");
+        Worker::from_parts(NewWorker {
+            id,
+            public_id: uuid::Uuid::new_v4().to_string(),
+            url,
+            host,
+            spec: WorkerSpec::default(),
+            info,
+            health: HealthState::new(defaults.failure_threshold, defaults.success_threshold),
+            gauges: (gauge(), gauge()),
+        })
     }
 
     // ---- routing eligibility ----
@@ -288,19 +312,10 @@ impl Worker {
 
 #[cfg(test)]
 pub(super) fn test_worker(id: u32, url: &str) -> Worker {
-    Worker::new(NewWorker {
-        id: WorkerId(id),
-        public_id: format!("uuid-{id}"),
-        url: url.to_string(),
-        host: "127.0.0.1".to_string(),
-        spec: WorkerSpec::default(),
-        info: WorkerInfo::default(),
-        health: HealthState::new(2, 1),
-        gauges: (
-            IntGauge::new("t_in_flight", "t").expect("valid gauge"),
-            IntGauge::new("t_healthy", "t").expect("valid gauge"),
-        ),
-    })
+    let mut w = Worker::new(WorkerId(id), url, WorkerInfo::default());
+    w.public_id = format!("uuid-{id}");
+    w.health = HealthState::new(2, 1);
+    w
 }
 
 #[cfg(test)]
