@@ -22,6 +22,7 @@ fn registry(interval: Duration) -> Registry {
         probe_timeout: Duration::from_secs(5),
         startup_timeout: Duration::from_secs(20),
         drain_timeout: Duration::from_secs(30),
+        ..RegistryConfig::default()
     })
 }
 

@@ -21,6 +21,7 @@ fn registry(page_size: u32) -> Registry {
         probe_timeout: Duration::from_secs(5),
         startup_timeout: Duration::from_secs(20),
         drain_timeout: Duration::from_secs(20),
+        ..RegistryConfig::default()
     })
 }
 
@@ -190,4 +191,27 @@ async fn api_key_is_sent_to_a_protected_worker() {
     reg.add_worker(&mock.url, spec)
         .await
         .expect("with the key it registers");
+}
+
+#[tokio::test]
+async fn a_worker_behind_the_fleet_version_awaits_refit_when_configured() {
+    let a = support::mock(&["--page-size", "16", "--weight-version", "v2"]);
+    let b = support::mock(&["--page-size", "16", "--weight-version", "v1"]);
+    let reg = Registry::new(RegistryConfig {
+        hold_version_mismatch: true,
+        ..RegistryConfig::default()
+    });
+    let first = reg
+        .add_worker(&a.url, WorkerSpec::default())
+        .await
+        .expect("a");
+    let second = reg
+        .add_worker(&b.url, WorkerSpec::default())
+        .await
+        .expect("b");
+    assert_eq!(reg.fleet_weight_version().as_deref(), Some("v2"));
+    let held = reg.get(second).expect("b registered");
+    assert!(held.is_awaiting_refit() && !held.is_routable());
+    let routable: Vec<_> = reg.routable().iter().map(|w| w.id).collect();
+    assert_eq!(routable, vec![first]);
 }

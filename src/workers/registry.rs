@@ -37,6 +37,9 @@ pub struct RegistryConfig {
     pub startup_timeout: Duration,
     /// How long removal waits for in-flight requests before removing anyway.
     pub drain_timeout: Duration,
+    /// Hold a worker that registers or restarts at a weight version other than the
+    /// fleet's agreed one out of routing (`awaiting_refit`) until a refit levels it.
+    pub hold_version_mismatch: bool,
 }
 
 impl Default for RegistryConfig {
@@ -47,6 +50,7 @@ impl Default for RegistryConfig {
             probe_timeout: Duration::from_secs(10),
             startup_timeout: Duration::from_secs(30),
             drain_timeout: Duration::from_secs(60),
+            hold_version_mismatch: false,
         }
     }
 }
@@ -242,6 +246,12 @@ impl Registry {
         None
     }
 
+    /// The weight version every serving worker (registered, not draining, not awaiting
+    /// refit) agrees on; `None` when there is none, one is unknown, or they disagree.
+    pub fn fleet_weight_version(&self) -> Option<String> {
+        fleet_version(&self.snapshot(), None)
+    }
+
     /// Broadcast of fleet changes (a slow receiver may lag; use [`Self::watch`] to resync).
     pub fn subscribe(&self) -> broadcast::Receiver<RegistryEvent> {
         self.inner.events.subscribe()
@@ -418,6 +428,23 @@ impl Registry {
     }
 }
 
+/// The version all serving workers (except `skip`) agree on, if any.
+fn fleet_version(workers: &[Arc<Worker>], skip: Option<WorkerId>) -> Option<String> {
+    let mut agreed: Option<String> = None;
+    for w in workers
+        .iter()
+        .filter(|w| Some(w.id) != skip && !w.is_draining() && !w.is_awaiting_refit())
+    {
+        let v = w.weight_version()?;
+        match &agreed {
+            None => agreed = Some(v),
+            Some(a) if *a == v => {}
+            Some(_) => return None,
+        }
+    }
+    agreed
+}
+
 impl Inner {
     pub(super) fn snapshot(&self) -> Snapshot {
         self.workers.read().clone()
@@ -490,7 +517,9 @@ impl Inner {
                     health,
                     gauges: self.metrics.worker_gauges(&job.url),
                 }));
-                let mut next = self.snapshot().as_ref().clone();
+                let snap = self.snapshot();
+                self.hold_if_behind(&snap, &worker);
+                let mut next = snap.as_ref().clone();
                 next.push(worker.clone());
                 self.publish(next);
                 drop(jobs);
@@ -521,6 +550,22 @@ impl Inner {
                 jobs.failed.push_back(failed);
                 Err(err)
             }
+        }
+    }
+
+    /// With `hold_version_mismatch`, marks `w` awaiting refit when its version differs
+    /// from the one the rest of the fleet agrees on.
+    fn hold_if_behind(&self, fleet: &[Arc<Worker>], w: &Arc<Worker>) {
+        if !self.config.hold_version_mismatch {
+            return;
+        }
+        let Some(fleet_version) = fleet_version(fleet, Some(w.id)) else {
+            return;
+        };
+        if w.weight_version().as_deref() != Some(fleet_version.as_str()) {
+            tracing::warn!(worker = %w.url, worker_version = ?w.weight_version(), %fleet_version,
+                "worker's weight version differs from the fleet's: held out of routing until refit");
+            w.set_awaiting_refit(true);
         }
     }
 
@@ -593,6 +638,7 @@ impl Inner {
                         "worker restarted with another dp_size; re-register it to route to the new ranks");
                 }
                 w.set_weight_version(info.weight_version.clone());
+                self.hold_if_behind(&self.snapshot(), w);
             }
             Err(AddWorkerError::PageSizeMismatch { .. }) => w.set_incompatible(true),
             Err(e) => {
@@ -631,6 +677,30 @@ mod tests {
                 "{bad:?} must be refused"
             );
         }
+    }
+
+    #[test]
+    fn fleet_version_needs_agreement() {
+        use crate::workers::worker::test_worker;
+        let a = Arc::new(test_worker(1, "http://a"));
+        let b = Arc::new(test_worker(2, "http://b"));
+        a.set_weight_version(Some("v1".into()));
+        b.set_weight_version(Some("v1".into()));
+        let fleet = vec![a.clone(), b.clone()];
+        assert_eq!(fleet_version(&fleet, None).as_deref(), Some("v1"));
+        b.set_weight_version(Some("v2".into()));
+        assert_eq!(fleet_version(&fleet, None), None, "disagreement");
+        assert_eq!(fleet_version(&fleet, Some(b.id)).as_deref(), Some("v1"));
+        b.set_awaiting_refit(true);
+        assert_eq!(
+            fleet_version(&fleet, None).as_deref(),
+            Some("v1"),
+            "held workers do not vote"
+        );
+        b.set_weight_version(None);
+        b.set_awaiting_refit(false);
+        assert_eq!(fleet_version(&fleet, None), None, "unknown version");
+        assert_eq!(fleet_version(&[], None), None);
     }
 
     #[tokio::test]

@@ -33,6 +33,7 @@ pub struct Worker {
     pub registered_at: SystemTime,
     pub(super) health: HealthState,
     in_flight: AtomicUsize,
+    rank_in_flight: Box<[AtomicUsize]>,
     draining: AtomicBool,
     paused: AtomicBool,
     awaiting_refit: AtomicBool,
@@ -80,6 +81,9 @@ impl Worker {
             url,
             host,
             weight_version: RwLock::new(info.weight_version.clone()),
+            rank_in_flight: (0..info.dp_size.max(1))
+                .map(|_| AtomicUsize::new(0))
+                .collect(),
             spec,
             info,
             registered_at: SystemTime::now(),
@@ -204,6 +208,30 @@ impl Worker {
             }
             Err(_) => tracing::error!(worker = %self.url, "end_request without begin_request"),
         }
+    }
+
+    /// Like [`Self::begin_request`], also counted against DP rank `rank` (ranks
+    /// outside `ranks()` count only in the total). Pair with [`Self::end_request_on`].
+    pub fn begin_request_on(&self, rank: Rank) {
+        if let Some(c) = self.rank_in_flight.get(rank as usize) {
+            c.fetch_add(1, Ordering::AcqRel);
+        }
+        self.begin_request();
+    }
+
+    /// Ends a request begun with [`Self::begin_request_on`] for the same rank.
+    pub fn end_request_on(&self, rank: Rank) {
+        if let Some(c) = self.rank_in_flight.get(rank as usize) {
+            let _ = c.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        }
+        self.end_request();
+    }
+
+    /// Requests in flight on DP rank `rank` (only those booked with a rank).
+    pub fn in_flight_on(&self, rank: Rank) -> usize {
+        self.rank_in_flight
+            .get(rank as usize)
+            .map_or(0, |c| c.load(Ordering::Acquire))
     }
 
     /// Waits until no request is in flight.
@@ -378,6 +406,24 @@ mod tests {
             .await
             .expect("drain finished")
             .expect("task ok");
+    }
+
+    #[test]
+    fn per_rank_counts_add_to_the_total() {
+        let info = WorkerInfo {
+            dp_size: 2,
+            ..WorkerInfo::default()
+        };
+        let w = Worker::new(WorkerId(1), "http://a", info);
+        w.begin_request_on(1);
+        w.begin_request_on(7); // unknown rank: total only
+        assert_eq!(
+            (w.in_flight(), w.in_flight_on(0), w.in_flight_on(1)),
+            (2, 0, 1)
+        );
+        w.end_request_on(1);
+        w.end_request_on(7);
+        assert_eq!((w.in_flight(), w.in_flight_on(1)), (0, 0));
     }
 
     #[test]
