@@ -704,6 +704,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn dropping_the_last_clone_frees_the_registry() {
+        let reg = Registry::new(RegistryConfig::default());
+        let clone = reg.clone();
+        let weak = Arc::downgrade(&reg.inner);
+        tokio::task::yield_now().await; // let the checker task start and park on its timer
+        drop(reg);
+        assert!(weak.upgrade().is_some(), "a clone is alive");
+        drop(clone);
+        assert!(
+            weak.upgrade().is_none(),
+            "the health checker holds only a weak reference"
+        );
+    }
+
+    #[tokio::test]
     async fn invalid_url_is_refused_without_probing() {
         let reg = Registry::new(RegistryConfig::default());
         let err = reg.add_worker("https://x:1", WorkerSpec::default()).await;
