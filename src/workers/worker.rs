@@ -269,6 +269,14 @@ impl Worker {
         t
     }
 
+    /// Like [`Self::record_failure`] for a refused/failed TCP connect: also flags a
+    /// possible restart, confirmed (incarnation bumped, info re-read) by the next
+    /// successful health check.
+    pub fn record_connect_failure(&self) -> Option<HealthTransition> {
+        self.note_connect_failure();
+        self.record_failure()
+    }
+
     pub fn consecutive_failures(&self) -> u32 {
         self.health.consecutive_failures()
     }
