@@ -37,9 +37,14 @@ pub const FAST_HEALTH: &[&str] = &[
     "warn",
 ];
 
-/// Starts a router with `FAST_HEALTH` plus `args`.
+/// Starts a router with `args` plus those `FAST_HEALTH` flags `args` does not set.
 pub fn start_router(args: &[&str]) -> Proc {
-    let mut all: Vec<&str> = FAST_HEALTH.to_vec();
+    let mut all: Vec<&str> = FAST_HEALTH
+        .chunks(2)
+        .filter(|pair| !args.contains(&pair[0]))
+        .flatten()
+        .copied()
+        .collect();
     all.extend_from_slice(args);
     router(&all)
 }
