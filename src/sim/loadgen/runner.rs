@@ -155,8 +155,14 @@ impl Runner {
             completion_tokens: None,
             finish_reason: None,
         };
-        let mut ok_info = None;
-        match end {
+        let ok_info = self.settle(&mut record, end);
+        self.records.lock().push(record);
+        ok_info
+    }
+
+    /// Fills `record` from how the exchange ended; the response if it succeeded.
+    fn settle(&self, record: &mut RequestRecord, end: End) -> Option<ResponseInfo> {
+        let x = match end {
             End::Stopped => {
                 record.status = RequestStatus::Cancelled;
                 record.error = Some(if self.stop.is_cancelled() {
@@ -164,41 +170,41 @@ impl Runner {
                 } else {
                     "cancelled: max duration reached".into()
                 });
+                return None;
             }
-            End::TimedOut => record.error = Some(format!("timeout after {:?}", self.timeout)),
-            End::Done(Err(e)) => record.error = Some(e.to_string()),
-            End::Done(Ok(x)) => {
-                let info = x.info;
-                record.http_status = Some(x.status.as_u16());
-                if let Some(w) = x.worker {
-                    record.worker = w;
-                }
-                record.ttft_ms = Some(x.ttft.map_or(record.e2e_ms, ms));
-                record.prompt_tokens = info.prompt_tokens;
-                record.cached_tokens = info.cached_tokens;
-                record.completion_tokens = info.completion_tokens;
-                record.finish_reason = info.finish_reason.clone();
-                record.error = if !x.status.is_success() {
-                    Some(format!(
-                        "HTTP {}: {}",
-                        x.status.as_u16(),
-                        info.error.as_deref().unwrap_or("")
-                    ))
-                } else if let Some(e) = &info.error {
-                    Some(e.clone())
-                } else if info.aborted() {
-                    Some("aborted by the server".into())
-                } else {
-                    None
-                };
-                if record.error.is_none() {
-                    record.status = RequestStatus::Ok;
-                    ok_info = Some(info);
-                }
+            End::TimedOut => {
+                record.error = Some(format!("timeout after {:?}", self.timeout));
+                return None;
             }
+            End::Done(Err(e)) => {
+                record.error = Some(e.to_string());
+                return None;
+            }
+            End::Done(Ok(x)) => x,
+        };
+        let info = x.info;
+        let status = x.status.as_u16();
+        record.http_status = Some(status);
+        if let Some(w) = x.worker {
+            record.worker = w;
         }
-        self.records.lock().push(record);
-        ok_info
+        record.ttft_ms = Some(x.ttft.map_or(record.e2e_ms, ms));
+        record.prompt_tokens = info.prompt_tokens;
+        record.cached_tokens = info.cached_tokens;
+        record.completion_tokens = info.completion_tokens;
+        record.finish_reason = info.finish_reason.clone();
+        record.error = match (&info.error, x.status.is_success()) {
+            (Some(e), false) => Some(format!("HTTP {status}: {e}")),
+            (None, false) => Some(format!("HTTP {status}")),
+            (Some(e), true) => Some(e.clone()),
+            (None, true) if info.aborted() => Some("aborted by the server".into()),
+            (None, true) => None,
+        };
+        if record.error.is_some() {
+            return None;
+        }
+        record.status = RequestStatus::Ok;
+        Some(info)
     }
 
     /// Records so far, in dispatch order.
