@@ -247,7 +247,9 @@ fn relay(
         .headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"));
+        .is_some_and(|v| v.starts_with("text/event-stream"))
+        // A final error event can only be appended to a stream without a declared length.
+        && !parts.headers.contains_key(header::CONTENT_LENGTH);
     record(route, parts.status, &url);
     let ctx = RelayContext {
         route,
