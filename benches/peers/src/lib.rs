@@ -1,0 +1,1 @@
+//! Shared trace loading for the peer benches.
