@@ -100,7 +100,10 @@ mod tests {
     #[test]
     fn sequence_hashes_match_dynamo_vectors() {
         let tokens: Vec<u32> = (1..=12).collect();
-        assert_eq!(seq_hashes(&tokens, 4), vec![HASH_1_4, SEQ_HASH_5_8, SEQ_HASH_9_12]);
+        assert_eq!(
+            seq_hashes(&tokens, 4),
+            vec![HASH_1_4, SEQ_HASH_5_8, SEQ_HASH_9_12]
+        );
         assert_eq!(chain(HASH_1_4, HASH_5_8), SEQ_HASH_5_8);
         assert_eq!(chain(SEQ_HASH_5_8, HASH_9_12), SEQ_HASH_9_12);
     }
@@ -122,7 +125,10 @@ mod tests {
 
     #[test]
     fn little_endian_encoding_is_explicit() {
-        let bytes: Vec<u8> = [1u32, 2, 3, 4].iter().flat_map(|t| t.to_le_bytes()).collect();
+        let bytes: Vec<u8> = [1u32, 2, 3, 4]
+            .iter()
+            .flat_map(|t| t.to_le_bytes())
+            .collect();
         assert_eq!(xxh3_64_with_seed(&bytes, XXH3_SEED), HASH_1_4);
     }
 }

@@ -19,7 +19,11 @@ impl BlockHasher {
     /// An empty chain for pages of `page_size` tokens (must be > 0).
     pub fn new(page_size: usize) -> Self {
         assert!(page_size > 0, "page_size must be positive");
-        Self { page_size, seq: Vec::new(), tail: Vec::with_capacity(page_size) }
+        Self {
+            page_size,
+            seq: Vec::new(),
+            tail: Vec::with_capacity(page_size),
+        }
     }
 
     /// A hasher primed with `tokens` (the whole prompt so far).
@@ -80,7 +84,8 @@ impl BlockHasher {
     /// `known_prefix_tokens` is how many leading tokens the caller knows are
     /// unchanged since the last call (sessions append); they are not re-checked.
     pub fn advance_to(&mut self, tokens: &[u32], known_prefix_tokens: usize) -> usize {
-        let keep_pages = (known_prefix_tokens.min(tokens.len()) / self.page_size).min(self.seq.len());
+        let keep_pages =
+            (known_prefix_tokens.min(tokens.len()) / self.page_size).min(self.seq.len());
         self.seq.truncate(keep_pages);
         self.tail.clear();
         self.extend(&tokens[keep_pages * self.page_size..]);
@@ -94,7 +99,9 @@ mod tests {
     use super::*;
 
     fn tokens(n: u32) -> Vec<u32> {
-        (0..n).map(|i| i.wrapping_mul(2_654_435_761) % 50_000).collect()
+        (0..n)
+            .map(|i| i.wrapping_mul(2_654_435_761) % 50_000)
+            .collect()
     }
 
     #[test]

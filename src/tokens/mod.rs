@@ -10,5 +10,7 @@
 pub mod hash;
 pub mod hasher;
 
-pub use hash::{chain, local_hash, seq_hashes, seq_hashes_into, BlockHash, SeqHash, XXH3_SEED};
+pub use hash::{
+    chain, local_hash, next_seq, seq_hashes, seq_hashes_into, BlockHash, SeqHash, XXH3_SEED,
+};
 pub use hasher::BlockHasher;
