@@ -1,1 +1,0 @@
-//! Shared trace loading for the peer benches.
