@@ -105,6 +105,41 @@ impl BlockMap {
         }
     }
 
+    /// Whether `unit` holds `seq`.
+    pub(crate) fn holds(&self, seq: SeqHash, unit: UnitId) -> bool {
+        let shard = self.shards[shard_of(seq)].0.read();
+        match shard.map.get(&seq).map(|v| unit_set::view(*v)) {
+            None => false,
+            Some(View::One(a)) => a == unit,
+            Some(View::Two(a, b)) => a == unit || b == unit,
+            Some(View::Spilled(slot)) => shard.spill.get(slot).binary_search(&unit).is_ok(),
+        }
+    }
+
+    /// Removes `unit` from every block (a full scan, for clears of units whose
+    /// blocks are not listed elsewhere).
+    pub(crate) fn remove_unit_everywhere(&self, unit: UnitId) {
+        for padded in self.shards.iter() {
+            let mut seqs = Vec::new();
+            {
+                let shard = padded.0.read();
+                for (seq, v) in shard.map.iter() {
+                    let held = match unit_set::view(*v) {
+                        View::One(a) => a == unit,
+                        View::Two(a, b) => a == unit || b == unit,
+                        View::Spilled(slot) => shard.spill.get(slot).binary_search(&unit).is_ok(),
+                    };
+                    if held {
+                        seqs.push(*seq);
+                    }
+                }
+            }
+            for seq in seqs {
+                self.remove(seq, unit);
+            }
+        }
+    }
+
     /// Distinct blocks held by at least one unit.
     pub(crate) fn len(&self) -> usize {
         self.shards.iter().map(|s| s.0.read().map.len()).sum()

@@ -79,7 +79,11 @@ impl KvIndex {
         if let Some(u) = self.units.read().get(&id) {
             return u.clone();
         }
-        self.units.write().entry(id).or_default().clone()
+        self.units
+            .write()
+            .entry(id)
+            .or_insert_with(|| Arc::new(Mutex::new(UnitBlocks::new(id))))
+            .clone()
     }
 
     /// Applies one event of `(worker, rank)`. Idempotent: re-storing a resident
@@ -147,7 +151,7 @@ impl KvIndex {
         }
         let mut prev = match parent {
             None => None,
-            Some(p) => match unit.lookup(p) {
+            Some(p) => match unit.lookup(&self.blocks, p) {
                 Some(seq) => Some(seq),
                 None => {
                     self.unknown_parent.fetch_add(1, Ordering::Relaxed);
@@ -160,14 +164,14 @@ impl KvIndex {
         for (e, page) in engine.iter().zip(tokens.chunks_exact(bs)) {
             let seq = next_seq(prev, local_hash(page));
             prev = Some(seq);
-            match unit.insert(*e, seq) {
+            match unit.insert(&self.blocks, *e, seq) {
                 Insert::Present => out.unchanged += 1,
-                replaced => {
-                    if let Insert::Replaced(old) = replaced {
-                        self.blocks.remove(old, id);
-                        self.resident.fetch_sub(1, Ordering::Relaxed);
-                    }
-                    self.blocks.insert(seq, id);
+                Insert::Replaced => out.stored += 1,
+                Insert::Merged => {
+                    self.resident.fetch_sub(1, Ordering::Relaxed);
+                    out.removed += 1;
+                }
+                Insert::New => {
                     self.resident.fetch_add(1, Ordering::Relaxed);
                     out.stored += 1;
                 }
@@ -187,15 +191,11 @@ impl KvIndex {
         let mut unit = handle.lock();
         let mut out = Applied::default();
         for e in engine {
-            match unit.remove(*e) {
-                Some(seq) => {
-                    self.blocks.remove(seq, id);
-                    out.removed += 1;
-                }
-                None => {
-                    self.unknown_removals.fetch_add(1, Ordering::Relaxed);
-                    out.unchanged += 1;
-                }
+            if unit.remove(&self.blocks, *e) {
+                out.removed += 1;
+            } else {
+                self.unknown_removals.fetch_add(1, Ordering::Relaxed);
+                out.unchanged += 1;
             }
         }
         self.resident
@@ -214,16 +214,12 @@ impl KvIndex {
         let Some(handle) = handle else { return 0 };
         let mut unit = handle.lock();
         unit.removed |= forget;
-        let seqs = unit.drain();
-        for seq in &seqs {
-            self.blocks.remove(*seq, id);
-        }
-        self.resident
-            .fetch_sub(seqs.len() as i64, Ordering::Relaxed);
+        let removed = unit.clear(&self.blocks);
+        self.resident.fetch_sub(removed as i64, Ordering::Relaxed);
         if forget {
             self.pending.drop_unit(id);
         }
-        seqs.len()
+        removed
     }
 
     /// Drops all blocks of one rank (e.g. after a sequence gap or restart).

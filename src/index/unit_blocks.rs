@@ -1,101 +1,118 @@
 //! One unit's own view of its resident blocks: engine hash -> router sequence
-//! hash, used for removals and parent lookup. When an engine already sends the
-//! router's sequence hashes (Dynamo-format events, kvrouter's own relay) the
-//! mapping is the identity and only the hash is kept.
+//! hash, used for removals and parent lookup.
+//!
+//! Identity elision: when an engine already sends the router's sequence hashes
+//! (Dynamo-format events, kvrouter's own relay) nothing is stored per unit: the
+//! block map's membership is the record, and only a count is kept. Enumerating
+//! those blocks (clear / remove worker) then scans the block map.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
-use super::block_map::table_bytes;
+use super::block_map::{table_bytes, BlockMap};
 use super::event::EngineHash;
 use super::hashers::MulBuild;
+use super::unit::UnitId;
 use crate::tokens::SeqHash;
 
-#[derive(Default)]
 pub(crate) struct UnitBlocks {
+    id: UnitId,
     /// Set once the unit was removed; late events on a stale handle are ignored.
     pub(crate) removed: bool,
     mapped: HashMap<EngineHash, SeqHash, MulBuild>,
-    identity: HashSet<SeqHash, MulBuild>,
-}
-
-impl UnitBlocks {
-    pub(crate) fn lookup(&self, engine: EngineHash) -> Option<SeqHash> {
-        if let Some(seq) = self.mapped.get(&engine) {
-            return Some(*seq);
-        }
-        self.identity.contains(&engine).then_some(engine)
-    }
-
-    /// Records `engine -> seq` (a re-store of a known engine hash with other
-    /// content replaces its old sequence hash).
-    pub(crate) fn insert(&mut self, engine: EngineHash, seq: SeqHash) -> Insert {
-        match self.lookup(engine) {
-            Some(old) if old == seq => Insert::Present,
-            Some(old) => {
-                self.forget(engine);
-                self.put(engine, seq);
-                Insert::Replaced(old)
-            }
-            None => {
-                self.put(engine, seq);
-                Insert::New
-            }
-        }
-    }
-
-    fn put(&mut self, engine: EngineHash, seq: SeqHash) {
-        if engine == seq {
-            self.identity.insert(seq);
-        } else {
-            self.mapped.insert(engine, seq);
-        }
-    }
-
-    /// Forgets `engine`; returns its sequence hash if it was resident.
-    pub(crate) fn remove(&mut self, engine: EngineHash) -> Option<SeqHash> {
-        let seq = self.forget(engine)?;
-        shrink(&mut self.mapped);
-        if self.identity.len() * 4 < self.identity.capacity() {
-            self.identity.shrink_to(self.identity.len() * 2);
-        }
-        Some(seq)
-    }
-
-    fn forget(&mut self, engine: EngineHash) -> Option<SeqHash> {
-        if let Some(seq) = self.mapped.remove(&engine) {
-            return Some(seq);
-        }
-        self.identity.remove(&engine).then_some(engine)
-    }
-
-    /// Removes everything, returning the sequence hashes that were resident.
-    pub(crate) fn drain(&mut self) -> Vec<SeqHash> {
-        let mut out: Vec<SeqHash> = self.mapped.drain().map(|(_, s)| s).collect();
-        out.extend(self.identity.drain());
-        self.mapped = HashMap::default();
-        self.identity = HashSet::default();
-        out
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.mapped.len() + self.identity.len()
-    }
-
-    pub(crate) fn heap_bytes(&self) -> usize {
-        table_bytes(self.mapped.capacity(), 16) + table_bytes(self.identity.capacity(), 8)
-    }
-}
-
-fn shrink<V>(map: &mut HashMap<EngineHash, V, MulBuild>) {
-    let (len, cap) = (map.len(), map.capacity());
-    if len * 4 < cap {
-        map.shrink_to(len * 2);
-    }
+    identity: usize,
 }
 
 /// Outcome of [`UnitBlocks::insert`].
 pub(crate) enum Insert {
+    /// Already resident with this content.
     Present,
     New,
-    Replaced(SeqHash),
+    /// The engine hash was resident with other content, now replaced.
+    Replaced,
+    /// The engine hash's old content was dropped; the new one was already held.
+    Merged,
+}
+
+impl UnitBlocks {
+    pub(crate) fn new(id: UnitId) -> Self {
+        Self {
+            id,
+            removed: false,
+            mapped: HashMap::default(),
+            identity: 0,
+        }
+    }
+
+    pub(crate) fn lookup(&self, blocks: &BlockMap, engine: EngineHash) -> Option<SeqHash> {
+        if let Some(seq) = self.mapped.get(&engine) {
+            return Some(*seq);
+        }
+        (self.identity > 0 && blocks.holds(engine, self.id)).then_some(engine)
+    }
+
+    /// Makes `engine -> seq` resident on this unit (block map included).
+    pub(crate) fn insert(&mut self, blocks: &BlockMap, engine: EngineHash, seq: SeqHash) -> Insert {
+        let mut outcome = Insert::New;
+        if let Some(old) = self.lookup(blocks, engine) {
+            if old == seq {
+                return Insert::Present;
+            }
+            self.remove(blocks, engine);
+            outcome = Insert::Replaced;
+        }
+        if engine == seq {
+            if blocks.insert(seq, self.id) {
+                self.identity += 1;
+            } else {
+                // Held already under another engine hash: keep that record.
+                return match outcome {
+                    Insert::Replaced => Insert::Merged,
+                    _ => Insert::Present,
+                };
+            }
+        } else {
+            self.mapped.insert(engine, seq);
+            blocks.insert(seq, self.id);
+        }
+        outcome
+    }
+
+    /// Evicts `engine` from this unit; returns whether it was resident.
+    pub(crate) fn remove(&mut self, blocks: &BlockMap, engine: EngineHash) -> bool {
+        if let Some(seq) = self.mapped.remove(&engine) {
+            let (len, cap) = (self.mapped.len(), self.mapped.capacity());
+            if len * 4 < cap {
+                self.mapped.shrink_to(len * 2);
+            }
+            blocks.remove(seq, self.id);
+            return true;
+        }
+        if self.identity > 0 && blocks.remove(engine, self.id) {
+            self.identity -= 1;
+            return true;
+        }
+        false
+    }
+
+    /// Evicts everything; returns how many blocks were resident.
+    pub(crate) fn clear(&mut self, blocks: &BlockMap) -> usize {
+        let n = self.len();
+        for (_, seq) in self.mapped.drain() {
+            blocks.remove(seq, self.id);
+        }
+        self.mapped = HashMap::default();
+        if self.identity > 0 {
+            blocks.remove_unit_everywhere(self.id);
+            self.identity = 0;
+        }
+        n
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.mapped.len() + self.identity
+    }
+
+    pub(crate) fn heap_bytes(&self) -> usize {
+        table_bytes(self.mapped.capacity(), 16)
+    }
 }
