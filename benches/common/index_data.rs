@@ -82,3 +82,15 @@ pub fn content_hashes(tokens: &[u32]) -> Vec<u64> {
 pub fn owner(i: usize, workers: usize) -> u32 {
     (i % workers) as u32
 }
+
+/// CPU seconds this process has used (user + system, from /proc/self/stat;
+/// 10 ms resolution). The bench machine is shared, so throughput is reported
+/// per CPU second next to wall-clock figures.
+pub fn cpu_secs() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(") ").map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}

@@ -6,6 +6,7 @@
 //! block map's membership is the record, and only a count is kept. Enumerating
 //! those blocks (clear / remove worker) then scans the block map.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use super::block_map::{table_bytes, BlockMap};
@@ -52,29 +53,47 @@ impl UnitBlocks {
 
     /// Makes `engine -> seq` resident on this unit (block map included).
     pub(crate) fn insert(&mut self, blocks: &BlockMap, engine: EngineHash, seq: SeqHash) -> Insert {
+        if engine != seq {
+            // Opaque engine hash: one probe of the unit's table decides.
+            match self.mapped.entry(engine) {
+                Entry::Occupied(o) if *o.get() == seq => return Insert::Present,
+                Entry::Occupied(mut o) => {
+                    let old = o.insert(seq);
+                    blocks.remove(old, self.id);
+                    blocks.insert(seq, self.id);
+                    return Insert::Replaced;
+                }
+                Entry::Vacant(v) => {
+                    v.insert(seq);
+                    if self.identity == 0 || !blocks.holds(engine, self.id) {
+                        blocks.insert(seq, self.id);
+                        return Insert::New;
+                    }
+                    // The engine hash was also an identity record: replace it.
+                    blocks.remove(engine, self.id);
+                    self.identity -= 1;
+                    blocks.insert(seq, self.id);
+                    return Insert::Replaced;
+                }
+            }
+        }
         let mut outcome = Insert::New;
-        if let Some(old) = self.lookup(blocks, engine) {
+        if let Some(old) = self.mapped.get(&engine).copied() {
             if old == seq {
                 return Insert::Present;
             }
             self.remove(blocks, engine);
             outcome = Insert::Replaced;
         }
-        if engine == seq {
-            if blocks.insert(seq, self.id) {
-                self.identity += 1;
-            } else {
-                // Held already under another engine hash: keep that record.
-                return match outcome {
-                    Insert::Replaced => Insert::Merged,
-                    _ => Insert::Present,
-                };
-            }
-        } else {
-            self.mapped.insert(engine, seq);
-            blocks.insert(seq, self.id);
+        if blocks.insert(seq, self.id) {
+            self.identity += 1;
+            return outcome;
         }
-        outcome
+        // Held already (as an identity record or under another engine hash).
+        match outcome {
+            Insert::Replaced => Insert::Merged,
+            _ => Insert::Present,
+        }
     }
 
     /// Evicts `engine` from this unit; returns whether it was resident.

@@ -26,7 +26,7 @@ use kv_index::{ChainBlockMap, ChainIndex, ContentHash, SequenceHash, StoredBlock
 use kvrouter::index::{KvEvent, KvIndex};
 use kvrouter::tokens::seq_hashes;
 use kvrouter::workers::WorkerId;
-use smg_radix_tree::{Config as SmgConfig, OverlapScratch, RadixTree as SmgTree};
+use radix_tree::{Config as SmgConfig, OverlapScratch, RadixTree as SmgTree};
 
 struct Counting;
 static LIVE: AtomicIsize = AtomicIsize::new(0);
@@ -152,9 +152,9 @@ impl Index for KvChain {
 
 struct Smg {
     tree: SmgTree,
-    holders: Vec<smg_radix_tree::HolderId>,
+    holders: Vec<radix_tree::HolderId>,
     scratch: OverlapScratch,
-    out: Vec<smg_radix_tree::Overlap>,
+    out: Vec<radix_tree::Overlap>,
 }
 impl Index for Smg {
     fn name(&self) -> &'static str {
@@ -329,18 +329,19 @@ fn main() {
         };
         println!("\n== {w} workers: {blocks} blocks in events, {entries} distinct (block, worker) entries");
         println!(
-            "{:<38} {:>12} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>9}",
-            "index", "ingest M/s", "find p50", "find p99", "h+f p50", "h+f p99", "64k h+f p50", "B/entry", "B evicted"
+            "{:<38} {:>20} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>9}",
+            "index", "ingest M/s wall|cpu", "find p50", "find p99", "h+f p50", "h+f p99", "64k h+f p50", "B/entry", "B evicted"
         );
         for kind in 0..KINDS {
             let before = live();
             let mut idx = make(kind);
-            let t = Instant::now();
+            let (t, cpu) = (Instant::now(), data::cpu_secs());
             for s in &stores {
                 idx.store(s);
             }
             idx.sync();
             let secs = t.elapsed().as_secs_f64();
+            let cpu = (data::cpu_secs() - cpu).max(0.01);
             let bytes = live() - before;
             idx.store(&stored(3, &long));
             idx.sync();
@@ -373,9 +374,10 @@ fn main() {
             let (h50, h99) = percentiles(hf);
             let (l50, _) = percentiles(lf);
             println!(
-                "{:<38} {:>12.2} {:>8.2}us {:>8.2}us {:>8.2}us {:>8.2}us {:>9.2}us {:>11.1} {:>9}",
+                "{:<38} {:>9.2} |{:>9.2} {:>8.2}us {:>8.2}us {:>8.2}us {:>8.2}us {:>9.2}us {:>11.1} {:>9}",
                 idx.name(),
                 blocks as f64 / secs / 1e6,
+                blocks as f64 / cpu / 1e6,
                 f50,
                 f99,
                 h50,
