@@ -10,7 +10,6 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use kvrouter::index::alt_dashmap::DashIndex;
 use kvrouter::index::{KvEvent, KvIndex};
 use kvrouter::tokens::{seq_hashes, BlockHasher};
 use kvrouter::workers::WorkerId;
@@ -81,18 +80,6 @@ fn ingest(c: &mut Criterion) {
                 BatchSize::LargeInput,
             )
         });
-        g.bench_function(format!("dashmap/{w}w"), |b| {
-            b.iter_batched(
-                DashIndex::default,
-                |idx| {
-                    for (worker, ev) in &evs {
-                        idx.apply(*worker, 0, ev);
-                    }
-                    idx
-                },
-                BatchSize::LargeInput,
-            )
-        });
     }
     g.finish();
 }
@@ -104,22 +91,14 @@ fn find(c: &mut Criterion) {
     for w in WORKERS {
         let evs = events(&prompts, w);
         let idx = KvIndex::new(data::PAGE as u32);
-        let alt = DashIndex::default();
         for (worker, ev) in &evs {
             let _ = idx.apply(*worker, 0, ev);
-            alt.apply(*worker, 0, ev);
         }
         let mut i = 0;
         g.bench_function(format!("kvindex/{w}w"), |b| {
             b.iter(|| {
                 i = (i + 1) % queries.len();
                 idx.find_matches(black_box(&queries[i]))
-            })
-        });
-        g.bench_function(format!("dashmap/{w}w"), |b| {
-            b.iter(|| {
-                i = (i + 1) % queries.len();
-                alt.find_matches(black_box(&queries[i]))
             })
         });
         g.bench_function(format!("kvindex_hash_and_find/{w}w"), |b| {
@@ -140,8 +119,6 @@ fn long_prompts(c: &mut Criterion) {
     }
     let long = data::long_prompt(65_536, 7);
     let _ = idx.apply(WorkerId(3), 0, &stored_event(&long));
-    let alt = DashIndex::default();
-    alt.apply(WorkerId(3), 0, &stored_event(&long));
     let mut next = long.clone();
     next.extend(data::long_prompt(1024, 8));
     let mut g = c.benchmark_group("index/long64k");

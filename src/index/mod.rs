@@ -2,8 +2,6 @@
 //! `find_matches` over a request's sequence hashes, and the predicted /
 //! in-flight layer (predict-on-route) with its TTL. Design notes: docs/index.md.
 
-#[doc(hidden)]
-pub mod alt_dashmap;
 mod block_map;
 mod booking;
 mod error;
