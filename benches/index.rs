@@ -129,9 +129,6 @@ fn long_prompts(c: &mut Criterion) {
     g.bench_function("kvindex_find_only", |b| {
         b.iter(|| idx.find_matches(black_box(&seqs)))
     });
-    g.bench_function("dashmap_find_only", |b| {
-        b.iter(|| alt.find_matches(black_box(&seqs)))
-    });
     let mut hasher = BlockHasher::from_tokens(data::PAGE, &long);
     g.bench_function("kvindex_next_turn_hash_and_find", |b| {
         b.iter(|| {
