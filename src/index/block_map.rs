@@ -1,6 +1,7 @@
 //! The confirmed-residency map: SeqHash -> packed holder set, split in shards
 //! behind `parking_lot::RwLock`s so lookups never take a global lock.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use parking_lot::RwLock;
@@ -49,26 +50,27 @@ impl BlockMap {
     pub(crate) fn insert(&self, seq: SeqHash, unit: UnitId) -> bool {
         let mut guard = self.shards[shard_of(seq)].0.write();
         let shard = &mut *guard;
-        match shard.map.get_mut(&seq) {
-            None => {
-                shard.map.insert(seq, unit_set::one(unit));
+        let v = match shard.map.entry(seq) {
+            Entry::Vacant(e) => {
+                e.insert(unit_set::one(unit));
+                return true;
+            }
+            Entry::Occupied(e) => e.into_mut(),
+        };
+        match unit_set::view(*v) {
+            View::One(a) if a == unit => false,
+            View::One(a) => {
+                *v = unit_set::two(a, unit);
                 true
             }
-            Some(v) => match unit_set::view(*v) {
-                View::One(a) if a == unit => false,
-                View::One(a) => {
-                    *v = unit_set::two(a, unit);
-                    true
-                }
-                View::Two(a, b) if a == unit || b == unit => false,
-                View::Two(a, b) => {
-                    let mut set = vec![a, b, unit];
-                    set.sort_unstable();
-                    *v = unit_set::spilled(shard.spill.alloc(set));
-                    true
-                }
-                View::Spilled(slot) => shard.spill.insert(slot, unit),
-            },
+            View::Two(a, b) if a == unit || b == unit => false,
+            View::Two(a, b) => {
+                let mut set = vec![a, b, unit];
+                set.sort_unstable();
+                *v = unit_set::spilled(shard.spill.alloc(set));
+                true
+            }
+            View::Spilled(slot) => shard.spill.insert(slot, unit),
         }
     }
 

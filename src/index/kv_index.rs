@@ -161,23 +161,26 @@ impl KvIndex {
             },
         };
         let mut out = Applied::default();
+        let mut new = 0i64;
+        let predicting = !self.pending.is_empty();
         for (e, page) in engine.iter().zip(tokens.chunks_exact(bs)) {
             let seq = next_seq(prev, local_hash(page));
             prev = Some(seq);
             match unit.insert(&self.blocks, *e, seq) {
                 Insert::Present => out.unchanged += 1,
                 Insert::Replaced => out.stored += 1,
-                Insert::Merged => {
-                    self.resident.fetch_sub(1, Ordering::Relaxed);
-                    out.removed += 1;
-                }
+                Insert::Merged => out.removed += 1,
                 Insert::New => {
-                    self.resident.fetch_add(1, Ordering::Relaxed);
+                    new += 1;
                     out.stored += 1;
                 }
             }
-            self.pending.supersede(seq, id);
+            if predicting {
+                self.pending.supersede(seq, id);
+            }
         }
+        self.resident
+            .fetch_add(new - out.removed as i64, Ordering::Relaxed);
         Ok(out)
     }
 

@@ -43,7 +43,10 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
         // SAFETY: forwarded unchanged to the system allocator.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -103,10 +106,19 @@ impl Index for Ours {
         let _ = self.0.apply(WorkerId(s.worker), 0, &ev);
     }
     fn remove(&mut self, s: &Stored) {
-        let _ = self.0.apply(WorkerId(s.worker), 0, &KvEvent::Removed { block_hashes: s.engine.clone() });
+        let _ = self.0.apply(
+            WorkerId(s.worker),
+            0,
+            &KvEvent::Removed {
+                block_hashes: s.engine.clone(),
+            },
+        );
     }
     fn hash_and_find(&mut self, tokens: &[u32]) -> usize {
-        self.0.find_matches(&seq_hashes(tokens, data::PAGE)).units.len()
+        self.0
+            .find_matches(&seq_hashes(tokens, data::PAGE))
+            .units
+            .len()
     }
     fn find(&mut self, _local: &[u64], seq: &[u64]) -> usize {
         self.0.find_matches(seq).units.len()
@@ -124,7 +136,10 @@ impl Index for KvChain {
     fn store(&mut self, s: &Stored) {
         let w = s.worker as usize;
         while self.maps.len() <= w {
-            let id = self.index.intern_worker(&format!("w{}", self.maps.len())).expect("worker id");
+            let id = self
+                .index
+                .intern_worker(&format!("w{}", self.maps.len()))
+                .expect("worker id");
             assert_eq!(id as usize, self.maps.len());
             self.maps.push(ChainBlockMap::new());
         }
@@ -132,13 +147,19 @@ impl Index for KvChain {
             .engine
             .iter()
             .zip(&s.local)
-            .map(|(e, l)| StoredBlock { seq_hash: SequenceHash(*e), content_hash: ContentHash(*l) })
+            .map(|(e, l)| StoredBlock {
+                seq_hash: SequenceHash(*e),
+                content_hash: ContentHash(*l),
+            })
             .collect();
-        let _ = self.index.apply_stored(s.worker, &blocks, None, &mut self.maps[w]);
+        let _ = self
+            .index
+            .apply_stored(s.worker, &blocks, None, &mut self.maps[w]);
     }
     fn remove(&mut self, s: &Stored) {
         let keys: Vec<SequenceHash> = s.engine.iter().map(|e| SequenceHash(*e)).collect();
-        self.index.apply_removed(s.worker, &keys, &mut self.maps[s.worker as usize]);
+        self.index
+            .apply_removed(s.worker, &keys, &mut self.maps[s.worker as usize]);
     }
     fn hash_and_find(&mut self, tokens: &[u32]) -> usize {
         let q = kv_index::compute_request_content_hashes(tokens, data::PAGE);
@@ -165,8 +186,15 @@ impl Index for Smg {
             let h = self.tree.create_holder(&format!("w{}", self.holders.len()));
             self.holders.push(h);
         }
-        let blocks: Vec<(u64, u64)> = s.engine.iter().copied().zip(s.local.iter().copied()).collect();
-        let _ = self.tree.store(self.holders[s.worker as usize], None, &blocks);
+        let blocks: Vec<(u64, u64)> = s
+            .engine
+            .iter()
+            .copied()
+            .zip(s.local.iter().copied())
+            .collect();
+        let _ = self
+            .tree
+            .store(self.holders[s.worker as usize], None, &blocks);
     }
     fn remove(&mut self, s: &Stored) {
         self.tree.remove(self.holders[s.worker as usize], &s.engine);
@@ -201,10 +229,21 @@ fn router_event(id: u64, s: &Stored, store: bool) -> RouterEvent {
         })
     } else {
         KvCacheEventData::Removed(KvCacheRemoveData {
-            block_hashes: s.engine.iter().map(|e| ExternalSequenceBlockHash(*e)).collect(),
+            block_hashes: s
+                .engine
+                .iter()
+                .map(|e| ExternalSequenceBlockHash(*e))
+                .collect(),
         })
     };
-    RouterEvent::new(u64::from(s.worker), KvCacheEvent { event_id: id, data, dp_rank: 0 })
+    RouterEvent::new(
+        u64::from(s.worker),
+        KvCacheEvent {
+            event_id: id,
+            data,
+            dp_rank: 0,
+        },
+    )
 }
 
 fn dyn_hash(tokens: &[u32]) -> Vec<LocalBlockHash> {
@@ -231,7 +270,10 @@ impl Index for Dyn {
         self.tree.find_matches(dyn_hash(tokens), false).scores.len()
     }
     fn find(&mut self, local: &[u64], _seq: &[u64]) -> usize {
-        self.tree.find_matches(local.iter().map(|l| LocalBlockHash(*l)).collect(), false).scores.len()
+        self.tree
+            .find_matches(local.iter().map(|l| LocalBlockHash(*l)).collect(), false)
+            .scores
+            .len()
     }
 }
 
@@ -250,14 +292,20 @@ impl Index for Crtc {
     }
     fn remove(&mut self, s: &Stored) {
         self.next_id += 1;
-        let _ = self.pool.enqueue_event(router_event(self.next_id, s, false));
+        let _ = self
+            .pool
+            .enqueue_event(router_event(self.next_id, s, false));
     }
     fn sync(&mut self) {
         let pool = &self.pool;
         let _ = self.rt.block_on(pool.flush_and_wait());
     }
     fn hash_and_find(&mut self, tokens: &[u32]) -> usize {
-        self.pool.backend().find_matches(&dyn_hash(tokens), false).scores.len()
+        self.pool
+            .backend()
+            .find_matches(&dyn_hash(tokens), false)
+            .scores
+            .len()
     }
     fn find(&mut self, local: &[u64], _seq: &[u64]) -> usize {
         let q: Vec<LocalBlockHash> = local.iter().map(|l| LocalBlockHash(*l)).collect();
@@ -268,21 +316,34 @@ impl Index for Crtc {
 fn make(kind: usize) -> Box<dyn Index> {
     match kind {
         0 => Box::new(Ours(KvIndex::new(data::PAGE as u32))),
-        1 => Box::new(KvChain { index: ChainIndex::new(), maps: Vec::new() }),
+        1 => Box::new(KvChain {
+            index: ChainIndex::with_max_workers(1024),
+            maps: Vec::new(),
+        }),
         2 => Box::new(Smg {
             tree: SmgTree::new(SmgConfig::default()),
             holders: Vec::new(),
             scratch: OverlapScratch::default(),
             out: Vec::new(),
         }),
-        3 => Box::new(Dyn { tree: DynRadix::new(), next_id: 0 }),
+        3 => Box::new(Dyn {
+            tree: DynRadix::new(),
+            next_id: 0,
+        }),
         _ => {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
             let pool = {
                 let _guard = rt.enter();
                 ThreadPoolIndexer::new(ConcurrentRadixTreeCompressed::new(), 1, data::PAGE as u32)
             };
-            Box::new(Crtc { pool, rt, next_id: 0 })
+            Box::new(Crtc {
+                pool,
+                rt,
+                next_id: 0,
+            })
         }
     }
 }
@@ -304,12 +365,22 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let requests: usize = std::env::var("PEERS_REQUESTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let requests: usize = std::env::var("PEERS_REQUESTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
     let prompts = data::trace_prompts(requests);
     let long = data::long_prompt(65_536, 7);
-    println!("{requests} trace requests, page {}; request i stored on worker i % W", data::PAGE);
+    println!(
+        "{requests} trace requests, page {}; request i stored on worker i % W",
+        data::PAGE
+    );
     for w in [8usize, 64, 512] {
-        let stores: Vec<Stored> = prompts.iter().enumerate().map(|(i, p)| stored(data::owner(i, w), p)).collect();
+        let stores: Vec<Stored> = prompts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| stored(data::owner(i, w), p))
+            .collect();
         let blocks: usize = stores.iter().map(|s| s.seq.len()).sum();
         let entries = {
             let ours = KvIndex::new(data::PAGE as u32);
@@ -330,7 +401,15 @@ fn main() {
         println!("\n== {w} workers: {blocks} blocks in events, {entries} distinct (block, worker) entries");
         println!(
             "{:<38} {:>20} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>9}",
-            "index", "ingest M/s wall|cpu", "find p50", "find p99", "h+f p50", "h+f p99", "64k h+f p50", "B/entry", "B evicted"
+            "index",
+            "ingest M/s wall|cpu",
+            "find p50",
+            "find p99",
+            "h+f p50",
+            "h+f p99",
+            "64k h+f p50",
+            "B/entry",
+            "B evicted"
         );
         for kind in 0..KINDS {
             let before = live();
