@@ -432,3 +432,59 @@ fn concurrent_events_and_queries_end_consistent() {
     // 8 shared blocks per worker + the odd round's 4 private blocks (round 49).
     assert_eq!(idx.resident_blocks(), 4 * (8 + 4));
 }
+
+#[test]
+fn gauges_are_registered() {
+    let idx = KvIndex::new(PAGE);
+    idx.apply(w(1), 0, &stored(None, &toks(16, 19))).unwrap();
+    idx.update_gauges();
+    let text = crate::metrics::render();
+    assert!(text.contains("kvrouter_index_blocks"));
+    assert!(text.contains("kvrouter_index_bytes"));
+}
+
+#[test]
+fn concurrent_bookings_events_and_queries_release_everything() {
+    let idx = Arc::new(KvIndex::new(PAGE));
+    let t = toks(64, 20);
+    let q = seq_hashes(&t, PAGE as usize);
+    let bookers: Vec<_> = (0..3u32)
+        .map(|n| {
+            let (idx, q) = (idx.clone(), q.clone());
+            std::thread::spawn(move || {
+                for round in 0..200 {
+                    let mut b = idx.book(w(n), 0, &q, Duration::from_secs(60)).unwrap();
+                    if round % 3 == 0 {
+                        b.prefill_done();
+                        b.cancel();
+                    }
+                }
+            })
+        })
+        .collect();
+    let writer = {
+        let (idx, t) = (idx.clone(), t.clone());
+        std::thread::spawn(move || {
+            for _ in 0..100 {
+                idx.apply(w(1), 0, &stored(None, &t)).unwrap();
+                idx.apply(w(1), 0, &KvEvent::Cleared).unwrap();
+            }
+        })
+    };
+    let reader = {
+        let (idx, q) = (idx.clone(), q.clone());
+        std::thread::spawn(move || {
+            for _ in 0..300 {
+                let o = idx.find_matches(&q);
+                assert!(o.units.iter().all(|u| u.cached() <= 16 && u.inflight <= 16));
+            }
+        })
+    };
+    for h in bookers.into_iter().chain([writer, reader]) {
+        h.join().unwrap();
+    }
+    for n in 0..3 {
+        assert_eq!(idx.inflight_blocks(w(n), 0), 0);
+    }
+    assert!(idx.find_matches(&q).units.is_empty());
+}
