@@ -6,10 +6,12 @@
 //! search therefore gallops on the *count* (exponential then binary search) and
 //! fetches and intersects holder sets only where the count changes. A request
 //! of D blocks whose holders drop out at k distinct depths costs
-//! O((k + 1) log D) lookups instead of D. A unit with a hole inside a stretch of
-//! unchanged count (a lost `BlockRemoved` in the middle of its chain while
-//! another unit gained the same block) can be over-reported; that needs an
-//! inconsistent event stream and is bounded by the next count change.
+//! O((k + 1) log D) lookups instead of D; a request whose holders all keep the
+//! whole rest costs one probe of its last block. The price: a unit with a
+//! *hole* (a block removed from the middle of its chain while its descendants
+//! stay, which leaf-first eviction never does, or seen transiently inside one
+//! event batch) is not noticed where the holder count is otherwise unchanged,
+//! and its depth can be over-reported.
 
 use super::unit::UnitId;
 use crate::tokens::SeqHash;
@@ -44,9 +46,14 @@ pub(crate) fn prefix_depths<S: DepthSource + ?Sized>(
     let mut ref_count = active.len();
     let mut pos = 0;
     loop {
+        // The common hit holds the whole rest: one probe of the last block settles it.
+        if pos + 1 < n && src.count(seqs[n - 1]) == ref_count {
+            out.extend(active.iter().map(|&u| (u, n as u32)));
+            return;
+        }
         // Gallop: lo = last position known to have ref_count holders, hi = first
-        // position known to differ (or n).
-        let (mut lo, mut hi, mut step) = (pos, n, 1);
+        // position known to differ (or n; n - 1 is known to differ when probed).
+        let (mut lo, mut hi, mut step) = (pos, if pos + 1 < n { n - 1 } else { n }, 1);
         while lo + step < hi {
             let probe = lo + step;
             if src.count(seqs[probe]) == ref_count {

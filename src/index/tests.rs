@@ -97,17 +97,20 @@ fn removal_goes_by_engine_hash_and_only_touches_that_unit() {
     let KvEvent::Stored { block_hashes, .. } = &ev else {
         unreachable!()
     };
+    // Engines evict leaves first: drop the last two pages on worker 1 only.
     idx.apply(
         w(1),
         0,
         &KvEvent::Removed {
-            block_hashes: vec![block_hashes[1]],
+            block_hashes: block_hashes[2..].to_vec(),
         },
     )
     .unwrap();
     let o = idx.find_matches(&seq_hashes(&t, PAGE as usize));
-    assert_eq!(depth(&o, 1, 0), 1);
+    assert_eq!(depth(&o, 1, 0), 2);
     assert_eq!(depth(&o, 2, 0), 4);
+    assert_eq!(idx.unit_blocks(w(1), 0), 2);
+    assert_eq!(idx.unit_blocks(w(2), 0), 4);
 }
 
 #[test]
