@@ -23,113 +23,90 @@ class Workload:
 
 
 def build(size: str, trace: Path, seed: int = 7) -> list[Workload]:
-    """size: quick (seconds, smoke), demo (README command scale), full (the published report)."""
-    s = ["--seed", str(seed)]
+    """size: quick (seconds, smoke), demo (README command scale), full (the published report).
+
+    Every workload streams (TTFT = first SSE chunk) and uses /generate with `input_ids`: the peers
+    route /generate by the ids rendered as text, so all routers see the same prefix structure.
+    The trace runs the mocks' simulated clock `speedup` times faster than real time and replays
+    the trace's timestamps `speedup` times faster (`--time-scale 1/speedup`): the fleet sees the
+    trace's real load, compressed in wall time."""
+    common = ["--stream", "--endpoint", "generate", "--seed", str(seed), "--no-logprob"]
     if size == "quick":
         fleet = FleetSpec(workers=2, speedup=20, max_total_tokens=1 << 18)
         return [
             Workload("grpo", fleet, ["grpo", "--groups", "4", "--samples", "8", "--prompt-len", "512",
-                                     "--shared-prefix", "128", "--output-len", "16", "--concurrency", "2", *s],
+                                     "--system-prefix-len", "128", "--groups-in-flight", "2",
+                                     "--max-new-tokens", "16", "--max-duration-secs", "60", *common],
                      timeout_s=120),
-            Workload("agent", fleet, ["agent", "--sessions", "4", "--turns", "3", "--turn-tokens", "256",
-                                      "--output-len", "16", "--concurrency", "4", *s], timeout_s=120),
+            Workload("agent", fleet, ["agent", "--sessions", "4", "--turns", "3", "--system-prefix-len", "128",
+                                      "--first-prompt-len", "128", "--tool-output-len", "128",
+                                      "--max-new-tokens", "16", "--concurrency", "4",
+                                      "--max-duration-secs", "60", *common], timeout_s=120),
             Workload("trace", FleetSpec(workers=2, speedup=50, max_total_tokens=1 << 18),
-                     ["trace", "--trace", str(trace), "--time-scale", "50", "--max-requests", "40", *s],
+                     ["trace", "--file", str(trace), "--time-scale", "0.02", "--max-requests", "40",
+                      "--max-new-tokens", "32", "--concurrency", "64", "--max-duration-secs", "60", *common],
                      timeout_s=120),
         ]
     if size == "demo":
         fleet = FleetSpec(workers=4, speedup=10, max_total_tokens=1 << 19)
         return [
             Workload("grpo", fleet, ["grpo", "--groups", "8", "--samples", "32", "--prompt-len", "2048",
-                                     "--shared-prefix", "512", "--output-len", "64", "--concurrency", "2", *s],
+                                     "--system-prefix-len", "512", "--groups-in-flight", "2",
+                                     "--max-new-tokens", "64", "--max-duration-secs", "120", *common],
                      timeout_s=180),
-            Workload("agent", fleet, ["agent", "--sessions", "16", "--turns", "5", "--turn-tokens", "1024",
-                                      "--output-len", "64", "--concurrency", "16", *s], timeout_s=180),
+            Workload("agent", fleet, ["agent", "--sessions", "16", "--turns", "5", "--system-prefix-len", "512",
+                                      "--first-prompt-len", "512", "--tool-output-len", "1024",
+                                      "--max-new-tokens", "64", "--concurrency", "16",
+                                      "--max-duration-secs", "120", *common], timeout_s=180),
         ]
     if size == "full":
         fleet = FleetSpec(workers=4, speedup=10, max_total_tokens=1 << 20)
         return [
             Workload("grpo", fleet, ["grpo", "--groups", "32", "--samples", "32", "--prompt-len", "4096",
-                                     "--shared-prefix", "1024", "--output-len", "128", "--concurrency", "4", *s],
-                     timeout_s=600),
-            Workload("agent", fleet, ["agent", "--sessions", "32", "--turns", "8", "--turn-tokens", "2048",
-                                      "--output-len", "128", "--concurrency", "32", *s], timeout_s=600),
-            # First 12 minutes of the one-hour trace (~2,400 requests) at 6x: ~2 min of wall clock
-            # with the mocks' simulated time running 6x as fast, i.e. the trace's real load.
+                                     "--system-prefix-len", "1024", "--groups-in-flight", "4",
+                                     "--max-new-tokens", "128", "--max-duration-secs", "300", *common],
+                     timeout_s=400),
+            Workload("agent", fleet, ["agent", "--sessions", "32", "--turns", "8", "--system-prefix-len", "1024",
+                                      "--first-prompt-len", "1024", "--tool-output-len", "2048",
+                                      "--max-new-tokens", "128", "--concurrency", "32",
+                                      "--max-duration-secs", "300", *common], timeout_s=400),
+            # The first 2,400 requests (~12 minutes) of the one-hour trace with the simulated clock
+            # at 6x: about 2 minutes of wall time under the trace's real load.
             Workload("trace", FleetSpec(workers=4, speedup=6, max_total_tokens=1 << 20),
-                     ["trace", "--trace", str(trace), "--time-scale", "6", "--max-duration", "720", *s],
-                     timeout_s=600),
+                     ["trace", "--file", str(trace), "--time-scale", f"{1 / 6:.6f}", "--max-requests", "2400",
+                      "--concurrency", "512", "--max-duration-secs", "300", *common],
+                     timeout_s=400),
         ]
     raise ValueError(size)
 
 
 # --- reading loadgen's summary -------------------------------------------------------------
 
-_ALIASES = {
-    "requests": ["requests", "total_requests", "count", "n"],
-    "errors": ["errors", "failed", "error_count", "failures"],
-    "duration_s": ["duration_s", "elapsed_s", "wall_s", "duration"],
-    "req_per_s": ["req_per_s", "requests_per_s", "throughput_rps", "rps", "request_throughput"],
-    "out_tok_per_s": ["output_tokens_per_s", "out_tok_per_s", "output_throughput", "tokens_per_s"],
-    "prompt_tokens": ["prompt_tokens", "total_prompt_tokens", "input_tokens"],
-    "cached_tokens": ["cached_tokens", "total_cached_tokens"],
-    "hit_rate": ["hit_rate", "prefix_hit_rate", "cache_hit_rate"],
-}
-_LAT = {"ttft": ["ttft_ms", "ttft", "time_to_first_token_ms"],
-        "e2e": ["e2e_ms", "latency_ms", "e2e", "e2e_latency_ms", "latency"]}
-
-
-def _find(obj, keys: list[str]):
-    """Depth-first search for the first of `keys` in nested dicts."""
-    if isinstance(obj, dict):
-        for k in keys:
-            if k in obj and not isinstance(obj[k], (dict, list)):
-                return obj[k]
-        for v in obj.values():
-            r = _find(v, keys)
-            if r is not None:
-                return r
-    return None
-
-
-def _find_dict(obj, keys: list[str]):
-    if isinstance(obj, dict):
-        for k in keys:
-            if isinstance(obj.get(k), dict):
-                return obj[k]
-        for v in obj.values():
-            r = _find_dict(v, keys)
-            if r is not None:
-                return r
-    return None
-
-
-def _pct(d: dict | None, p: str, scale: float) -> float | None:
-    if not d:
-        return None
-    for k in (p, p.replace("p", "p_"), p.upper(), p.replace("p", "") ):
-        if k in d and isinstance(d[k], (int, float)):
-            return float(d[k]) * scale
-    return None
-
-
 def summarize(raw: dict) -> dict:
-    """Normalises loadgen's JSON to the harness's keys; None where loadgen did not report."""
-    out = {k: _find(raw, a) for k, a in _ALIASES.items()}
-    if out["hit_rate"] is None and out["prompt_tokens"]:
-        out["hit_rate"] = (out["cached_tokens"] or 0) / out["prompt_tokens"]
-    if isinstance(out["hit_rate"], (int, float)) and out["hit_rate"] > 1.0:
-        out["hit_rate"] = out["hit_rate"] / 100.0  # reported in percent
-    for lat, keys in _LAT.items():
-        d = _find_dict(raw, keys)
-        # Values in seconds when the key says so, else milliseconds.
-        scale = 1000.0 if d is not None and any(k.endswith("_s") for k in (keys[0],)) else 1.0
-        for p in ("p50", "p90", "p99", "mean"):
-            out[f"{lat}_{p}_ms"] = _pct(d, p, scale)
-    workers = _find_dict(raw, ["per_worker", "workers", "by_worker"])
-    if workers:
-        out["per_worker"] = {k: (v if isinstance(v, (int, float)) else _find(v, ["requests", "count"]))
-                             for k, v in workers.items()}
+    """loadgen's `--json` summary (src/sim/loadgen/report.rs `Summary`) -> the harness's flat keys."""
+    req = raw.get("requests") or {}
+    thr = raw.get("throughput") or {}
+    tok = raw.get("tokens") or {}
+    out = {
+        "requests": req.get("total"),
+        "ok": req.get("ok"),
+        "errors": (req.get("failed") or 0) + (req.get("cancelled") or 0),
+        "duration_s": raw.get("duration_secs"),
+        "req_per_s": thr.get("requests_per_sec"),
+        "out_tok_per_s": thr.get("output_tokens_per_sec"),
+        "prompt_tokens": tok.get("prompt_reported"),
+        "cached_tokens": tok.get("cached"),
+        "hit_rate": raw.get("prefix_hit_rate"),
+    }
+    for lat in ("ttft", "e2e"):
+        d = raw.get(f"{lat}_ms") or {}
+        for p in ("p50", "p90", "p99", "mean", "max"):
+            out[f"{lat}_{p}_ms"] = d.get(p)
+    pw = raw.get("per_worker") or []
+    if pw and not (len(pw) == 1 and pw[0].get("worker") == "direct"):
+        out["per_worker"] = {w.get("worker"): w.get("requests") for w in pw}
+    if raw.get("errors"):
+        out["error_messages"] = raw["errors"]
     return out
 
 
