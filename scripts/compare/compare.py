@@ -50,6 +50,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="routers: groups kvrouter|peers|sglr|smg|demo|all and/or names, comma separated")
     ap.add_argument("--workloads", default="grpo,agent,trace", help="comma list of grpo,agent,trace")
     ap.add_argument("--no-overhead", action="store_true", help="skip the proxy-overhead (wrk) run")
+    ap.add_argument("--no-ceiling", action="store_true",
+                    help="skip the hit-rate ceiling run (one worker with the whole fleet's KV, no router)")
     ap.add_argument("--overhead-only", action="store_true", help="only the proxy-overhead run")
     ap.add_argument("--overhead-seconds", type=int, default=None, help="wrk duration per point (default 10)")
     ap.add_argument("--max-conns", type=int, default=32, help="wrk connections for max req/s")
@@ -122,10 +124,13 @@ def measure(spec: routers.RouterSpec, wl: workloads.Workload, fleet: fleet_mod.F
            "fleet": fleet.spec.describe(), "loadgen_args": wl.argv}
     router = None
     try:
-        router, url = routers.start(spec, fleet.urls, launch, tag)
+        if spec.family == "ceiling":  # loadgen straight at the one big worker, no router
+            url = fleet.urls[0]
+        else:
+            router, url = routers.start(spec, fleet.urls, launch, tag)
         fleet.flush()
         before = fleet.scrape()
-        cpu0 = procstat.cpu_seconds(router.pid)
+        cpu0 = procstat.cpu_seconds(router.pid) if router else 0.0
         js = out / "loadgen" / f"{tag}.json"
         js.parent.mkdir(parents=True, exist_ok=True)
         argv = [str(loadgen), *wl.argv, "--url", url, "--json", str(js)]
@@ -133,9 +138,10 @@ def measure(spec: routers.RouterSpec, wl: workloads.Workload, fleet: fleet_mod.F
         t0 = time.monotonic()
         rc = procs.run(argv, out / "logs" / f"loadgen-{tag}.log", timeout=wl.timeout_s)
         rec["wall_s"] = time.monotonic() - t0
-        rec["router_cpu_s"] = procstat.cpu_seconds(router.pid) - cpu0
-        rec["router_peak_rss_mb"] = procstat.peak_rss_mb(router.pid)
-        if not router.alive():
+        if router is not None:
+            rec["router_cpu_s"] = procstat.cpu_seconds(router.pid) - cpu0
+            rec["router_peak_rss_mb"] = procstat.peak_rss_mb(router.pid)
+        if router is not None and not router.alive():
             raise RuntimeError(f"router exited during the run; log: {router.log_path}\n{router.tail()}")
         if rc != 0:
             raise RuntimeError(f"loadgen exited {rc}; log: {out / 'logs' / f'loadgen-{tag}.log'}")
@@ -281,6 +287,25 @@ def run(a) -> int:
                     (out / "results.json").write_text(json.dumps(res, indent=1))
         finally:
             fl.stop()
+        if a.no_ceiling:
+            continue
+        # Hit-rate ceiling: the same load on ONE worker holding the whole fleet's KV and running
+        # N times as fast, i.e. a single shared cache of the fleet's size (only its hit rate counts).
+        cspec = fleet_mod.FleetSpec(workers=1, page_size=spec.page_size, speedup=spec.speedup * spec.workers,
+                                    max_total_tokens=spec.max_total_tokens * spec.workers,
+                                    extra_args=spec.extra_args)
+        print(f"[fleet] ceiling: {cspec.describe()}", flush=True)
+        cf = fleet_mod.Fleet(bin_dir / "sglang-mock", cspec, launch.model_dir, logs / f"ceiling-{len(res['runs'])}")
+        try:
+            for w in group:
+                rec = measure(routers.CEILING, w, cf, launch, bin_dir / "loadgen", out)
+                res["runs"].append(rec)
+                if not rec.get("error"):
+                    print(f"[run] {w.name:6} {'ceiling':24} hit={report._f(rec['summary'].get('hit_rate'), '.1%'):>6}",
+                          flush=True)
+                (out / "results.json").write_text(json.dumps(res, indent=1))
+        finally:
+            cf.stop()
     if not a.no_overhead:
         res["overhead"] = overhead_run(a, selected, launch, bin_dir / "sglang-mock", out)
     write_outputs(res, out, a.update_docs)

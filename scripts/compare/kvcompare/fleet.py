@@ -38,6 +38,8 @@ class Fleet:
                 argv = [str(mock_bin), "--host", "127.0.0.1", "--port", "0",
                         "--page-size", str(spec.page_size), "--speedup", f"{spec.speedup:g}",
                         "--max-total-tokens", str(spec.max_total_tokens),
+                        # Trace prompts reach 126k tokens: let the context be the whole KV.
+                        "--context-length", str(spec.max_total_tokens),
                         "--kv-events-config", json.dumps(kv_cfg),
                         "--model-path", str(model_dir), "--seed", str(1000 + i), *spec.extra_args]
                 p = Proc(f"mock{i}", argv, log_dir / f"mock{i}.log")

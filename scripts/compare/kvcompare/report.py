@@ -29,6 +29,9 @@ def workload_table(runs: list[dict]) -> str:
             rows.append(f"| {r['router']} | failed: {r['error'].splitlines()[0][:80]} |||||||||| |")
             continue
         s = r["summary"]
+        if r.get("family") == "ceiling":  # only its hit rate is comparable
+            rows.append(f"| *{r['router']}* | *{_f(s.get('hit_rate'), '.1%')}* | | | | | | | | | |")
+            continue
         rows.append("| " + " | ".join([
             r["router"], _f(s.get("hit_rate"), ".1%"), _f(s.get("ttft_p50_ms"), ".1f"),
             _f(s.get("ttft_p99_ms"), ".1f"), _f(s.get("e2e_p50_ms"), ".1f"), _f(s.get("e2e_p99_ms"), ".1f"),
@@ -66,7 +69,9 @@ def markdown(res: dict, img_rel: str | None) -> str:
     parts.append("Reproduce:\n\n```\n" + meta.get("command", "python3 scripts/compare/compare.py") + "\n```\n")
     parts.append("Hit rate = sum of `meta_info.cached_tokens` / sum of prompt tokens over the run "
                  "(as loadgen reports it); CPU seconds and peak RSS (VmHWM) of the router process tree "
-                 "from /proc during the run; \"busiest worker / mean\" from the mocks' request counters.\n")
+                 "from /proc during the run; \"busiest worker / mean\" from the mocks' request counters. "
+                 "*Ceiling*: the same load sent straight to one worker holding the whole fleet's KV and "
+                 "running N times as fast (one shared cache; only its hit rate is meaningful).\n")
     by_wl: dict[str, list[dict]] = {}
     for r in res.get("runs", []):
         by_wl.setdefault(r["workload"], []).append(r)
@@ -93,6 +98,8 @@ def charts(res: dict, img_dir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     runs = [r for r in res.get("runs", []) if not r.get("error")]
+    ceiling = {r["workload"]: r["summary"].get("hit_rate") for r in runs if r.get("family") == "ceiling"}
+    runs = [r for r in runs if r.get("family") != "ceiling"]
     if not runs:
         return []
     workloads = list(dict.fromkeys(r["workload"] for r in runs))
@@ -117,6 +124,10 @@ def charts(res: dict, img_dir: Path) -> list[Path]:
 
     fig, ax = plt.subplots(figsize=(10, 4.5))
     bars(ax, "hit_rate", 100)
+    for j, wl in enumerate(workloads):
+        if ceiling.get(wl) is not None:
+            ax.hlines(ceiling[wl] * 100, j - 0.45, j + 0.45, colors="black", linestyles="dashed",
+                      label="ceiling: one shared cache" if j == 0 else None)
     ax.set_ylabel("prefix hit rate (%)")
     ax.set_title("Prefix hit rate (cached / prompt tokens), same mock fleet")
     ax.legend(fontsize=8, ncol=3, loc="upper left", bbox_to_anchor=(0, -0.08))

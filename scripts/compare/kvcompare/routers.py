@@ -35,6 +35,8 @@ SMG = [
     RouterSpec("smg round_robin", "smg", ("--policy", "round_robin")),
 ]
 ALL = KVROUTER + SGLR + SMG
+# Not a router: loadgen straight at one worker holding the whole fleet's KV (hit-rate ceiling).
+CEILING = RouterSpec("ceiling: one shared cache", "ceiling", ())
 GROUPS = {"kvrouter": KVROUTER, "peers": SGLR + SMG, "sglr": SGLR, "smg": SMG, "all": ALL,
           "demo": [KVROUTER[0], KVROUTER[2]]}
 
