@@ -1,1 +1,0 @@
-//! Workload generation and measurement behind `loadgen`.

@@ -1,0 +1,72 @@
+//! `loadgen`: workloads that look like kvrouter's users (GRPO sibling bursts,
+//! multi-turn agent sessions, Mooncake trace replay) driven against any SGLang /
+//! OpenAI endpoint, measured per request and summarised.
+//!
+//! Library entry points (the `loadgen` binary, the demo and the comparison harness
+//! call them in-process): [`run`] and [`run_with_records`].
+//!
+//! Flow: `config` -> `workloads::*` plan `request::RequestSpec`s -> `runner` sends
+//! them through `client` (`sse` + `response` read the replies) and keeps a
+//! `record::RequestRecord` each -> `report::Summary`.
+
+pub mod cli;
+pub mod client;
+pub mod config;
+pub mod record;
+pub mod report;
+pub mod request;
+pub mod response;
+pub mod runner;
+pub mod sse;
+pub mod stats;
+pub mod synth;
+pub mod workloads;
+
+pub use config::{
+    AgentConfig, Endpoint, GrpoConfig, LoadgenConfig, TraceConfig, UrlPick, Workload,
+};
+pub use record::{RequestRecord, RequestStatus};
+pub use report::Summary;
+
+use report::RunMeta;
+use runner::Runner;
+
+/// Runs `cfg` to completion (or its `max_duration_secs`) and returns the summary;
+/// writes the per-request records to `cfg.records_path` when set.
+pub async fn run(cfg: LoadgenConfig) -> anyhow::Result<Summary> {
+    Ok(run_with_records(cfg).await?.0)
+}
+
+/// [`run`], also returning every request's record in dispatch order.
+pub async fn run_with_records(cfg: LoadgenConfig) -> anyhow::Result<(Summary, Vec<RequestRecord>)> {
+    cfg.validate()?;
+    let trace = match &cfg.workload {
+        Workload::Trace(t) => workloads::trace::load(&t.file, t.max_requests)?,
+        _ => Vec::new(),
+    };
+    let runner = Runner::new(&cfg)?;
+    let seed = cfg.seed;
+    let max_new = cfg.max_new_tokens();
+    match &cfg.workload {
+        Workload::Grpo(g) => workloads::grpo::run(&runner, g, seed, max_new).await,
+        Workload::Agent(a) => workloads::agent::run(&runner, a, seed, max_new).await,
+        Workload::Trace(t) => {
+            let slots = cfg.concurrency as usize;
+            workloads::trace::run(&runner, t, &trace, seed, max_new, slots).await
+        }
+    }
+    let duration_secs = runner.start().elapsed().as_secs_f64();
+    let records = runner.take_records();
+    if let Some(path) = &cfg.records_path {
+        record::write_jsonl(path, &records)?;
+    }
+    let meta = RunMeta {
+        workload: cfg.workload.name().to_string(),
+        endpoint: cfg.endpoint().name().to_string(),
+        stream: cfg.stream,
+        urls: cfg.urls.clone(),
+        seed,
+        duration_secs,
+    };
+    Ok((Summary::from_records(meta, &records), records))
+}

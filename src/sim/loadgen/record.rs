@@ -1,0 +1,73 @@
+//! `RequestRecord`: what loadgen measured and read for one request, and the
+//! `--records` JSONL writer.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// How one request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RequestStatus {
+    /// 2xx, no error in the body, not aborted.
+    Ok,
+    /// Transport error, non-2xx, error body or chunk, abort, or per-request timeout.
+    Failed,
+    /// Still in flight when `max_duration_secs` ran out.
+    Cancelled,
+}
+
+/// One request, as one line of the `--records` file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// Dispatch order within the run (0-based).
+    pub index: u64,
+    /// Workload origin, e.g. `g3/s1`, `sess2/t0`, `trace17`.
+    pub tag: String,
+    /// `X-SMG-Routing-Key` sent, if any.
+    pub routing_key: Option<String>,
+    /// Base URL the request went to.
+    pub url: String,
+    /// `x-kvrouter-worker` response header, else `direct` (`direct@host:port` with several URLs).
+    pub worker: String,
+    pub status: RequestStatus,
+    pub http_status: Option<u16>,
+    pub error: Option<String>,
+    /// When the workload meant to send it, ms from run start.
+    pub scheduled_ms: f64,
+    /// When it was sent (after waiting for a concurrency slot), ms from run start.
+    pub start_ms: f64,
+    /// Time to first SSE data chunk; equals `e2e_ms` for non-streaming requests.
+    pub ttft_ms: Option<f64>,
+    /// Send to last byte.
+    pub e2e_ms: f64,
+    /// Prompt tokens loadgen sent.
+    pub prompt_len: u64,
+    /// Prompt tokens the server reported.
+    pub prompt_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub finish_reason: Option<String>,
+}
+
+impl RequestRecord {
+    pub fn is_ok(&self) -> bool {
+        self.status == RequestStatus::Ok
+    }
+}
+
+/// Writes `records` as JSON lines to `path` (replacing it).
+pub fn write_jsonl(path: &Path, records: &[RequestRecord]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let file = std::fs::File::create(path)
+        .with_context(|| format!("cannot create records file {}", path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    for r in records {
+        serde_json::to_writer(&mut out, r)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()
+        .with_context(|| format!("cannot write records file {}", path.display()))?;
+    Ok(())
+}

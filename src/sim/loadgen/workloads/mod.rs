@@ -1,0 +1,6 @@
+//! The three workloads. Each turns its config into `RequestSpec`s (pure,
+//! deterministic functions, unit-tested) and drives them through the `Runner`.
+
+pub mod agent;
+pub mod grpo;
+pub mod trace;
