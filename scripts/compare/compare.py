@@ -230,8 +230,17 @@ def write_outputs(res: dict, out: Path, update_docs: bool) -> None:
         has_charts = False
     (out / "results.md").write_text(report.markdown(res, "img" if has_charts else None))
     if update_docs:
-        report.charts(res, REPO / "docs" / "img")
-        report.update_benchmarks_md(REPO / "docs" / "benchmarks.md", report.markdown(res, "img"))
+        if has_charts:
+            report.charts(res, REPO / "docs" / "img")
+        report.update_benchmarks_md(REPO / "docs" / "benchmarks.md", report.markdown(res, "img" if has_charts else None))
+
+
+def _peer_venv(root: Path, key: str, override: str | None) -> Path | None:
+    try:
+        return venvs.ensure_peer(root, key, override)
+    except (OSError, subprocess.CalledProcessError, RuntimeError) as e:
+        print(f"[venv] {key}: cannot prepare its venv ({e}); its routers are skipped", flush=True)
+        return None
 
 
 def run(a) -> int:
@@ -242,8 +251,12 @@ def run(a) -> int:
     bin_dir = build_binaries(a, logs)
     families = {r.family for r in selected}
     root = Path(a.venv_root)
-    sglr = venvs.ensure_peer(root, "sglr", a.sglr_venv) if "sglr" in families else None
-    smg = venvs.ensure_peer(root, "smg", a.smg_venv) if "smg" in families else None
+    sglr = _peer_venv(root, "sglr", a.sglr_venv) if "sglr" in families else None
+    smg = _peer_venv(root, "smg", a.smg_venv) if "smg" in families else None
+    missing = {f for f, v in (("sglr", sglr), ("smg", smg)) if f in families and v is None}
+    selected = [r for r in selected if r.family not in missing]
+    if not selected:
+        raise SystemExit("nothing left to measure")
     launch = routers.Launch(router_bin=bin_dir / "router", sglr_venv=sglr, smg_venv=smg,
                             model_dir=HERE / "model", page_size=16, log_dir=logs)
     res = {"meta": {

@@ -62,6 +62,10 @@ def reexec_in_harness_venv(root: Path) -> None:
     venv = root / "harness"
     if Path(sys.prefix).resolve() == venv.resolve():
         return
-    ensure(venv, HARNESS_REQS, "matplotlib")
+    try:
+        ensure(venv, HARNESS_REQS, "matplotlib")
+    except (OSError, subprocess.CalledProcessError, RuntimeError) as e:
+        print(f"[venv] cannot prepare {venv} ({e}); continuing without charts", flush=True)
+        return
     py = str(_python(venv))
     os.execv(py, [py, *sys.argv])
