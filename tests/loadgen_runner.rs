@@ -299,6 +299,20 @@ async fn agent_sessions_resend_their_context_with_the_routing_key() {
     for lens in by_key.values() {
         assert_eq!(lens, &vec![48, 60, 72, 48, 60, 72]);
     }
+    // Non-streamed turns carry the server's output ids (the stub answers 1..=4) after
+    // the previous context; streamed chat has none, so stand-ins are used instead.
+    for (_, _, len, body) in &seen.requests {
+        let ids = &body["input_ids"];
+        if *len == 60 {
+            let after_first: Vec<u64> = (48..52).map(|i| ids[i].as_u64().unwrap()).collect();
+            let streamed = body["stream"] == json!(true);
+            assert_eq!(
+                after_first == vec![1, 2, 3, 4],
+                !streamed,
+                "{after_first:?}"
+            );
+        }
+    }
 }
 
 #[tokio::test]

@@ -33,7 +33,7 @@ pub struct CommonArgs {
         default_value = "http://127.0.0.1:30000"
     )]
     pub urls: Vec<String>,
-    /// How requests pick a URL: in turn, or by group/session/first block.
+    /// How requests pick a URL: in turn, or by GRPO group / agent session / trace conversation.
     #[arg(long, global = true, value_enum, default_value_t = UrlPickArg::RoundRobin)]
     pub url_pick: UrlPickArg,
     /// Route [default: chat for agent, generate otherwise].

@@ -41,7 +41,7 @@ pub enum UrlPick {
     /// Request after request, in turn.
     #[default]
     RoundRobin,
-    /// By the request's affinity (GRPO group, agent session, trace first block).
+    /// By the request's affinity (GRPO group, agent session, trace conversation).
     Sticky,
 }
 
@@ -421,5 +421,15 @@ mod tests {
             ..TraceConfig::new("x")
         });
         assert_eq!(c.validate(), Err(ConfigError::BadTimeScale(-1.0)));
+    }
+
+    #[test]
+    fn configs_round_trip_through_json() {
+        let mut c = grpo();
+        c.workload = Workload::Trace(TraceConfig::new("/tmp/t.jsonl"));
+        c.endpoint = Some(Endpoint::Chat);
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(json.contains(r#""kind":"trace""#), "{json}");
+        assert_eq!(serde_json::from_str::<LoadgenConfig>(&json).unwrap(), c);
     }
 }

@@ -139,18 +139,15 @@ impl Summary {
                 0.0
             }
         };
-        let mut errors: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut errors: BTreeMap<String, u64> = BTreeMap::new();
         for r in records {
             if let Some(e) = &r.error {
-                *errors.entry(e).or_default() += 1;
+                *errors.entry(error_kind(e)).or_default() += 1;
             }
         }
         let mut errors: Vec<ErrorCount> = errors
             .into_iter()
-            .map(|(message, count)| ErrorCount {
-                message: message.to_string(),
-                count,
-            })
+            .map(|(message, count)| ErrorCount { message, count })
             .collect();
         errors.sort_by(|a, b| b.count.cmp(&a.count).then(a.message.cmp(&b.message)));
         errors.truncate(5);
@@ -273,6 +270,31 @@ impl Summary {
     }
 }
 
+/// Groups error messages that differ only in sizes or ids: numbers of 4 or more
+/// digits become `N` (status codes such as `HTTP 400` stay).
+pub fn error_kind(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut digits = String::new();
+    let flush = |digits: &mut String, out: &mut String| {
+        if digits.len() >= 4 {
+            out.push('N');
+        } else {
+            out.push_str(digits);
+        }
+        digits.clear();
+    };
+    for c in message.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            flush(&mut digits, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut digits, &mut out);
+    out
+}
+
 fn pct(rate: Option<f64>) -> String {
     rate.map_or_else(|| "-".to_string(), |r| format!("{:.2} %", r * 100.0))
 }
@@ -377,6 +399,27 @@ mod tests {
         let empty = Summary::from_records(meta(), &[]);
         assert_eq!(empty.prefix_hit_rate, None);
         assert_eq!(empty.ttft_ms, None);
+    }
+
+    #[test]
+    fn errors_differing_in_sizes_group_together() {
+        assert_eq!(
+            error_kind("HTTP 400: The input (120633 tokens) is longer than 32768 tokens."),
+            "HTTP 400: The input (N tokens) is longer than N tokens."
+        );
+        assert_eq!(error_kind("timeout after 5s"), "timeout after 5s");
+        let mut a = record("a", RequestStatus::Failed, 1.0, 1, 0);
+        a.error = Some("too long: 12345".into());
+        let mut b = a.clone();
+        b.error = Some("too long: 67890".into());
+        let s = Summary::from_records(meta(), &[a, b]);
+        assert_eq!(
+            s.errors,
+            vec![ErrorCount {
+                message: "too long: N".into(),
+                count: 2
+            }]
+        );
     }
 
     #[test]

@@ -91,9 +91,24 @@ pub fn entry_request(
         max_new_tokens: out,
         sampling_seed: Some(seed.wrapping_add(index)),
         routing_key: None,
-        affinity: entry.hash_ids.first().copied().unwrap_or(index),
+        affinity: conversation_affinity(entry, index),
         scheduled,
     }
+}
+
+/// Sticky-pick key of an entry: a hash of its first two hash ids. In Mooncake traces
+/// the first id is often a prefix every request shares, the second tells conversations apart.
+pub fn conversation_affinity(entry: &TraceEntry, index: u64) -> u64 {
+    if entry.hash_ids.is_empty() {
+        return index;
+    }
+    let key: Vec<u8> = entry
+        .hash_ids
+        .iter()
+        .take(2)
+        .flat_map(|id| id.to_le_bytes())
+        .collect();
+    xxhash_rust::xxh3::xxh3_64(&key)
 }
 
 /// Replay offset of a timestamp, relative to the first entry's.
@@ -215,5 +230,13 @@ mod tests {
         assert_eq!(replay_offset(2000.0, 0.0, 0.01), Duration::from_millis(20));
         assert_eq!(replay_offset(2000.0, 1000.0, 1.0), Duration::from_secs(1));
         assert_eq!(replay_offset(5.0, 10.0, 1.0), Duration::ZERO);
+    }
+
+    #[test]
+    fn affinity_follows_the_first_two_blocks() {
+        let a = conversation_affinity(&entry(40, vec![0, 1, 2]), 0);
+        assert_eq!(a, conversation_affinity(&entry(60, vec![0, 1, 7, 8]), 1));
+        assert_ne!(a, conversation_affinity(&entry(40, vec![0, 3, 2]), 2));
+        assert_eq!(conversation_affinity(&entry(4, vec![]), 9), 9);
     }
 }
