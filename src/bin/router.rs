@@ -1,2 +1,34 @@
-//! `router` binary (placeholder).
-fn main() {}
+//! `router` binary: parse configuration, set up logging, run the HTTP server.
+
+use kvrouter::config::Config;
+use kvrouter::server::{self, AppState};
+
+fn init_logging(config: &Config) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&config.log_level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if config.json_log {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let config = match Config::load() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("router: {e}");
+            std::process::exit(2);
+        }
+    };
+    init_logging(&config);
+    let state = AppState::new(config);
+    if let Err(e) = server::run(state).await {
+        eprintln!("router: {e:#}");
+        std::process::exit(1);
+    }
+}

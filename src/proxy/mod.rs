@@ -1,1 +1,19 @@
 //! Upstream forwarding: client pool, byte-exact relay of bodies and SSE streams, retries before the first byte.
+//!
+//! [`forward`] sends one attempt (original bytes, filtered headers, time-to-first-byte deadline);
+//! [`RelayBody`] streams the worker's response back and owns the request's booking;
+//! [`fanout::call`] does the small buffered admin calls. Choosing workers is not done here.
+
+pub mod abort;
+pub mod client;
+pub mod fanout;
+pub mod forward;
+pub mod headers;
+pub mod metrics;
+pub mod relay;
+pub mod retry;
+
+pub use client::{build_client, UpstreamClient};
+pub use forward::{forward, ForwardError};
+pub use relay::{RelayBody, RelayContext};
+pub use retry::Backoff;

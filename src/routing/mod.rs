@@ -1,1 +1,20 @@
 //! Routing policies (kv, round-robin, random, least-load), the KV cost model, sticky keys and bookings.
+//!
+//! Per request: [`RoutingInput::parse`] reads the routing inputs from the body bytes,
+//! [`Selector::select`] picks a worker among the routable candidates (sticky key first, then the
+//! [`Policy`]) and returns a [`Booking`] that counts the request in flight until dropped.
+//! A KV-aware policy implements [`Policy`] and is passed to [`Selector::new`].
+
+pub mod basic;
+pub mod booking;
+pub mod input;
+pub mod metrics;
+pub mod policy;
+pub mod selector;
+pub mod sticky;
+
+pub use booking::Booking;
+pub use input::{Endpoint, InputError, RoutingInput};
+pub use policy::{Choice, Policy};
+pub use selector::{policy_for, Selector};
+pub use sticky::StickyTable;

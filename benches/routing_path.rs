@@ -1,0 +1,106 @@
+//! Per-request routing path without network: parse the routing inputs of a body, select a
+//! worker among 8 candidates, book it and release the booking.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use kvrouter::config::Mode;
+use kvrouter::routing::{policy_for, Endpoint, RoutingInput, Selector, StickyTable};
+use kvrouter::workers::{Worker, WorkerId, WorkerInfo};
+
+fn workers(n: u32) -> Vec<Arc<Worker>> {
+    (0..n)
+        .map(|i| {
+            let info = WorkerInfo {
+                page_size: 16,
+                ..WorkerInfo::default()
+            };
+            Arc::new(Worker::new(
+                WorkerId(i),
+                &format!("http://127.0.0.1:{}", 30000 + i),
+                info,
+            ))
+        })
+        .collect()
+}
+
+fn generate_body(tokens: usize) -> Vec<u8> {
+    let ids: Vec<u32> = (0..tokens as u32).map(|i| (i * 7919) % 151_000).collect();
+    serde_json::to_vec(&serde_json::json!({
+        "input_ids": ids,
+        "sampling_params": {"temperature": 0.7, "max_new_tokens": 256, "stop_token_ids": [1, 2]},
+        "return_logprob": true,
+        "rid": "req-0001",
+        "stream": false,
+        "return_routed_experts": true,
+        "custom": {"unknown": ["fields", "are", "skipped"]}
+    }))
+    .expect("serialisable")
+}
+
+fn chat_body() -> Vec<u8> {
+    let messages: Vec<_> = (0..8)
+        .map(|i| serde_json::json!({"role": if i % 2 == 0 {"user"} else {"assistant"}, "content": "x".repeat(400)}))
+        .collect();
+    serde_json::to_vec(&serde_json::json!({
+        "model": "default", "messages": messages, "logprobs": true, "return_meta_info": true
+    }))
+    .expect("serialisable")
+}
+
+fn bench(c: &mut Criterion) {
+    let candidates = workers(8);
+    let mut g = c.benchmark_group("routing_path");
+    for tokens in [128usize, 4096] {
+        let body = generate_body(tokens);
+        g.throughput(Throughput::Bytes(body.len() as u64));
+        g.bench_function(format!("parse_generate_{tokens}_tokens"), |b| {
+            b.iter(|| {
+                RoutingInput::parse(Endpoint::Generate, std::hint::black_box(&body))
+                    .map(|r| r.batch_size)
+            })
+        });
+        for mode in [Mode::LeastLoad, Mode::RoundRobin] {
+            let selector =
+                Selector::new(policy_for(mode), StickyTable::new(Duration::from_secs(60)));
+            g.bench_function(format!("parse_select_book_{mode}_{tokens}_tokens"), |b| {
+                b.iter(|| {
+                    let input = RoutingInput::parse(Endpoint::Generate, &body).expect("valid");
+                    let booking = selector
+                        .select(&input, None, &candidates)
+                        .expect("a worker");
+                    drop(booking);
+                })
+            });
+        }
+    }
+    let chat = chat_body();
+    g.throughput(Throughput::Bytes(chat.len() as u64));
+    let selector = Selector::new(
+        policy_for(Mode::LeastLoad),
+        StickyTable::new(Duration::from_secs(60)),
+    );
+    g.bench_function("parse_select_book_chat_sticky", |b| {
+        let mut n = 0u64;
+        b.iter_batched(
+            || {
+                n += 1;
+                format!("session-{}", n % 1000)
+            },
+            |key| {
+                let input = RoutingInput::parse(Endpoint::ChatCompletions, &chat).expect("valid");
+                drop(
+                    selector
+                        .select(&input, Some(&key), &candidates)
+                        .expect("a worker"),
+                );
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,89 @@
+//! Data-plane metrics: requests by route/status/worker, router overhead, end-to-end latency,
+//! time to first byte of streams, retries and upstream failures.
+
+use std::sync::OnceLock;
+
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
+
+use crate::metrics::register;
+
+/// Handles registered once per process.
+#[derive(Clone)]
+pub struct ProxyMetrics {
+    /// `kvrouter_requests_total{route,status,worker}`.
+    pub requests: IntCounterVec,
+    /// `kvrouter_router_overhead_seconds{route}`.
+    pub overhead: HistogramVec,
+    /// `kvrouter_request_duration_seconds{route,stream}`.
+    pub duration: HistogramVec,
+    /// `kvrouter_stream_first_byte_seconds{route}`.
+    pub first_byte: HistogramVec,
+    /// `kvrouter_retries_total{route,reason}`.
+    pub retries: IntCounterVec,
+    /// `kvrouter_upstream_failures_total{worker,kind}`.
+    pub upstream_failures: IntCounterVec,
+}
+
+const OVERHEAD_BUCKETS: &[f64] = &[
+    5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 5e-3, 2e-2, 0.1, 1.0,
+];
+const LATENCY_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+    900.0, 3600.0,
+];
+
+fn counter(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    register(IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric"))
+}
+
+fn histogram(name: &str, help: &str, labels: &[&str], buckets: &[f64]) -> HistogramVec {
+    register(
+        HistogramVec::new(
+            HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+            labels,
+        )
+        .expect("valid metric"),
+    )
+}
+
+impl ProxyMetrics {
+    pub fn get() -> ProxyMetrics {
+        static M: OnceLock<ProxyMetrics> = OnceLock::new();
+        M.get_or_init(|| ProxyMetrics {
+            requests: counter(
+                "kvrouter_requests_total",
+                "Requests answered, by route, HTTP status and serving worker (empty = router)",
+                &["route", "status", "worker"],
+            ),
+            overhead: histogram(
+                "kvrouter_router_overhead_seconds",
+                "Time from request arrival to the upstream request leaving (read, parse, route, book)",
+                &["route"],
+                OVERHEAD_BUCKETS,
+            ),
+            duration: histogram(
+                "kvrouter_request_duration_seconds",
+                "End-to-end latency: arrival until the response body is fully sent or dropped",
+                &["route", "stream"],
+                LATENCY_BUCKETS,
+            ),
+            first_byte: histogram(
+                "kvrouter_stream_first_byte_seconds",
+                "Streaming requests: arrival until the first body chunk from the worker",
+                &["route"],
+                LATENCY_BUCKETS,
+            ),
+            retries: counter(
+                "kvrouter_retries_total",
+                "Attempts repeated on another worker after a failure before the first byte",
+                &["route", "reason"],
+            ),
+            upstream_failures: counter(
+                "kvrouter_upstream_failures_total",
+                "Worker failures seen by the data plane (connect, timeout, 5xx, stream_broken)",
+                &["worker", "kind"],
+            ),
+        })
+        .clone()
+    }
+}

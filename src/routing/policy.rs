@@ -1,0 +1,42 @@
+//! The policy trait every routing mode implements, and the choice it returns.
+//!
+//! A policy sees the parsed [`RoutingInput`] and the routable candidates (healthy, not
+//! draining, not already tried by this request) and picks one. It may attach RAII state
+//! (e.g. predicted KV blocks) that lives exactly as long as the request's [`Booking`].
+//!
+//! [`Booking`]: super::Booking
+
+use std::any::Any;
+use std::sync::Arc;
+
+use super::input::RoutingInput;
+use crate::workers::{Rank, Worker};
+
+/// What a policy picked.
+pub struct Choice {
+    /// Index into the candidate slice.
+    pub index: usize,
+    /// DP rank inside the worker, when the policy routes per rank.
+    pub rank: Option<Rank>,
+    /// Policy state released (dropped) together with the booking.
+    pub attachment: Option<Box<dyn Any + Send + Sync>>,
+}
+
+impl Choice {
+    /// A plain choice of candidate `index`.
+    pub fn index(index: usize) -> Choice {
+        Choice {
+            index,
+            rank: None,
+            attachment: None,
+        }
+    }
+}
+
+/// A routing policy. Implementations must be cheap: this runs on every request.
+pub trait Policy: Send + Sync {
+    /// Name used in logs and metrics.
+    fn name(&self) -> &'static str;
+    /// Picks one of `candidates` (never empty) for `input`; `None` means "none acceptable".
+    fn select(&self, input: &RoutingInput<'_>, candidates: &[Arc<Worker>]) -> Option<Choice>;
+}

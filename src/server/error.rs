@@ -1,0 +1,58 @@
+//! Router-generated errors: `{"error":{"message","type","code"}}` with a fitting status.
+
+use http::{header, HeaderValue, Response, StatusCode};
+
+use super::body::{full, RouterBody};
+
+/// An error the router answers itself (not a worker's response).
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    /// Stable machine-readable code, e.g. `no_available_workers`.
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, code, message)
+    }
+    pub fn not_found(code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, code, message)
+    }
+    pub fn no_workers() -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no_available_workers",
+            "no healthy worker is available",
+        )
+    }
+
+    /// The JSON response (`type` is the HTTP reason phrase, as sgl-router does).
+    pub fn into_response(self) -> Response<RouterBody> {
+        let body = serde_json::json!({
+            "error": {
+                "message": self.message,
+                "type": self.status.canonical_reason().unwrap_or("Error"),
+                "code": self.code,
+            }
+        });
+        let mut resp = Response::new(full(body.to_string()));
+        *resp.status_mut() = self.status;
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if let Ok(v) = HeaderValue::from_str(self.code) {
+            resp.headers_mut().insert("x-kvrouter-error-code", v);
+        }
+        resp
+    }
+}

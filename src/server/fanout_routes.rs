@@ -1,0 +1,138 @@
+//! Admin fan-outs over every registered worker: `/get_loads`, `/flush_cache`, `/engine_metrics`.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::join_all;
+use http::{Method, Response, StatusCode};
+use serde_json::{json, Value};
+
+use super::body::{json, with_type, RouterBody};
+use super::engine_metrics;
+use super::state::AppState;
+use crate::proxy::fanout;
+
+const FANOUT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Sums `num_tokens` over SGLang's `/get_load` answer (a list per DP rank, or one object).
+fn load_of(v: &Value) -> Option<i64> {
+    match v {
+        Value::Array(items) => items.iter().map(load_of).sum(),
+        Value::Object(m) => m.get("num_tokens").and_then(Value::as_i64),
+        _ => None,
+    }
+}
+
+/// `GET /get_loads`: `{"loads":[{"worker","worker_type","load"}],"total_workers","successful","failed"}`.
+pub async fn get_loads(state: &AppState) -> Response<RouterBody> {
+    let snapshot = state.registry.snapshot();
+    let calls = snapshot.iter().map(|w| {
+        fanout::call(
+            &state.client,
+            Method::GET,
+            &w.url,
+            "/get_load",
+            Bytes::new(),
+            FANOUT_TIMEOUT,
+        )
+    });
+    let results = join_all(calls).await;
+    let mut loads = Vec::new();
+    let (mut ok, mut failed) = (0, 0);
+    for (w, r) in snapshot.iter().zip(results) {
+        let load = r
+            .ok()
+            .filter(|(s, _, _)| s.is_success())
+            .and_then(|(_, _, b)| serde_json::from_slice::<Value>(&b).ok())
+            .and_then(|v| load_of(&v));
+        match load {
+            Some(_) => ok += 1,
+            None => failed += 1,
+        }
+        loads.push(json!({"worker": w.url, "worker_type": w.spec.worker_type(), "load": load.unwrap_or(-1)}));
+    }
+    json(
+        StatusCode::OK,
+        &json!({"loads": loads, "total_workers": snapshot.len(), "successful": ok, "failed": failed}),
+    )
+}
+
+/// `POST /flush_cache`: flushes every worker; 200 only if all succeed (else 500), with a
+/// per-worker result list.
+pub async fn flush_cache(state: &AppState) -> Response<RouterBody> {
+    let snapshot = state.registry.snapshot();
+    let calls = snapshot.iter().map(|w| {
+        fanout::call(
+            &state.client,
+            Method::POST,
+            &w.url,
+            "/flush_cache",
+            Bytes::new(),
+            FANOUT_TIMEOUT,
+        )
+    });
+    let results = join_all(calls).await;
+    let mut successful = Vec::new();
+    let mut failed = Vec::new();
+    for (w, r) in snapshot.iter().zip(results) {
+        match r {
+            Ok((s, _, _)) if s.is_success() => successful.push(json!(w.url)),
+            Ok((s, _, b)) => failed.push(json!([
+                w.url,
+                format!("HTTP {}: {}", s.as_u16(), String::from_utf8_lossy(&b))
+            ])),
+            Err(e) => failed.push(json!([w.url, e])),
+        }
+    }
+    let all_ok = failed.is_empty();
+    let message = if all_ok {
+        format!("Cache flushed on all {} workers", successful.len())
+    } else {
+        format!(
+            "Cache flush failed on {} of {} workers",
+            failed.len(),
+            snapshot.len()
+        )
+    };
+    let status = if all_ok {
+        StatusCode::OK
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
+    };
+    json(
+        status,
+        &json!({"successful": successful, "failed": failed, "total_workers": snapshot.len(),
+                "http_workers": snapshot.len(), "message": message}),
+    )
+}
+
+/// `GET /engine_metrics`: every worker's `/metrics`, merged with a `worker_addr` label.
+pub async fn engine_metrics(state: &AppState) -> Response<RouterBody> {
+    let snapshot = state.registry.snapshot();
+    let calls = snapshot.iter().map(|w| {
+        fanout::call(
+            &state.client,
+            Method::GET,
+            &w.url,
+            "/metrics",
+            Bytes::new(),
+            FANOUT_TIMEOUT,
+        )
+    });
+    let results = join_all(calls).await;
+    let sources: Vec<(String, String)> = snapshot
+        .iter()
+        .zip(results)
+        .filter_map(|(w, r)| match r {
+            Ok((s, _, b)) if s.is_success() => {
+                Some((w.url.clone(), String::from_utf8_lossy(&b).into_owned()))
+            }
+            _ => None,
+        })
+        .collect();
+    with_type(
+        StatusCode::OK,
+        engine_metrics::merge(&sources),
+        "text/plain; version=0.0.4; charset=utf-8",
+    )
+}

@@ -1,0 +1,117 @@
+//! The tiny HTTP client the fleet code uses to talk to workers (probes, health
+//! checks, load polls): GET with a deadline, status check, bounded body, JSON.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+
+/// Pooled HTTP/1 client for GET requests to workers.
+pub type HttpClient = Client<HttpConnector, Empty<Bytes>>;
+
+/// Largest body read from a worker's info/health endpoints.
+const MAX_BODY: usize = 16 * 1024 * 1024;
+
+/// Why a GET to a worker failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HttpGetError {
+    #[error("invalid url {0}")]
+    BadUrl(String),
+    #[error("connection failed: {0}")]
+    Connect(String),
+    #[error("request failed: {0}")]
+    Request(String),
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("HTTP status {0}")]
+    Status(u16),
+    #[error("reading the body failed: {0}")]
+    Body(String),
+    #[error("body is not JSON: {0}")]
+    Json(String),
+}
+
+impl HttpGetError {
+    /// True when nothing is listening (or the host is unreachable): a hint that the
+    /// worker process is gone, as opposed to alive but failing.
+    pub fn is_connect(&self) -> bool {
+        matches!(self, HttpGetError::Connect(_))
+    }
+}
+
+/// Builds the client with a connect timeout and TCP_NODELAY.
+pub fn new_client(connect_timeout: Duration) -> HttpClient {
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(connect_timeout));
+    connector.set_nodelay(true);
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build(connector)
+}
+
+/// GET `url`, returning the status and body (whatever the status), within `timeout`.
+pub async fn http_get(
+    client: &HttpClient,
+    url: &str,
+    api_key: Option<&str>,
+    timeout: Duration,
+) -> Result<(u16, Bytes), HttpGetError> {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|_| HttpGetError::BadUrl(url.to_string()))?;
+    let mut req = http::Request::get(uri);
+    if let Some(key) = api_key {
+        req = req.header(http::header::AUTHORIZATION, format!("Bearer {key}"));
+    }
+    let req = req
+        .body(Empty::new())
+        .map_err(|e| HttpGetError::BadUrl(format!("{url}: {e}")))?;
+    let fut = async {
+        let resp = client.request(req).await.map_err(|e| {
+            if e.is_connect() {
+                HttpGetError::Connect(error_chain(&e))
+            } else {
+                HttpGetError::Request(error_chain(&e))
+            }
+        })?;
+        let status = resp.status().as_u16();
+        let body = Limited::new(resp.into_body(), MAX_BODY)
+            .collect()
+            .await
+            .map_err(|e| HttpGetError::Body(e.to_string()))?
+            .to_bytes();
+        Ok((status, body))
+    };
+    tokio::time::timeout(timeout, fut)
+        .await
+        .map_err(|_| HttpGetError::Timeout(timeout))?
+}
+
+/// GET `url` and parse a 2xx body as JSON.
+pub async fn http_get_json(
+    client: &HttpClient,
+    url: &str,
+    api_key: Option<&str>,
+    timeout: Duration,
+) -> Result<Value, HttpGetError> {
+    let (status, body) = http_get(client, url, api_key, timeout).await?;
+    if !(200..300).contains(&status) {
+        return Err(HttpGetError::Status(status));
+    }
+    serde_json::from_slice(&body).map_err(|e| HttpGetError::Json(e.to_string()))
+}
+
+/// An error and its sources on one line (hyper's top-level messages are terse).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
+}

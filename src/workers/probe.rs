@@ -1,0 +1,223 @@
+//! The registration probe: wait for `/health`, read `/server_info` (fallback
+//! `/get_server_info`) and `/model_info` (fallback `/get_model_info`), and refuse a
+//! worker whose page size differs from the router's.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::http::{http_get, http_get_json, HttpClient, HttpGetError};
+use super::info::WorkerInfo;
+
+/// Why a worker could not be registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddWorkerError {
+    #[error("invalid worker url {url:?}: {reason}")]
+    InvalidUrl { url: String, reason: String },
+    #[error("worker {url} did not become healthy within {waited:?}: {last_error}")]
+    Unreachable {
+        url: String,
+        waited: Duration,
+        last_error: String,
+    },
+    #[error("worker {url} answers neither /server_info nor /get_server_info ({reason}); its page size is unknown")]
+    ServerInfoUnavailable { url: String, reason: String },
+    #[error("worker {url} uses page size {worker_page_size} but this router uses --page-size {router_page_size}; refusing it (KV-aware routing would mis-hash every block)")]
+    PageSizeMismatch {
+        url: String,
+        worker_page_size: u32,
+        router_page_size: u32,
+    },
+    #[error("worker {url} is already being registered as {public_id}")]
+    AlreadyPending { url: String, public_id: String },
+    #[error("worker {url} is being removed (draining); retry once it is gone")]
+    Draining { url: String },
+    #[error("registration of {url} was cancelled (removed while probing)")]
+    Cancelled { url: String },
+}
+
+impl AddWorkerError {
+    /// Suggested HTTP status for the admin API.
+    pub fn status_code(&self) -> u16 {
+        match self {
+            AddWorkerError::InvalidUrl { .. } | AddWorkerError::PageSizeMismatch { .. } => 400,
+            AddWorkerError::AlreadyPending { .. }
+            | AddWorkerError::Draining { .. }
+            | AddWorkerError::Cancelled { .. } => 409,
+            AddWorkerError::Unreachable { .. } | AddWorkerError::ServerInfoUnavailable { .. } => {
+                502
+            }
+        }
+    }
+
+    /// Short machine-readable code for error bodies.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AddWorkerError::InvalidUrl { .. } => "invalid_worker_url",
+            AddWorkerError::Unreachable { .. } => "worker_unreachable",
+            AddWorkerError::ServerInfoUnavailable { .. } => "worker_server_info_unavailable",
+            AddWorkerError::PageSizeMismatch { .. } => "page_size_mismatch",
+            AddWorkerError::AlreadyPending { .. } => "worker_registration_pending",
+            AddWorkerError::Draining { .. } => "worker_draining",
+            AddWorkerError::Cancelled { .. } => "worker_registration_cancelled",
+        }
+    }
+}
+
+/// Timeouts of one registration probe.
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeTimeouts {
+    /// Deadline of each HTTP call.
+    pub request: Duration,
+    /// How long `/health` is retried while the worker warms up.
+    pub startup: Duration,
+}
+
+/// Probes `url` (normalized, no trailing slash) and returns its info, or the reason
+/// to refuse it. Page-size mismatches are logged at error level.
+pub async fn probe_worker(
+    client: &HttpClient,
+    url: &str,
+    api_key: Option<&str>,
+    router_page_size: u32,
+    timeouts: ProbeTimeouts,
+) -> Result<WorkerInfo, AddWorkerError> {
+    wait_healthy(client, url, api_key, timeouts).await?;
+    read_info(client, url, api_key, router_page_size, timeouts.request).await
+}
+
+/// Retries `GET /health` with a growing backoff until it answers 2xx or `startup` passes.
+pub async fn wait_healthy(
+    client: &HttpClient,
+    url: &str,
+    api_key: Option<&str>,
+    timeouts: ProbeTimeouts,
+) -> Result<(), AddWorkerError> {
+    let start = Instant::now();
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let last_error =
+            match http_get(client, &format!("{url}/health"), api_key, timeouts.request).await {
+                Ok((status, _)) if (200..300).contains(&status) => return Ok(()),
+                Ok((status, _)) => format!("/health answered HTTP {status}"),
+                Err(e) => format!("/health: {e}"),
+            };
+        let waited = start.elapsed();
+        if waited + backoff > timeouts.startup {
+            return Err(AddWorkerError::Unreachable {
+                url: url.to_string(),
+                waited,
+                last_error,
+            });
+        }
+        tracing::debug!(worker = url, %last_error, "waiting for worker to become healthy");
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// Reads server and model info and checks the page size.
+pub async fn read_info(
+    client: &HttpClient,
+    url: &str,
+    api_key: Option<&str>,
+    router_page_size: u32,
+    timeout: Duration,
+) -> Result<WorkerInfo, AddWorkerError> {
+    let server_info = get_with_fallback(
+        client,
+        url,
+        "/server_info",
+        "/get_server_info",
+        api_key,
+        timeout,
+    )
+    .await
+    .map_err(|e| AddWorkerError::ServerInfoUnavailable {
+        url: url.to_string(),
+        reason: e.to_string(),
+    })?;
+    let model_info = match get_with_fallback(
+        client,
+        url,
+        "/model_info",
+        "/get_model_info",
+        api_key,
+        timeout,
+    )
+    .await
+    {
+        Ok(v) => Some(v),
+        Err(e) => {
+            tracing::warn!(worker = url, error = %e, "no model info; continuing without it");
+            None
+        }
+    };
+    let info = WorkerInfo::from_json(&server_info, model_info.as_ref());
+    check_page_size(url, &info, router_page_size)?;
+    Ok(info)
+}
+
+/// Refuses a page size that differs from the router's, loudly.
+pub fn check_page_size(
+    url: &str,
+    info: &WorkerInfo,
+    router_page_size: u32,
+) -> Result<(), AddWorkerError> {
+    if info.page_size == router_page_size {
+        return Ok(());
+    }
+    let err = AddWorkerError::PageSizeMismatch {
+        url: url.to_string(),
+        worker_page_size: info.page_size,
+        router_page_size,
+    };
+    tracing::error!(
+        worker = url,
+        worker_page_size = info.page_size,
+        router_page_size,
+        "{err}"
+    );
+    Err(err)
+}
+
+/// GET `primary`, falling back to `fallback` on any HTTP error status (older and
+/// newer SGLang spell these endpoints differently). Connection errors do not fall back.
+async fn get_with_fallback(
+    client: &HttpClient,
+    url: &str,
+    primary: &str,
+    fallback: &str,
+    api_key: Option<&str>,
+    timeout: Duration,
+) -> Result<Value, HttpGetError> {
+    match http_get_json(client, &format!("{url}{primary}"), api_key, timeout).await {
+        Ok(v) if v.is_object() => Ok(v),
+        Ok(_) | Err(HttpGetError::Status(_)) | Err(HttpGetError::Json(_)) => {
+            http_get_json(client, &format!("{url}{fallback}"), api_key, timeout).await
+        }
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mismatch_names_both_sizes() {
+        let info = WorkerInfo {
+            page_size: 1,
+            ..WorkerInfo::default()
+        };
+        let err = check_page_size("http://w:1", &info, 16).expect_err("must refuse");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("page size 1") && msg.contains("--page-size 16"),
+            "{msg}"
+        );
+        assert_eq!(err.status_code(), 400);
+        assert_eq!(err.code(), "page_size_mismatch");
+        assert!(check_page_size("http://w:1", &WorkerInfo::default(), 1).is_ok());
+    }
+}

@@ -1,0 +1,728 @@
+//! `Registry`: the set of registered workers. Cheap to clone; reads on the request
+//! path are one uncontended read lock plus an `Arc` clone of an immutable snapshot
+//! that is replaced on every change. Also owns registration jobs, draining removal
+//! and change notifications.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use parking_lot::{Mutex, RwLock};
+use serde_json::Value;
+use tokio::sync::{broadcast, watch};
+
+use super::health::{self, HealthConfig, HealthState, HealthTransition};
+use super::http::{new_client, HttpClient};
+use super::id::WorkerId;
+use super::metrics::FleetMetrics;
+use super::probe::{probe_worker, read_info, AddWorkerError, ProbeTimeouts};
+use super::spec::WorkerSpec;
+use super::views;
+use super::worker::{NewWorker, Worker};
+
+/// Immutable list of workers, replaced as a whole on change.
+pub type Snapshot = Arc<Vec<Arc<Worker>>>;
+
+/// Registry settings (built by `config`).
+#[derive(Debug, Clone)]
+pub struct RegistryConfig {
+    /// The router's `--page-size`; workers with another page size are refused.
+    pub page_size: u32,
+    /// Periodic health checks.
+    pub health: HealthConfig,
+    /// Deadline of each HTTP call of the registration probe (also the connect timeout).
+    pub probe_timeout: Duration,
+    /// How long registration retries `/health` while a worker warms up.
+    pub startup_timeout: Duration,
+    /// How long removal waits for in-flight requests before removing anyway.
+    pub drain_timeout: Duration,
+    /// Hold a worker that registers or restarts at a weight version other than the
+    /// fleet's agreed one out of routing (`awaiting_refit`) until a refit levels it.
+    pub hold_version_mismatch: bool,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        RegistryConfig {
+            page_size: 16,
+            health: HealthConfig::default(),
+            probe_timeout: Duration::from_secs(10),
+            startup_timeout: Duration::from_secs(30),
+            drain_timeout: Duration::from_secs(60),
+            hold_version_mismatch: false,
+        }
+    }
+}
+
+/// A change in the fleet. `Added` is sent after the worker is routable-visible;
+/// `Removed` after it left the snapshot (its in-flight requests drained or the drain
+/// timed out); `Restarted` when a new process was detected behind a registered URL
+/// (its KV cache is empty, its event sequence restarts at 0).
+#[derive(Debug, Clone)]
+pub enum RegistryEvent {
+    Added(Arc<Worker>),
+    Draining(Arc<Worker>),
+    Removed(Arc<Worker>),
+    Restarted(Arc<Worker>),
+}
+
+/// What `start_add_worker` accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddAccepted {
+    pub id: WorkerId,
+    /// UUID string reported as `worker_id`.
+    pub public_id: String,
+    /// The URL was already registered (nothing new was started).
+    pub existing: bool,
+}
+
+/// State of a registration that has not produced a worker (yet).
+#[derive(Debug, Clone)]
+pub(super) enum JobStatus {
+    Pending,
+    Failed(String),
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Job {
+    pub id: WorkerId,
+    pub public_id: String,
+    pub url: String,
+    pub spec: WorkerSpec,
+    pub status: JobStatus,
+    pub since: SystemTime,
+}
+
+/// Failed jobs kept for `GET /workers/{id}`.
+const FAILED_JOBS_KEPT: usize = 64;
+
+#[derive(Default)]
+struct Jobs {
+    pending: Vec<Job>,
+    failed: VecDeque<Job>,
+}
+
+/// Shared state behind every `Registry` clone.
+pub(crate) struct Inner {
+    pub(super) config: RegistryConfig,
+    pub(super) client: HttpClient,
+    pub(super) metrics: &'static FleetMetrics,
+    workers: RwLock<Snapshot>,
+    /// Serialises mutations of `workers` and `jobs`.
+    write: Mutex<()>,
+    jobs: Mutex<Jobs>,
+    next_id: AtomicU32,
+    events: broadcast::Sender<RegistryEvent>,
+    watch: watch::Sender<Snapshot>,
+}
+
+/// The worker fleet. Clone freely; the health checker stops when the last clone is dropped.
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("workers", &self.snapshot().len())
+            .finish()
+    }
+}
+
+/// Outcome of URL validation: normalized URL and host.
+fn normalize_url(url: &str) -> Result<(String, String), AddWorkerError> {
+    let invalid = |reason: &str| AddWorkerError::InvalidUrl {
+        url: url.to_string(),
+        reason: reason.to_string(),
+    };
+    let trimmed = url.trim();
+    if trimmed.is_empty() {
+        return Err(invalid("empty"));
+    }
+    let with_scheme = if trimmed.contains("://") {
+        trimmed.to_string()
+    } else {
+        format!("http://{trimmed}")
+    };
+    let parsed = url::Url::parse(&with_scheme).map_err(|e| invalid(&e.to_string()))?;
+    if parsed.scheme() != "http" {
+        return Err(invalid("only http:// workers are supported"));
+    }
+    let host = parsed
+        .host_str()
+        .ok_or_else(|| invalid("no host"))?
+        .trim_matches(|c| c == '[' || c == ']')
+        .to_string();
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(invalid("a worker url has no query or fragment"));
+    }
+    Ok((parsed.as_str().trim_end_matches('/').to_string(), host))
+}
+
+/// Normalized form of `url` for lookups (the input unchanged if it does not parse).
+pub fn normalize_worker_url(url: &str) -> String {
+    normalize_url(url)
+        .map(|(u, _)| u)
+        .unwrap_or_else(|_| url.trim().trim_end_matches('/').to_string())
+}
+
+enum Begin {
+    Existing(Arc<Worker>),
+    New(Box<Job>),
+}
+
+impl Registry {
+    /// Creates an empty registry and starts its health checker. Call inside a tokio runtime.
+    pub fn new(config: RegistryConfig) -> Registry {
+        let client = new_client(config.probe_timeout);
+        let (events, _) = broadcast::channel(1024);
+        let (watch, _) = watch::channel(Arc::new(Vec::new()));
+        let interval = config.health.interval;
+        let inner = Arc::new(Inner {
+            config,
+            client,
+            metrics: FleetMetrics::get(),
+            workers: RwLock::new(Arc::new(Vec::new())),
+            write: Mutex::new(()),
+            jobs: Mutex::new(Jobs::default()),
+            next_id: AtomicU32::new(1),
+            events,
+            watch,
+        });
+        health::spawn_checker(Arc::downgrade(&inner), interval);
+        Registry { inner }
+    }
+
+    /// The configuration it was built with.
+    pub fn config(&self) -> &RegistryConfig {
+        &self.inner.config
+    }
+
+    // ---- reads ----
+
+    /// All registered workers (healthy or not, draining included), in registration order.
+    pub fn snapshot(&self) -> Snapshot {
+        self.inner.snapshot()
+    }
+
+    /// Workers that may receive new requests now.
+    pub fn routable(&self) -> Vec<Arc<Worker>> {
+        self.snapshot()
+            .iter()
+            .filter(|w| w.is_routable())
+            .cloned()
+            .collect()
+    }
+
+    /// Number of healthy registered workers.
+    pub fn healthy_count(&self) -> usize {
+        self.snapshot().iter().filter(|w| w.is_healthy()).count()
+    }
+
+    pub fn get(&self, id: WorkerId) -> Option<Arc<Worker>> {
+        self.snapshot().iter().find(|w| w.id == id).cloned()
+    }
+
+    /// By URL (normalized: trailing slash and missing scheme tolerated).
+    pub fn by_url(&self, url: &str) -> Option<Arc<Worker>> {
+        let url = normalize_worker_url(url);
+        self.snapshot().iter().find(|w| w.url == url).cloned()
+    }
+
+    /// By any key a client may use: the public UUID, the `w<N>` form, or a URL.
+    pub fn lookup(&self, key: &str) -> Option<Arc<Worker>> {
+        let snap = self.snapshot();
+        if let Some(w) = snap.iter().find(|w| w.public_id == key) {
+            return Some(w.clone());
+        }
+        if let Some(n) = key.strip_prefix('w').and_then(|n| n.parse::<u32>().ok()) {
+            return snap.iter().find(|w| w.id == WorkerId(n)).cloned();
+        }
+        if key.contains(':') || key.contains('.') {
+            return self.by_url(key);
+        }
+        None
+    }
+
+    /// The weight version every serving worker (registered, not draining, not awaiting
+    /// refit) agrees on; `None` when there is none, one is unknown, or they disagree.
+    pub fn fleet_weight_version(&self) -> Option<String> {
+        fleet_version(&self.snapshot(), None)
+    }
+
+    /// Broadcast of fleet changes (a slow receiver may lag; use [`Self::watch`] to resync).
+    pub fn subscribe(&self) -> broadcast::Receiver<RegistryEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// The latest snapshot, notified on every membership change (never lags).
+    pub fn watch(&self) -> watch::Receiver<Snapshot> {
+        self.inner.watch.subscribe()
+    }
+
+    // ---- registration ----
+
+    /// Probes `url` and registers it. A URL that is already registered returns its
+    /// existing id (idempotent); one being probed gives `AlreadyPending`.
+    pub async fn add_worker(
+        &self,
+        url: &str,
+        spec: WorkerSpec,
+    ) -> Result<WorkerId, AddWorkerError> {
+        match self.begin_add(url, spec)? {
+            Begin::Existing(w) => Ok(w.id),
+            Begin::New(job) => self.inner.finish_add(*job).await.map(|w| w.id),
+        }
+    }
+
+    /// Validates `url`, allocates its ids and probes/registers it in a background
+    /// task; returns at once (the `202 Accepted` flow of `POST /workers`).
+    pub fn start_add_worker(
+        &self,
+        url: &str,
+        spec: WorkerSpec,
+    ) -> Result<AddAccepted, AddWorkerError> {
+        match self.begin_add(url, spec)? {
+            Begin::Existing(w) => Ok(AddAccepted {
+                id: w.id,
+                public_id: w.public_id.clone(),
+                existing: true,
+            }),
+            Begin::New(job) => {
+                let accepted = AddAccepted {
+                    id: job.id,
+                    public_id: job.public_id.clone(),
+                    existing: false,
+                };
+                let inner = self.inner.clone();
+                tokio::spawn(async move {
+                    let _ = inner.finish_add(*job).await;
+                });
+                Ok(accepted)
+            }
+        }
+    }
+
+    fn begin_add(&self, url: &str, spec: WorkerSpec) -> Result<Begin, AddWorkerError> {
+        let (url, _host) = normalize_url(url)?;
+        let _w = self.inner.write.lock();
+        if let Some(existing) = self.snapshot().iter().find(|w| w.url == url) {
+            if existing.is_draining() {
+                return Err(AddWorkerError::Draining { url });
+            }
+            return Ok(Begin::Existing(existing.clone()));
+        }
+        let mut jobs = self.inner.jobs.lock();
+        if let Some(job) = jobs.pending.iter().find(|j| j.url == url) {
+            return Err(AddWorkerError::AlreadyPending {
+                url,
+                public_id: job.public_id.clone(),
+            });
+        }
+        let job = Job {
+            id: WorkerId(self.inner.next_id.fetch_add(1, Ordering::Relaxed)),
+            public_id: uuid::Uuid::new_v4().to_string(),
+            url,
+            spec,
+            status: JobStatus::Pending,
+            since: SystemTime::now(),
+        };
+        jobs.pending.push(job.clone());
+        Ok(Begin::New(Box::new(job)))
+    }
+
+    // ---- removal ----
+
+    /// Drains and removes the worker: not routable at once, removed when its in-flight
+    /// count reaches zero (or `drain_timeout` passes). Also cancels a pending
+    /// registration with that id. Returns the worker if one was registered.
+    pub async fn remove_by_id(&self, id: WorkerId) -> Option<Arc<Worker>> {
+        self.inner.cancel_job(|j| j.id == id);
+        let w = self.get(id)?;
+        Some(self.inner.drain_and_remove(w).await)
+    }
+
+    /// Like [`Self::remove_by_id`], by URL.
+    pub async fn remove_by_url(&self, url: &str) -> Option<Arc<Worker>> {
+        let norm = normalize_worker_url(url);
+        self.inner.cancel_job(|j| j.url == norm);
+        let w = self.by_url(&norm)?;
+        Some(self.inner.drain_and_remove(w).await)
+    }
+
+    /// Like [`Self::remove_by_id`] but returns at once (the drain runs in a task).
+    pub fn start_remove_by_id(&self, id: WorkerId) -> Option<Arc<Worker>> {
+        self.inner.cancel_job(|j| j.id == id);
+        let w = self.get(id)?;
+        Some(self.spawn_remove(w))
+    }
+
+    /// Like [`Self::remove_by_url`] but returns at once (the drain runs in a task).
+    pub fn start_remove_by_url(&self, url: &str) -> Option<Arc<Worker>> {
+        let norm = normalize_worker_url(url);
+        self.inner.cancel_job(|j| j.url == norm);
+        let w = self.by_url(&norm)?;
+        Some(self.spawn_remove(w))
+    }
+
+    /// Cancels a pending registration by public id, `w<N>` or URL; true if one was pending.
+    pub fn cancel_pending(&self, key: &str) -> bool {
+        let norm = normalize_worker_url(key);
+        let n = key.strip_prefix('w').and_then(|n| n.parse::<u32>().ok());
+        self.inner
+            .cancel_job(|j| j.public_id == key || j.url == norm || Some(j.id.0) == n)
+    }
+
+    fn spawn_remove(&self, w: Arc<Worker>) -> Arc<Worker> {
+        self.inner.mark_draining(&w);
+        let inner = self.inner.clone();
+        let worker = w.clone();
+        tokio::spawn(async move {
+            inner.drain_and_remove(worker).await;
+        });
+        w
+    }
+
+    // ---- health and restarts ----
+
+    /// Runs one round of health checks now (what the periodic task does each interval).
+    pub async fn check_health_now(&self) {
+        health::check_round(&self.inner).await;
+    }
+
+    /// Reports that a worker restarted (e.g. its KV event sequence went back to 0):
+    /// bumps its incarnation, re-reads its info and emits `Restarted`.
+    pub async fn note_restart(&self, id: WorkerId) {
+        if let Some(w) = self.get(id) {
+            self.inner.handle_restart(&w).await;
+        }
+    }
+
+    // ---- JSON views ----
+
+    /// `GET /workers`: `{"workers":[...],"total":n,"stats":{...}}` (pending and failed
+    /// registrations are listed with a `job_status`).
+    pub fn workers_json(&self) -> Value {
+        let jobs = self.inner.jobs_view();
+        views::workers_json(&self.snapshot(), &jobs)
+    }
+
+    /// `GET /workers/{key}`: a registered worker, or a pending/failed registration.
+    pub fn worker_json(&self, key: &str) -> Option<Value> {
+        if let Some(w) = self.lookup(key) {
+            return Some(views::worker_json(&w));
+        }
+        let norm = normalize_worker_url(key);
+        let jobs = self.inner.jobs_view();
+        jobs.iter()
+            .rev()
+            .find(|j| j.public_id == key || j.url == norm || format!("{}", j.id) == key)
+            .map(views::job_json)
+    }
+
+    /// `GET /list_workers`: `{"urls":[...]}`.
+    pub fn list_workers_json(&self) -> Value {
+        views::list_workers_json(&self.snapshot())
+    }
+}
+
+/// The version all serving workers (except `skip`) agree on, if any.
+fn fleet_version(workers: &[Arc<Worker>], skip: Option<WorkerId>) -> Option<String> {
+    let mut agreed: Option<String> = None;
+    for w in workers
+        .iter()
+        .filter(|w| Some(w.id) != skip && !w.is_draining() && !w.is_awaiting_refit())
+    {
+        let v = w.weight_version()?;
+        match &agreed {
+            None => agreed = Some(v),
+            Some(a) if *a == v => {}
+            Some(_) => return None,
+        }
+    }
+    agreed
+}
+
+impl Inner {
+    pub(super) fn snapshot(&self) -> Snapshot {
+        self.workers.read().clone()
+    }
+
+    /// Replaces the snapshot (caller holds `write`).
+    fn publish(&self, next: Vec<Arc<Worker>>) {
+        let next = Arc::new(next);
+        self.metrics.workers_total.set(next.len() as i64);
+        *self.workers.write() = next.clone();
+        self.watch.send_replace(next);
+    }
+
+    fn emit(&self, ev: RegistryEvent) {
+        // No receivers is fine.
+        let _ = self.events.send(ev);
+    }
+
+    fn jobs_view(&self) -> Vec<Job> {
+        let jobs = self.jobs.lock();
+        jobs.pending
+            .iter()
+            .chain(jobs.failed.iter())
+            .cloned()
+            .collect()
+    }
+
+    /// Removes a pending job matching `pred`; true if one was removed.
+    fn cancel_job(&self, pred: impl Fn(&Job) -> bool) -> bool {
+        let mut jobs = self.jobs.lock();
+        let before = jobs.pending.len();
+        jobs.pending.retain(|j| !pred(j));
+        before != jobs.pending.len()
+    }
+
+    /// Probes a pending job and registers (or fails) it.
+    async fn finish_add(self: &Arc<Self>, job: Job) -> Result<Arc<Worker>, AddWorkerError> {
+        let timeouts = ProbeTimeouts {
+            request: self.config.probe_timeout,
+            startup: self.config.startup_timeout,
+        };
+        let probed = probe_worker(
+            &self.client,
+            &job.url,
+            job.spec.api_key.as_deref(),
+            self.config.page_size,
+            timeouts,
+        )
+        .await;
+        let _w = self.write.lock();
+        let mut jobs = self.jobs.lock();
+        let Some(pos) = jobs.pending.iter().position(|j| j.id == job.id) else {
+            return Err(AddWorkerError::Cancelled { url: job.url });
+        };
+        let job = jobs.pending.remove(pos);
+        match probed {
+            Ok(info) => {
+                let host = normalize_url(&job.url).map(|(_, h)| h).unwrap_or_default();
+                let health = HealthState::new(
+                    self.config.health.failure_threshold,
+                    self.config.health.success_threshold,
+                );
+                let worker = Arc::new(Worker::from_parts(NewWorker {
+                    id: job.id,
+                    public_id: job.public_id,
+                    url: job.url.clone(),
+                    host,
+                    spec: job.spec,
+                    info,
+                    health,
+                    gauges: self.metrics.worker_gauges(&job.url),
+                }));
+                let snap = self.snapshot();
+                self.hold_if_behind(&snap, &worker);
+                let mut next = snap.as_ref().clone();
+                next.push(worker.clone());
+                self.publish(next);
+                drop(jobs);
+                self.metrics.registration(true);
+                tracing::info!(
+                    worker = %worker.url, id = %worker.id, public_id = %worker.public_id,
+                    page_size = worker.info.page_size, dp_size = worker.info.dp_size,
+                    kv_events = worker.info.kv_events_enabled(),
+                    weight_version = ?worker.info.weight_version,
+                    "worker registered"
+                );
+                self.emit(RegistryEvent::Added(worker.clone()));
+                Ok(worker)
+            }
+            Err(err) => {
+                self.metrics.registration(false);
+                if !matches!(err, AddWorkerError::PageSizeMismatch { .. }) {
+                    // Page-size refusals were already logged at error level.
+                    tracing::warn!(worker = %job.url, error = %err, "worker registration failed");
+                }
+                let mut failed = job;
+                failed.status = JobStatus::Failed(err.to_string());
+                failed.since = SystemTime::now();
+                jobs.failed.retain(|j| j.url != failed.url);
+                if jobs.failed.len() >= FAILED_JOBS_KEPT {
+                    jobs.failed.pop_front();
+                }
+                jobs.failed.push_back(failed);
+                Err(err)
+            }
+        }
+    }
+
+    /// With `hold_version_mismatch`, marks `w` awaiting refit when its version differs
+    /// from the one the rest of the fleet agrees on.
+    fn hold_if_behind(&self, fleet: &[Arc<Worker>], w: &Arc<Worker>) {
+        if !self.config.hold_version_mismatch {
+            return;
+        }
+        let Some(fleet_version) = fleet_version(fleet, Some(w.id)) else {
+            return;
+        };
+        if w.weight_version().as_deref() != Some(fleet_version.as_str()) {
+            tracing::warn!(worker = %w.url, worker_version = ?w.weight_version(), %fleet_version,
+                "worker's weight version differs from the fleet's: held out of routing until refit");
+            w.set_awaiting_refit(true);
+        }
+    }
+
+    fn mark_draining(&self, w: &Arc<Worker>) {
+        if w.set_draining() {
+            tracing::info!(worker = %w.url, in_flight = w.in_flight(), "worker draining for removal");
+            self.emit(RegistryEvent::Draining(w.clone()));
+        }
+    }
+
+    /// Marks draining, waits for in-flight requests (bounded), removes, emits `Removed`.
+    async fn drain_and_remove(&self, w: Arc<Worker>) -> Arc<Worker> {
+        self.mark_draining(&w);
+        if tokio::time::timeout(self.config.drain_timeout, w.wait_idle())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                worker = %w.url, in_flight = w.in_flight(), timeout = ?self.config.drain_timeout,
+                "drain timed out; removing the worker with requests still in flight"
+            );
+        }
+        let removed = {
+            let _w = self.write.lock();
+            let snap = self.snapshot();
+            if snap.iter().any(|x| x.id == w.id) {
+                self.publish(snap.iter().filter(|x| x.id != w.id).cloned().collect());
+                true
+            } else {
+                false
+            }
+        };
+        if removed {
+            self.metrics.forget_worker(&w.url);
+            tracing::info!(worker = %w.url, id = %w.id, "worker removed");
+            self.emit(RegistryEvent::Removed(w.clone()));
+        }
+        w
+    }
+
+    pub(super) fn apply_success(&self, w: &Arc<Worker>) {
+        if w.record_success() == Some(HealthTransition::BecameHealthy) {
+            tracing::info!(worker = %w.url, "worker healthy again");
+        }
+    }
+
+    pub(super) fn apply_failure(&self, w: &Arc<Worker>) {
+        // record_failure logs the transition itself.
+        let _ = w.record_failure();
+    }
+
+    /// A new process answers behind a registered URL: bump the incarnation, re-read
+    /// its info (page size re-checked, weight version refreshed), emit `Restarted`.
+    pub(super) async fn handle_restart(&self, w: &Arc<Worker>) {
+        let incarnation = w.bump_incarnation();
+        self.metrics.restarts.inc();
+        match read_info(
+            &self.client,
+            &w.url,
+            w.spec.api_key.as_deref(),
+            self.config.page_size,
+            self.config.probe_timeout,
+        )
+        .await
+        {
+            Ok(info) => {
+                w.set_incompatible(false);
+                if info.dp_size != w.info.dp_size {
+                    tracing::warn!(worker = %w.url, old = w.info.dp_size, new = info.dp_size,
+                        "worker restarted with another dp_size; re-register it to route to the new ranks");
+                }
+                w.set_weight_version(info.weight_version.clone());
+                self.hold_if_behind(&self.snapshot(), w);
+            }
+            Err(AddWorkerError::PageSizeMismatch { .. }) => w.set_incompatible(true),
+            Err(e) => {
+                tracing::warn!(worker = %w.url, error = %e, "could not re-read info after restart")
+            }
+        }
+        tracing::info!(worker = %w.url, incarnation, weight_version = ?w.weight_version(), "worker restarted");
+        self.emit(RegistryEvent::Restarted(w.clone()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_normalized() {
+        assert_eq!(
+            normalize_url("http://127.0.0.1:30000/").expect("ok"),
+            (
+                "http://127.0.0.1:30000".to_string(),
+                "127.0.0.1".to_string()
+            )
+        );
+        assert_eq!(
+            normalize_worker_url("127.0.0.1:30000"),
+            "http://127.0.0.1:30000"
+        );
+        assert_eq!(
+            normalize_url("http://[::1]:5/x/").expect("ok"),
+            ("http://[::1]:5/x".to_string(), "::1".to_string())
+        );
+        for bad in ["", "https://h:1", "http://h:1/?a=b", "http://:1", "ftp://h"] {
+            assert!(
+                matches!(normalize_url(bad), Err(AddWorkerError::InvalidUrl { .. })),
+                "{bad:?} must be refused"
+            );
+        }
+    }
+
+    #[test]
+    fn fleet_version_needs_agreement() {
+        use crate::workers::worker::test_worker;
+        let a = Arc::new(test_worker(1, "http://a"));
+        let b = Arc::new(test_worker(2, "http://b"));
+        a.set_weight_version(Some("v1".into()));
+        b.set_weight_version(Some("v1".into()));
+        let fleet = vec![a.clone(), b.clone()];
+        assert_eq!(fleet_version(&fleet, None).as_deref(), Some("v1"));
+        b.set_weight_version(Some("v2".into()));
+        assert_eq!(fleet_version(&fleet, None), None, "disagreement");
+        assert_eq!(fleet_version(&fleet, Some(b.id)).as_deref(), Some("v1"));
+        b.set_awaiting_refit(true);
+        assert_eq!(
+            fleet_version(&fleet, None).as_deref(),
+            Some("v1"),
+            "held workers do not vote"
+        );
+        b.set_weight_version(None);
+        b.set_awaiting_refit(false);
+        assert_eq!(fleet_version(&fleet, None), None, "unknown version");
+        assert_eq!(fleet_version(&[], None), None);
+    }
+
+    #[tokio::test]
+    async fn dropping_the_last_clone_frees_the_registry() {
+        let reg = Registry::new(RegistryConfig::default());
+        let clone = reg.clone();
+        let weak = Arc::downgrade(&reg.inner);
+        tokio::task::yield_now().await; // let the checker task start and park on its timer
+        drop(reg);
+        assert!(weak.upgrade().is_some(), "a clone is alive");
+        drop(clone);
+        assert!(
+            weak.upgrade().is_none(),
+            "the health checker holds only a weak reference"
+        );
+    }
+
+    #[tokio::test]
+    async fn invalid_url_is_refused_without_probing() {
+        let reg = Registry::new(RegistryConfig::default());
+        let err = reg.add_worker("https://x:1", WorkerSpec::default()).await;
+        assert_eq!(err.map_err(|e| e.status_code()), Err(400));
+        assert!(reg.snapshot().is_empty());
+    }
+}

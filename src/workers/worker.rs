@@ -1,0 +1,439 @@
+//! `Worker`: one registered SGLang worker and its live state (health, in-flight
+//! requests, draining/paused/refit flags, weight version, incarnation).
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::time::SystemTime;
+
+use parking_lot::RwLock;
+use prometheus::IntGauge;
+use tokio::sync::Notify;
+
+use super::health::{HealthState, HealthTransition};
+use super::id::{Rank, WorkerId};
+use super::info::WorkerInfo;
+use super::spec::WorkerSpec;
+
+/// One registered worker. Shared as `Arc<Worker>`; all mutable state is atomic, so
+/// request-path reads and updates take no locks.
+#[derive(Debug)]
+pub struct Worker {
+    /// Router-internal id (hot-path key of maps and the KV index).
+    pub id: WorkerId,
+    /// Public id: a UUID v4 string, the `id`/`worker_id` of the REST API.
+    pub public_id: String,
+    /// Base URL without a trailing slash, e.g. `http://127.0.0.1:30000`.
+    pub url: String,
+    /// Host part of `url` (for resolving wildcard KV-event endpoints).
+    pub host: String,
+    /// What the caller asked for at registration.
+    pub spec: WorkerSpec,
+    /// What the worker reported at registration.
+    pub info: WorkerInfo,
+    /// When it was registered.
+    pub registered_at: SystemTime,
+    pub(super) health: HealthState,
+    in_flight: AtomicUsize,
+    rank_in_flight: Box<[AtomicUsize]>,
+    draining: AtomicBool,
+    paused: AtomicBool,
+    awaiting_refit: AtomicBool,
+    incompatible: AtomicBool,
+    weight_version: RwLock<Option<String>>,
+    incarnation: AtomicU64,
+    reported_load: AtomicI64,
+    connect_failure_seen: AtomicBool,
+    drained: Notify,
+    pub(super) in_flight_gauge: IntGauge,
+    pub(super) healthy_gauge: IntGauge,
+}
+
+/// Everything a new `Worker` is built from.
+pub(super) struct NewWorker {
+    pub id: WorkerId,
+    pub public_id: String,
+    pub url: String,
+    pub host: String,
+    pub spec: WorkerSpec,
+    pub info: WorkerInfo,
+    pub health: HealthState,
+    /// `(in_flight, healthy)` gauges of this worker.
+    pub gauges: (IntGauge, IntGauge),
+}
+
+impl Worker {
+    pub(super) fn from_parts(parts: NewWorker) -> Worker {
+        let NewWorker {
+            id,
+            public_id,
+            url,
+            host,
+            spec,
+            info,
+            health,
+            gauges,
+        } = parts;
+        let (in_flight_gauge, healthy_gauge) = gauges;
+        healthy_gauge.set(1);
+        in_flight_gauge.set(0);
+        Worker {
+            id,
+            public_id,
+            url,
+            host,
+            weight_version: RwLock::new(info.weight_version.clone()),
+            rank_in_flight: (0..info.dp_size.max(1))
+                .map(|_| AtomicUsize::new(0))
+                .collect(),
+            spec,
+            info,
+            registered_at: SystemTime::now(),
+            health,
+            in_flight: AtomicUsize::new(0),
+            draining: AtomicBool::new(false),
+            paused: AtomicBool::new(false),
+            awaiting_refit: AtomicBool::new(false),
+            incompatible: AtomicBool::new(false),
+            incarnation: AtomicU64::new(0),
+            reported_load: AtomicI64::new(-1),
+            connect_failure_seen: AtomicBool::new(false),
+            drained: Notify::new(),
+            in_flight_gauge,
+            healthy_gauge,
+        }
+    }
+
+    /// A standalone, healthy, routable worker that does no I/O and is in no registry
+    /// (for benchmarks and policy tests). Its gauges are not exported; thresholds
+    /// are the defaults of [`super::HealthConfig`].
+    pub fn new(id: WorkerId, url: &str, info: WorkerInfo) -> Worker {
+        let url = super::registry::normalize_worker_url(url);
+        let host = url::Url::parse(&url)
+            .ok()
+            .and_then(|u| u.host_str().map(|h| h.trim_matches(['[', ']']).to_string()))
+            .unwrap_or_default();
+        let defaults = super::HealthConfig::default();
+        let gauge =
+            || IntGauge::new("kvrouter_standalone_worker", "unexported").expect("valid gauge");
+        Worker::from_parts(NewWorker {
+            id,
+            public_id: uuid::Uuid::new_v4().to_string(),
+            url,
+            host,
+            spec: WorkerSpec::default(),
+            info,
+            health: HealthState::new(defaults.failure_threshold, defaults.success_threshold),
+            gauges: (gauge(), gauge()),
+        })
+    }
+
+    // ---- routing eligibility ----
+
+    /// Health verdict of checks and data-plane outcomes.
+    pub fn is_healthy(&self) -> bool {
+        self.health.is_healthy()
+    }
+
+    /// True when new requests may be sent here: healthy, not draining, not paused,
+    /// not awaiting refit, and compatible (page size still matches after a restart).
+    pub fn is_routable(&self) -> bool {
+        self.is_healthy()
+            && !self.draining.load(Ordering::Acquire)
+            && !self.paused.load(Ordering::Acquire)
+            && !self.awaiting_refit.load(Ordering::Acquire)
+            && !self.incompatible.load(Ordering::Acquire)
+    }
+
+    /// Being removed: no new requests, in-flight ones finish.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+
+    pub(super) fn set_draining(&self) -> bool {
+        !self.draining.swap(true, Ordering::AcqRel)
+    }
+
+    /// Paused by the refit gate (issue 5).
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Acquire)
+    }
+
+    /// Opens/closes this worker's routing gate.
+    pub fn set_paused(&self, paused: bool) {
+        self.paused.store(paused, Ordering::Release);
+    }
+
+    /// Held out of routing until a refit brings its weights level with the fleet.
+    pub fn is_awaiting_refit(&self) -> bool {
+        self.awaiting_refit.load(Ordering::Acquire)
+    }
+
+    pub fn set_awaiting_refit(&self, awaiting: bool) {
+        self.awaiting_refit.store(awaiting, Ordering::Release);
+    }
+
+    /// Restarted with a page size that differs from the router's: never routed to.
+    pub fn is_incompatible(&self) -> bool {
+        self.incompatible.load(Ordering::Acquire)
+    }
+
+    pub(super) fn set_incompatible(&self, v: bool) {
+        self.incompatible.store(v, Ordering::Release);
+    }
+
+    // ---- in-flight accounting (called by the router's booking guard) ----
+
+    /// Requests dispatched here whose response has not ended.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Counts one request as dispatched. Pair with exactly one [`Self::end_request`].
+    pub fn begin_request(&self) {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.in_flight_gauge.inc();
+    }
+
+    /// Counts one request as finished (response fully sent or dropped). Wakes a
+    /// drain waiting for zero. Never underflows.
+    pub fn end_request(&self) {
+        let prev = self
+            .in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        match prev {
+            Ok(prev) => {
+                self.in_flight_gauge.dec();
+                if prev == 1 {
+                    self.drained.notify_waiters();
+                }
+            }
+            Err(_) => tracing::error!(worker = %self.url, "end_request without begin_request"),
+        }
+    }
+
+    /// Like [`Self::begin_request`], also counted against DP rank `rank` (ranks
+    /// outside `ranks()` count only in the total). Pair with [`Self::end_request_on`].
+    pub fn begin_request_on(&self, rank: Rank) {
+        if let Some(c) = self.rank_in_flight.get(rank as usize) {
+            c.fetch_add(1, Ordering::AcqRel);
+        }
+        self.begin_request();
+    }
+
+    /// Ends a request begun with [`Self::begin_request_on`] for the same rank.
+    pub fn end_request_on(&self, rank: Rank) {
+        if let Some(c) = self.rank_in_flight.get(rank as usize) {
+            let _ = c.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        }
+        self.end_request();
+    }
+
+    /// Requests in flight on DP rank `rank` (only those booked with a rank).
+    pub fn in_flight_on(&self, rank: Rank) -> usize {
+        self.rank_in_flight
+            .get(rank as usize)
+            .map_or(0, |c| c.load(Ordering::Acquire))
+    }
+
+    /// Waits until no request is in flight.
+    pub async fn wait_idle(&self) {
+        loop {
+            let notified = self.drained.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.in_flight() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    // ---- passive health from the data plane ----
+
+    /// A response came back (2xx-4xx). Returns the transition if the worker recovered.
+    pub fn record_success(&self) -> Option<HealthTransition> {
+        let t = self.health.record_success();
+        if t.is_some() {
+            self.healthy_gauge.set(1);
+        }
+        t
+    }
+
+    /// A connect error, timeout or 5xx before the first byte. Returns the transition
+    /// if this failure made the worker unhealthy.
+    pub fn record_failure(&self) -> Option<HealthTransition> {
+        let t = self.health.record_failure();
+        if t.is_some() {
+            tracing::warn!(worker = %self.url, "worker marked unhealthy after consecutive failures");
+            self.healthy_gauge.set(0);
+        }
+        t
+    }
+
+    pub fn consecutive_failures(&self) -> u32 {
+        self.health.consecutive_failures()
+    }
+
+    pub fn consecutive_successes(&self) -> u32 {
+        self.health.consecutive_successes()
+    }
+
+    pub(super) fn note_connect_failure(&self) {
+        self.connect_failure_seen.store(true, Ordering::Release);
+    }
+
+    pub(super) fn take_connect_failure(&self) -> bool {
+        self.connect_failure_seen.swap(false, Ordering::AcqRel)
+    }
+
+    // ---- versions and restarts ----
+
+    /// Current weight version (updated by refits and restart probes).
+    pub fn weight_version(&self) -> Option<String> {
+        self.weight_version.read().clone()
+    }
+
+    pub fn set_weight_version(&self, version: Option<String>) {
+        *self.weight_version.write() = version;
+    }
+
+    /// Bumped each time the worker is found to have restarted (0 at registration).
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation.load(Ordering::Acquire)
+    }
+
+    /// Records a restart (new process behind the same URL); returns the new incarnation.
+    pub fn bump_incarnation(&self) -> u64 {
+        self.incarnation.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    // ---- load and ranks ----
+
+    /// Token load last reported by `/get_load` (None when not polled or unreadable).
+    pub fn reported_load(&self) -> Option<i64> {
+        let v = self.reported_load.load(Ordering::Relaxed);
+        (v >= 0).then_some(v)
+    }
+
+    pub(super) fn set_reported_load(&self, load: Option<i64>) {
+        self.reported_load
+            .store(load.unwrap_or(-1).max(-1), Ordering::Relaxed);
+    }
+
+    /// DP ranks of this worker: `0..dp_size`.
+    pub fn ranks(&self) -> std::ops::Range<Rank> {
+        0..self.info.dp_size.max(1)
+    }
+
+    /// Model id reported for this worker: the spec override, else the served name.
+    pub fn model_id(&self) -> Option<&str> {
+        self.spec
+            .model_id
+            .as_deref()
+            .or(self.info.served_model_name.as_deref())
+    }
+
+    /// The sgl-router `WorkerInfo` JSON shape plus kvrouter fields.
+    pub fn to_json(&self) -> serde_json::Value {
+        super::views::worker_json(self)
+    }
+}
+
+#[cfg(test)]
+pub(super) fn test_worker(id: u32, url: &str) -> Worker {
+    let mut w = Worker::new(WorkerId(id), url, WorkerInfo::default());
+    w.public_id = format!("uuid-{id}");
+    w.health = HealthState::new(2, 1);
+    w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn routable_requires_every_gate_open() {
+        let w = test_worker(1, "http://a");
+        assert!(w.is_routable());
+        w.set_paused(true);
+        assert!(!w.is_routable());
+        w.set_paused(false);
+        w.set_awaiting_refit(true);
+        assert!(!w.is_routable());
+        w.set_awaiting_refit(false);
+        w.record_failure();
+        w.record_failure();
+        assert!(!w.is_healthy() && !w.is_routable());
+        w.record_success();
+        assert!(w.is_routable());
+        assert!(w.set_draining());
+        assert!(
+            !w.set_draining(),
+            "second call reports it was already draining"
+        );
+        assert!(!w.is_routable());
+    }
+
+    #[test]
+    fn in_flight_never_underflows() {
+        let w = test_worker(1, "http://a");
+        w.begin_request();
+        w.begin_request();
+        assert_eq!(w.in_flight(), 2);
+        w.end_request();
+        w.end_request();
+        w.end_request();
+        assert_eq!(w.in_flight(), 0);
+        assert_eq!(w.in_flight_gauge.get(), 0);
+    }
+
+    #[tokio::test]
+    async fn wait_idle_returns_when_last_request_ends() {
+        let w = Arc::new(test_worker(1, "http://a"));
+        w.begin_request();
+        w.begin_request();
+        let waiter = tokio::spawn({
+            let w = w.clone();
+            async move { w.wait_idle().await }
+        });
+        tokio::task::yield_now().await;
+        w.end_request();
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "one request still in flight");
+        w.end_request();
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("drain finished")
+            .expect("task ok");
+    }
+
+    #[test]
+    fn per_rank_counts_add_to_the_total() {
+        let info = WorkerInfo {
+            dp_size: 2,
+            ..WorkerInfo::default()
+        };
+        let w = Worker::new(WorkerId(1), "http://a", info);
+        w.begin_request_on(1);
+        w.begin_request_on(7); // unknown rank: total only
+        assert_eq!(
+            (w.in_flight(), w.in_flight_on(0), w.in_flight_on(1)),
+            (2, 0, 1)
+        );
+        w.end_request_on(1);
+        w.end_request_on(7);
+        assert_eq!((w.in_flight(), w.in_flight_on(1)), (0, 0));
+    }
+
+    #[test]
+    fn ranks_and_incarnation() {
+        let w = test_worker(1, "http://a");
+        assert_eq!(w.ranks(), 0..1);
+        assert_eq!(w.incarnation(), 0);
+        assert_eq!(w.bump_incarnation(), 1);
+        assert_eq!(w.reported_load(), None);
+        w.set_reported_load(Some(12));
+        assert_eq!(w.reported_load(), Some(12));
+    }
+}
