@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import httpc
-from .procs import Proc, free_port
+from .procs import Proc
 
 
 @dataclass
@@ -30,11 +30,11 @@ class Fleet:
         self.spec = spec
         self.procs: list[Proc] = []
         self.urls: list[str] = []
-        self.event_ports: list[int] = []
         try:
             for i in range(spec.workers):
-                ev_port = free_port()
-                kv_cfg = {"publisher": "zmq", "endpoint": f"tcp://127.0.0.1:{ev_port}", "topic": "kv-events"}
+                # SGLang binds (rather than connects) only endpoints with `*`; the mock binds `*` on
+                # --host (127.0.0.1) and port 0 picks a free port, reported in /server_info.
+                kv_cfg = {"publisher": "zmq", "endpoint": "tcp://*:0", "topic": "kv-events"}
                 argv = [str(mock_bin), "--host", "127.0.0.1", "--port", "0",
                         "--page-size", str(spec.page_size), "--speedup", f"{spec.speedup:g}",
                         "--max-total-tokens", str(spec.max_total_tokens),
@@ -44,7 +44,6 @@ class Fleet:
                         "--model-path", str(model_dir), "--seed", str(1000 + i), *spec.extra_args]
                 p = Proc(f"mock{i}", argv, log_dir / f"mock{i}.log")
                 self.procs.append(p)
-                self.event_ports.append(ev_port)
             for p in self.procs:
                 self.urls.append(p.wait_listening(60))
             for p, url in zip(self.procs, self.urls):
