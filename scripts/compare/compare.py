@@ -50,8 +50,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="routers: groups kvrouter|peers|sglr|smg|demo|all and/or names, comma separated")
     ap.add_argument("--workloads", default="grpo,agent,trace", help="comma list of grpo,agent,trace")
     ap.add_argument("--no-overhead", action="store_true", help="skip the proxy-overhead (wrk) run")
-    ap.add_argument("--no-ceiling", action="store_true",
-                    help="skip the hit-rate ceiling run (one worker with the whole fleet's KV, no router)")
+    ap.add_argument("--no-reference", action="store_true",
+                    help="skip the reference run (one worker with the whole fleet's KV, no router)")
     ap.add_argument("--overhead-only", action="store_true", help="only the proxy-overhead run")
     ap.add_argument("--overhead-seconds", type=int, default=None, help="wrk duration per point (default 10)")
     ap.add_argument("--max-conns", type=int, default=32, help="wrk connections for max req/s")
@@ -124,7 +124,7 @@ def measure(spec: routers.RouterSpec, wl: workloads.Workload, fleet: fleet_mod.F
            "fleet": fleet.spec.describe(), "loadgen_args": wl.argv}
     router = None
     try:
-        if spec.family == "ceiling":  # loadgen straight at the one big worker, no router
+        if spec.family == "reference":  # loadgen straight at the one big worker, no router
             url = fleet.urls[0]
         else:
             router, url = routers.start(spec, fleet.urls, launch, tag)
@@ -300,21 +300,21 @@ def run(a) -> int:
                     (out / "results.json").write_text(json.dumps(res, indent=1))
         finally:
             fl.stop()
-        if a.no_ceiling:
+        if a.no_reference:
             continue
-        # Hit-rate ceiling: the same load on ONE worker holding the whole fleet's KV and running
+        # Reference: the same load on ONE worker holding the whole fleet's KV and running
         # N times as fast, i.e. a single shared cache of the fleet's size (only its hit rate counts).
         cspec = fleet_mod.FleetSpec(workers=1, page_size=spec.page_size, speedup=spec.speedup * spec.workers,
                                     max_total_tokens=spec.max_total_tokens * spec.workers,
                                     extra_args=spec.extra_args)
-        print(f"[fleet] ceiling: {cspec.describe()}", flush=True)
-        cf = fleet_mod.Fleet(bin_dir / "sglang-mock", cspec, launch.model_dir, logs / f"ceiling-{len(res['runs'])}")
+        print(f"[fleet] reference: {cspec.describe()}", flush=True)
+        cf = fleet_mod.Fleet(bin_dir / "sglang-mock", cspec, launch.model_dir, logs / f"reference-{len(res['runs'])}")
         try:
             for w in group:
-                rec = measure(routers.CEILING, w, cf, launch, bin_dir / "loadgen", out)
+                rec = measure(routers.REFERENCE, w, cf, launch, bin_dir / "loadgen", out)
                 res["runs"].append(rec)
                 if not rec.get("error"):
-                    print(f"[run] {w.name:6} {'ceiling':24} hit={report._f(rec['summary'].get('hit_rate'), '.1%'):>6}",
+                    print(f"[run] {w.name:6} {'one shared cache':24} hit={report._f(rec['summary'].get('hit_rate'), '.1%'):>6}",
                           flush=True)
                 (out / "results.json").write_text(json.dumps(res, indent=1))
         finally:

@@ -29,7 +29,7 @@ def workload_table(runs: list[dict]) -> str:
             rows.append(f"| {r['router']} | failed: {r['error'].splitlines()[0][:80]} |||||||||| |")
             continue
         s = r["summary"]
-        if r.get("family") == "ceiling":  # only its hit rate is comparable
+        if r.get("family") == "reference":  # only its hit rate is comparable
             rows.append(f"| *{r['router']}* | *{_f(s.get('hit_rate'), '.1%')}* | | | | | | | | | |")
             continue
         rows.append("| " + " | ".join([
@@ -70,8 +70,10 @@ def markdown(res: dict, img_rel: str | None) -> str:
     parts.append("Hit rate = sum of `meta_info.cached_tokens` / sum of prompt tokens over the run "
                  "(as loadgen reports it); CPU seconds and peak RSS (VmHWM) of the router process tree "
                  "from /proc during the run; \"busiest worker / mean\" from the mocks' request counters. "
-                 "*Ceiling*: the same load sent straight to one worker holding the whole fleet's KV and "
-                 "running N times as fast (one shared cache; only its hit rate is meaningful).\n")
+                 "*Reference: one shared cache*: the same load sent straight (no router) to one worker holding "
+                 "the whole fleet's KV and running N times as fast; only its hit rate is meaningful. On the trace it "
+                 "is the reuse bound of the fleet's KV size; on sibling bursts it is not an upper bound (identical "
+                 "prompts admitted in the same prefill batch do not share, as in SGLang).\n")
     by_wl: dict[str, list[dict]] = {}
     for r in res.get("runs", []):
         by_wl.setdefault(r["workload"], []).append(r)
@@ -98,8 +100,8 @@ def charts(res: dict, img_dir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     runs = [r for r in res.get("runs", []) if not r.get("error")]
-    ceiling = {r["workload"]: r["summary"].get("hit_rate") for r in runs if r.get("family") == "ceiling"}
-    runs = [r for r in runs if r.get("family") != "ceiling"]
+    reference = {r["workload"]: r["summary"].get("hit_rate") for r in runs if r.get("family") == "reference"}
+    runs = [r for r in runs if r.get("family") != "reference"]
     if not runs:
         return []
     workloads = list(dict.fromkeys(r["workload"] for r in runs))
@@ -125,9 +127,9 @@ def charts(res: dict, img_dir: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(10, 4.5))
     bars(ax, "hit_rate", 100)
     for j, wl in enumerate(workloads):
-        if ceiling.get(wl) is not None:
-            ax.hlines(ceiling[wl] * 100, j - 0.45, j + 0.45, colors="black", linestyles="dashed",
-                      label="ceiling: one shared cache" if j == 0 else None)
+        if reference.get(wl) is not None:
+            ax.hlines(reference[wl] * 100, j - 0.45, j + 0.45, colors="black", linestyles="dashed",
+                      label="reference: one shared cache" if j == 0 else None)
     ax.set_ylabel("prefix hit rate (%)")
     ax.set_title("Prefix hit rate (cached / prompt tokens), same mock fleet")
     ax.legend(fontsize=8, ncol=3, loc="upper left", bbox_to_anchor=(0, -0.08))

@@ -35,8 +35,10 @@ SMG = [
     RouterSpec("smg round_robin", "smg", ("--policy", "round_robin")),
 ]
 ALL = KVROUTER + SGLR + SMG
-# Not a router: loadgen straight at one worker holding the whole fleet's KV (hit-rate ceiling).
-CEILING = RouterSpec("ceiling: one shared cache", "ceiling", ())
+# Not a router: loadgen straight at one worker holding the whole fleet's KV and running N times
+# as fast, i.e. one shared cache of the fleet's size (the trace's reuse bound; for sibling bursts
+# it is not an upper bound, since identical prompts admitted in one prefill batch do not share).
+REFERENCE = RouterSpec("reference: one shared cache", "reference", ())
 GROUPS = {"kvrouter": KVROUTER, "peers": SGLR + SMG, "sglr": SGLR, "smg": SMG, "all": ALL,
           "demo": [KVROUTER[0], KVROUTER[2]]}
 
