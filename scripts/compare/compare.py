@@ -264,7 +264,8 @@ def run(a) -> int:
         "size": a.size, "command": "python3 scripts/compare/compare.py " + " ".join(sys.argv[1:]),
         "sglr_version": venvs.peer_version(sglr, "sglang-router") if sglr else None,
         "smg_version": venvs.peer_version(smg, "smg") if smg else None,
-        "routers": [{"name": r.name, "args": list(r.args)} for r in selected]},
+        "routers": [{"name": r.name, "args": list(r.args)} for r in selected],
+        "loadavg_start": os.getloadavg()},
         "runs": []}
     print(f"[compare] out={out} size={a.size} routers={', '.join(r.name for r in selected)}", flush=True)
 
@@ -319,8 +320,10 @@ def run(a) -> int:
                 (out / "results.json").write_text(json.dumps(res, indent=1))
         finally:
             cf.stop()
+    res["meta"]["loadavg_before_overhead"] = os.getloadavg()
     if not a.no_overhead:
         res["overhead"] = overhead_run(a, selected, launch, bin_dir / "sglang-mock", out)
+    res["meta"]["loadavg_end"] = os.getloadavg()
     write_outputs(res, out, a.update_docs)
     print((out / "results.md").read_text())
     print(f"[compare] results: {out / 'results.json'}  tables: {out / 'results.md'}", flush=True)

@@ -19,6 +19,10 @@ def _f(v, fmt: str, scale: float = 1.0, dash: str = "–") -> str:
         return dash
 
 
+def _load(v) -> str:
+    return f"{v[0]:.1f}" if isinstance(v, (list, tuple)) and v else "?"
+
+
 def workload_table(runs: list[dict]) -> str:
     head = ("| router | hit rate | TTFT p50 (ms) | TTFT p99 (ms) | E2E p50 (ms) | E2E p99 (ms) | req/s | "
             "errors | router CPU (s) | router peak RSS (MiB) | busiest worker / mean |\n"
@@ -65,7 +69,10 @@ def markdown(res: dict, img_rel: str | None) -> str:
     parts = []
     parts.append(f"Measured {meta.get('date', '?')} on {meta.get('machine', '?')}, kvrouter "
                  f"`{meta.get('git', '?')}`, sglang-router {meta.get('sglr_version', '?')}, "
-                 f"smg {meta.get('smg_version', '?')}, size `{meta.get('size', '?')}`.\n")
+                 f"smg {meta.get('smg_version', '?')}, size `{meta.get('size', '?')}`. "
+                 f"Load average (1 min) at start / before the overhead run / end: "
+                 f"{_load(meta.get('loadavg_start'))} / {_load(meta.get('loadavg_before_overhead'))} / "
+                 f"{_load(meta.get('loadavg_end'))} (the machine is shared; above ~2 the figures are noisy).\n")
     parts.append("Reproduce:\n\n```\n" + meta.get("command", "python3 scripts/compare/compare.py") + "\n```\n")
     parts.append("Hit rate = sum of `meta_info.cached_tokens` / sum of prompt tokens over the run "
                  "(as loadgen reports it); CPU seconds and peak RSS (VmHWM) of the router process tree "
