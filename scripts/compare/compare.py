@@ -222,6 +222,7 @@ def overhead_run(a, selected, launch: routers.Launch, mock_bin: Path, out: Path)
 # --- orchestration ------------------------------------------------------------------------------
 
 def write_outputs(res: dict, out: Path, update_docs: bool) -> None:
+    out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(res, indent=1))
     try:
         report.charts(res, out / "img")
