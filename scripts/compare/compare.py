@@ -103,6 +103,13 @@ def git_describe() -> str:
     return r.stdout.strip() or "unknown"
 
 
+def describe_bins(bin_dir: Path, a) -> str:
+    """Where the measured binaries came from (a --bin-dir may hold an older build than HEAD)."""
+    mtime = dt.datetime.utcfromtimestamp((bin_dir / "router").stat().st_mtime).strftime("%Y-%m-%d %H:%M UTC")
+    how = "prebuilt --bin-dir" if a.bin_dir else "cargo build --release --bins"
+    return f"{how} {bin_dir} (router built {mtime})"
+
+
 def machine() -> str:
     model = "unknown CPU"
     try:
@@ -266,7 +273,7 @@ def run(a) -> int:
         "sglr_version": venvs.peer_version(sglr, "sglang-router") if sglr else None,
         "smg_version": venvs.peer_version(smg, "smg") if smg else None,
         "routers": [{"name": r.name, "args": list(r.args)} for r in selected],
-        "loadavg_start": os.getloadavg()},
+        "loadavg_start": os.getloadavg(), "binaries": describe_bins(bin_dir, a)},
         "runs": []}
     print(f"[compare] out={out} size={a.size} routers={', '.join(r.name for r in selected)}", flush=True)
 

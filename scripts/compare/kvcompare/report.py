@@ -73,6 +73,8 @@ def markdown(res: dict, img_rel: str | None) -> str:
                  f"Load average (1 min) at start / before the overhead run / end: "
                  f"{_load(meta.get('loadavg_start'))} / {_load(meta.get('loadavg_before_overhead'))} / "
                  f"{_load(meta.get('loadavg_end'))} (the machine is shared; above ~2 the figures are noisy).\n")
+    if meta.get("binaries"):
+        parts.append(f"Binaries: {meta['binaries']}.\n")
     parts.append("Reproduce:\n\n```\n" + meta.get("command", "python3 scripts/compare/compare.py") + "\n```\n")
     parts.append("Hit rate = sum of `meta_info.cached_tokens` / sum of prompt tokens over the run "
                  "(as loadgen reports it); CPU seconds and peak RSS (VmHWM) of the router process tree "

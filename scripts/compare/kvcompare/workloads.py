@@ -48,19 +48,21 @@ def build(size: str, trace: Path, seed: int = 7) -> list[Workload]:
                      timeout_s=120),
         ]
     if size == "demo":
-        fleet = FleetSpec(workers=4, speedup=10, max_total_tokens=1 << 19)
+        # The README demo's scale: ~10-20 s per run at GPU-like speed (speedup 1).
+        fleet = FleetSpec(workers=4, speedup=1, max_total_tokens=1 << 19)
         return [
-            Workload("grpo", fleet, ["grpo", "--groups", "8", "--samples", "32", "--prompt-len", "2048",
-                                     "--system-prefix-len", "512", "--groups-in-flight", "2",
+            Workload("grpo", fleet, ["grpo", "--groups", "16", "--samples", "32", "--prompt-len", "4096",
+                                     "--system-prefix-len", "1024", "--groups-in-flight", "4",
                                      "--max-new-tokens", "64", "--max-duration-secs", "120", *common],
                      timeout_s=180),
-            Workload("agent", fleet, ["agent", "--sessions", "16", "--turns", "5", "--system-prefix-len", "512",
-                                      "--first-prompt-len", "512", "--tool-output-len", "1024",
-                                      "--max-new-tokens", "64", "--concurrency", "16",
+            Workload("agent", fleet, ["agent", "--sessions", "32", "--turns", "6", "--system-prefix-len", "1024",
+                                      "--first-prompt-len", "1024", "--tool-output-len", "1024",
+                                      "--max-new-tokens", "64", "--concurrency", "32",
                                       "--max-duration-secs", "120", *common], timeout_s=180),
         ]
     if size == "full":
-        fleet = FleetSpec(workers=4, speedup=10, max_total_tokens=1 << 20)
+        # GPU-like speed (speedup 1) for the sibling and agent workloads.
+        fleet = FleetSpec(workers=4, speedup=1, max_total_tokens=1 << 20)
         return [
             Workload("grpo", fleet, ["grpo", "--groups", "32", "--samples", "32", "--prompt-len", "4096",
                                      "--system-prefix-len", "1024", "--groups-in-flight", "4",
@@ -70,10 +72,10 @@ def build(size: str, trace: Path, seed: int = 7) -> list[Workload]:
                                       "--first-prompt-len", "1024", "--tool-output-len", "2048",
                                       "--max-new-tokens", "128", "--concurrency", "32",
                                       "--max-duration-secs", "300", *common], timeout_s=400),
-            # The first 2,400 requests (~12 minutes) of the one-hour trace with the simulated clock
-            # at 6x: about 2 minutes of wall time under the trace's real load.
-            Workload("trace", FleetSpec(workers=4, speedup=6, max_total_tokens=1 << 20),
-                     ["trace", "--file", str(trace), "--time-scale", f"{1 / 6:.6f}", "--max-requests", "2400",
+            # The first 1,200 requests (~6 minutes) of the one-hour trace with the simulated clock
+            # at 10x and the timestamps compressed 10x: ~36 s of wall time under the trace's real load.
+            Workload("trace", FleetSpec(workers=4, speedup=10, max_total_tokens=1 << 20),
+                     ["trace", "--file", str(trace), "--time-scale", "0.1", "--max-requests", "1200",
                       "--concurrency", "512", "--max-duration-secs", "300", *common],
                      timeout_s=400),
         ]
