@@ -18,6 +18,7 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -42,7 +43,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", nargs="?", default="run", choices=["run", "report"],
                     help="run (default) measures; report regenerates tables/charts from a results file")
-    ap.add_argument("results", nargs="?", help="results.json for `report`")
+    ap.add_argument("results", nargs="*",
+                    help="results.json file(s) for `report`; later files replace earlier runs of the same "
+                         "(workload, router) and overhead rows of the same router")
     ap.add_argument("--quick", action="store_true", help="tiny workloads, 2 workers, seconds (smoke run)")
     ap.add_argument("--size", choices=["quick", "demo", "full"], default=None,
                     help="workload size (default full; --quick = --size quick)")
@@ -175,7 +178,28 @@ def measure(spec: routers.RouterSpec, wl: workloads.Workload, fleet: fleet_mod.F
     finally:
         if router is not None:
             router.stop()
+            warnings = router_warnings(router.log_path)
+            if warnings:
+                rec["router_warnings"] = warnings
     return rec
+
+
+def router_warnings(log: Path, limit: int = 3) -> list[str]:
+    """The router's first distinct WARN/ERROR lines (ANSI colours stripped), e.g. a mode fallback."""
+    out: list[str] = []
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        line = re.sub(r"\x1b\[[0-9;]*m", "", line).strip()
+        if (" WARN " in line or " ERROR " in line or "WARN" in line[:40]) and "SECURITY POSTURE" not in line:
+            msg = line[:300]
+            if msg not in out:
+                out.append(msg)
+            if len(out) >= limit:
+                break
+    return out
 
 
 def overhead_run(a, selected, launch: routers.Launch, mock_bin: Path, out: Path) -> dict:
@@ -344,8 +368,8 @@ def main(argv: list[str]) -> int:
     procs.install_signal_handlers()
     try:
         if a.command == "report":
-            res = report.load(Path(a.results))
-            out = Path(a.out) if a.out else Path(a.results).parent
+            res = report.merge([report.load(Path(p)) for p in a.results])
+            out = Path(a.out) if a.out else Path(a.results[-1]).parent
             write_outputs(res, out, a.update_docs)
             print((out / "results.md").read_text())
             return 0

@@ -28,11 +28,14 @@ def workload_table(runs: list[dict]) -> str:
             "errors | router CPU (s) | router peak RSS (MiB) | busiest worker / mean |\n"
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
     rows = []
+    notes: list[str] = []
     for r in runs:
         if r.get("error"):
             rows.append(f"| {r['router']} | failed: {r['error'].splitlines()[0][:80]} |||||||||| |")
             continue
         s = r["summary"]
+        if r.get("router_warnings"):
+            notes.append(f"{r['router']}: router log says `{r['router_warnings'][0]}`")
         if r.get("family") == "reference":  # only its hit rate is comparable
             rows.append(f"| *{r['router']}* | *{_f(s.get('hit_rate'), '.1%')}* | | | | | | | | | |")
             continue
@@ -41,7 +44,8 @@ def workload_table(runs: list[dict]) -> str:
             _f(s.get("ttft_p99_ms"), ".1f"), _f(s.get("e2e_p50_ms"), ".1f"), _f(s.get("e2e_p99_ms"), ".1f"),
             _f(s.get("req_per_s"), ".1f"), _f(s.get("errors"), ".0f"), _f(r.get("router_cpu_s"), ".2f"),
             _f(r.get("router_peak_rss_mb"), ".0f"), _f(r.get("balance_max_over_mean"), ".2f")]) + " |")
-    return head + "\n".join(rows) + "\n"
+    tail = "".join(f"\n- {n}" for n in notes)
+    return head + "\n".join(rows) + "\n" + (tail + "\n" if tail else "")
 
 
 def overhead_table(ov: dict) -> str:
@@ -190,6 +194,31 @@ def update_benchmarks_md(doc: Path, body: str) -> None:
     else:
         text = text.rstrip() + "\n\n## Side by side\n\n" + block + "\n"
     doc.write_text(text)
+
+
+def merge(results: list[dict]) -> dict:
+    """Combines results files: e.g. peers measured once, kvrouter re-measured after a change.
+    Later files win per (workload, router) and per overhead router; meta is the last file's, with
+    each file's meta kept under `merged_from`."""
+    if len(results) == 1:
+        return results[0]
+    runs: dict[tuple, dict] = {}
+    ov_rows: dict[str, dict] = {}
+    ov: dict = {}
+    for r in results:
+        for run in r.get("runs", []):
+            runs[(run["workload"], run["router"])] = run
+        if r.get("overhead"):
+            ov = {**ov, **{k: v for k, v in r["overhead"].items() if k != "routers"}}
+            for row in r["overhead"].get("routers", []):
+                ov_rows[row["router"]] = row
+    meta = dict(results[-1].get("meta", {}))
+    meta["merged_from"] = [x.get("meta", {}) for x in results]
+    out = {"meta": meta, "runs": list(runs.values())}
+    if ov:
+        ov["routers"] = list(ov_rows.values())
+        out["overhead"] = ov
+    return out
 
 
 def load(path: Path) -> dict:
