@@ -291,4 +291,112 @@ async fn dp_ranks_publish_on_offset_ports() {
     )
     .await;
     assert_eq!(s, 400, "out-of-range rank is rejected");
+    // Without a rank, requests go round-robin.
+    let mut ranks = Vec::new();
+    for _ in 0..4 {
+        let body = json!({"input_ids": [3, 4], "sampling_params": {"max_new_tokens": 1}});
+        let (_, b) = post(&m.url, "/generate", body).await;
+        ranks.push(b["meta_info"]["dp_rank"].as_u64().unwrap());
+    }
+    ranks.sort();
+    assert_eq!(ranks, [0, 0, 1, 1]);
+    let load: serde_json::Value = reqwest::get(format!("{}/get_load", m.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(load.as_array().unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weight_update_drains_running_requests_then_clears() {
+    let cfg = events_cfg("");
+    let m = support::mock(&[
+        "--speedup",
+        "1",
+        "--page-size",
+        "4",
+        "--kv-events-config",
+        &cfg,
+    ]);
+    let ep = kv_config(&m.url).await["endpoint"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut sub = synced_sub(&m.url, &ep, "").await;
+    let client = reqwest::Client::new();
+    let mut resp = client
+        .post(format!("{}/generate", m.url))
+        .json(&json!({"input_ids": (1..=9).collect::<Vec<u32>>(), "stream": true, "sampling_params": {"max_new_tokens": 40}}))
+        .send()
+        .await
+        .unwrap();
+    resp.chunk().await.unwrap().unwrap();
+    let (s, r) = post(
+        &m.url,
+        "/update_weights_from_disk",
+        json!({"model_path": "/new"}),
+    )
+    .await;
+    assert_eq!((s, r["success"].clone()), (200, json!(true)));
+    let mut rest = Vec::new();
+    while let Some(c) = resp.chunk().await.unwrap() {
+        rest.extend_from_slice(&c);
+    }
+    let rest = String::from_utf8(rest).unwrap();
+    assert!(
+        rest.contains("\"completion_tokens\":40"),
+        "the running request finished, not aborted"
+    );
+    assert!(
+        rest.contains("\"weight_version\":\"default\""),
+        "it finished on the old weights"
+    );
+    let evs = sub.until(|e| e.contains(&Ev::Cleared)).await;
+    let cleared = evs.iter().position(|e| *e == Ev::Cleared).unwrap();
+    assert!(
+        evs[..cleared]
+            .iter()
+            .any(|e| matches!(e, Ev::Stored { .. })),
+        "finish stored before the flush"
+    );
+    let info: serde_json::Value = reqwest::get(format!("{}/model_info", m.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(info["weight_version"], "default-1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_mode_publishes_to_a_bound_subscriber() {
+    use zeromq::{Socket, SocketRecv, SubSocket};
+    // Centralised mode: the consumer binds, the worker's endpoint has a host, so it connects.
+    let mut sub = SubSocket::new();
+    let bound = sub.bind("tcp://127.0.0.1:0").await.unwrap().to_string();
+    sub.subscribe("").await.unwrap();
+    let cfg = json!({"publisher": "zmq", "endpoint": bound}).to_string();
+    let m = support::mock(&["--speedup", "0", "--kv-events-config", &cfg]);
+    let client = reqwest::Client::new();
+    for _ in 0..100 {
+        let r = client
+            .post(format!("{}/flush_cache", m.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        if let Ok(msg) =
+            tokio::time::timeout(std::time::Duration::from_millis(100), sub.recv()).await
+        {
+            let frames = msg.unwrap().into_vec();
+            assert_eq!(frames.len(), 3);
+            let (_, events, rank) = decode_payload(&frames[2]);
+            assert_eq!(rank, Some(0));
+            assert!(events.contains(&Ev::Cleared));
+            return;
+        }
+    }
+    panic!("no event reached the bound subscriber");
 }

@@ -288,6 +288,9 @@ async fn weight_updates_bump_version_and_flush() {
             .0,
         200
     );
+    for path in ["/begin_weight_update", "/end_weight_update"] {
+        assert_eq!(post(&m.url, path, json!({})).await.0, 200, "{path}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -442,6 +445,23 @@ async fn info_load_metrics_and_errors() {
     );
     let (s, _) = post(&m.url, "/generate", json!({"input_ids": [1, 2], "unknown_field": {"a": 1}, "sampling_params": {"max_new_tokens": 1, "whatever": 3}})).await;
     assert_eq!(s, 200, "unknown fields are ignored");
+    let c = reqwest::Client::new();
+    assert_eq!(
+        c.get(format!("{}/generate", m.url))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        405
+    );
+    assert_eq!(
+        c.get(format!("{}/nope", m.url))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
     // Health hook.
     assert_eq!(
         reqwest::get(format!("{}/health", m.url))
@@ -493,4 +513,100 @@ async fn api_key_and_warmup() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_tokens_abort_all_and_counters_agree() {
+    let m = support::mock(&["--speedup", "0", "--page-size", "4"]);
+    let p: Vec<u32> = (300..311).collect();
+    let (_, free) = post(
+        &m.url,
+        "/generate",
+        json!({"input_ids": p, "sampling_params": {"max_new_tokens": 5}}),
+    )
+    .await;
+    let third = free["output_ids"][2].clone();
+    let (_, stopped) = post(&m.url, "/generate", json!({"input_ids": p, "sampling_params": {"max_new_tokens": 5, "stop_token_ids": [third]}})).await;
+    assert_eq!(
+        stopped["meta_info"]["finish_reason"],
+        json!({"type": "stop", "matched": third})
+    );
+    assert_eq!(stopped["meta_info"]["completion_tokens"], 3);
+    let (_, ignored) = post(&m.url, "/generate", json!({"input_ids": p, "sampling_params": {"max_new_tokens": 5, "stop_token_ids": [third], "ignore_eos": true}})).await;
+    assert_eq!(ignored["meta_info"]["completion_tokens"], 5);
+
+    // Counters agree with the responses' meta_info (what loadgen compares against).
+    let metrics = reqwest::get(format!("{}/metrics", m.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |name: &str| -> u64 {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing"))
+    };
+    let cached_sum: u64 = [&free, &stopped, &ignored].iter().map(|v| cached(v)).sum();
+    assert_eq!(value("sglang:cached_tokens_total"), cached_sum);
+    assert_eq!(value("sglang:prompt_tokens_total"), 33);
+    assert_eq!(value("sglang:generation_tokens_total"), 13);
+    assert_eq!(value("sglang:num_requests_total"), 3);
+
+    // pause(abort) ends requests in flight with finish_reason abort (simulated time keeps
+    // the long request running).
+    let m = support::mock(&["--speedup", "1"]);
+    let c = reqwest::Client::new();
+    let url = m.url.clone();
+    let long = tokio::spawn(async move {
+        post(&url, "/generate", json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 5000000, "ignore_eos": true}})).await
+    });
+    // Wait until the request is running (readiness via the engine's own counters).
+    loop {
+        let st: Value = c
+            .get(format!("{}/mock/state", m.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if st["ranks"][0]["running"].as_u64() == Some(1) {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    let (s, _) = post(&m.url, "/pause_generation", json!({"mode": "abort"})).await;
+    assert_eq!(s, 200);
+    let (s, body) = long.await.unwrap();
+    assert_eq!(s, 200);
+    assert_eq!(body["meta_info"]["finish_reason"]["type"], "abort");
+    assert_eq!(post(&m.url, "/continue_generation", json!({})).await.0, 200);
+    let (s, _) = post(
+        &m.url,
+        "/generate",
+        json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 1}}),
+    )
+    .await;
+    assert_eq!(s, 200, "serves again after continue");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_start_serves() {
+    use clap::Parser;
+    let args =
+        kvrouter::sim::mock::MockArgs::parse_from(["sglang-mock", "--port", "0", "--speedup", "0"]);
+    let mock = kvrouter::sim::mock::start(args).await.expect("start");
+    let (s, body) = post(
+        &mock.url,
+        "/generate",
+        json!({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 2}}),
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(body["meta_info"]["completion_tokens"], 2);
+    mock.server.abort();
 }

@@ -28,8 +28,19 @@ pub use config::MockArgs;
 use engine::{Limits, Scheduler, TimingModel};
 use state::MockState;
 
-/// Binds everything, prints `listening on http://HOST:PORT`, then serves forever.
-pub async fn run(args: MockArgs) -> anyhow::Result<()> {
+/// A mock started in-process (for benches and tests that avoid a child process).
+pub struct RunningMock {
+    /// Base URL, e.g. `http://127.0.0.1:40123`.
+    pub url: String,
+    /// `kv_events_config` as `/server_info` reports it (actual endpoints), if any.
+    pub kv_events_config: Option<String>,
+    /// The HTTP accept loop; abort it to stop serving.
+    pub server: tokio::task::JoinHandle<()>,
+}
+
+/// Binds the HTTP listener and the event sockets, starts the rank tasks and the accept
+/// loop on the current tokio runtime, and returns once connections are accepted.
+pub async fn start(args: MockArgs) -> anyhow::Result<RunningMock> {
     args.validate().map_err(|e| anyhow!(e))?;
     let kv_cfg = args
         .kv_events_config
@@ -79,6 +90,7 @@ pub async fn run(args: MockArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("bind {}:{}", args.host, args.port))?;
     let addr = listener.local_addr()?;
+    let kv_events_config = publishers.reported_config.clone();
     let state = Arc::new(MockState::new(
         args,
         ranks,
@@ -86,11 +98,23 @@ pub async fn run(args: MockArgs) -> anyhow::Result<()> {
         publishers.reported_config,
         addr.port(),
     ));
+    let server = tokio::spawn(http::serve(listener, state));
+    Ok(RunningMock {
+        url: format!("http://{addr}"),
+        kv_events_config,
+        server,
+    })
+}
+
+/// Starts the mock, prints `listening on http://HOST:PORT` (flushed), then serves until
+/// the accept loop ends.
+pub async fn run(args: MockArgs) -> anyhow::Result<()> {
+    let mock = start(args).await?;
     {
         let mut out = std::io::stdout().lock();
-        writeln!(out, "listening on http://{addr}")?;
+        writeln!(out, "listening on {}", mock.url)?;
         out.flush()?;
     }
-    http::serve(listener, state).await;
+    mock.server.await.context("HTTP server task")?;
     Ok(())
 }

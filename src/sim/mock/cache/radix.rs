@@ -311,6 +311,15 @@ impl RadixCache {
         pages
     }
 
+    /// Event hashes of every resident page (for consistency checks).
+    pub fn resident_hashes(&self) -> std::collections::HashSet<i64> {
+        self.nodes
+            .iter()
+            .skip(1)
+            .flat_map(|n| n.digests.iter().map(event_hash))
+            .collect()
+    }
+
     /// Drops every page (callers ensure nothing is locked) and records `Cleared`.
     pub fn reset(&mut self) {
         self.nodes.truncate(1);

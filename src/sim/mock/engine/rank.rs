@@ -113,6 +113,7 @@ struct Driver {
 impl Driver {
     async fn run(mut self, mut inbox: mpsc::UnboundedReceiver<Command>) {
         self.publish_events();
+        let mut busy_until: Option<Instant> = None;
         loop {
             loop {
                 match inbox.try_recv() {
@@ -123,6 +124,7 @@ impl Driver {
             }
             self.try_apply_weights();
             if !self.sched.has_work() {
+                busy_until = None;
                 self.deliver();
                 self.refresh_view();
                 match inbox.recv().await {
@@ -131,15 +133,24 @@ impl Driver {
                 }
                 continue;
             }
-            let start = Instant::now();
+            // Back-to-back steps are timed from the previous deadline, so timer overshoot
+            // (tokio sleeps have ~1 ms granularity) does not accumulate.
+            let now = Instant::now();
+            let start = match busy_until {
+                Some(d) if d <= now && now - d < Duration::from_millis(5) => d,
+                _ => now,
+            };
             let report = self.sched.step();
+            busy_until = None;
             if self.speedup > 0.0 && report.sim_ms > 0.0 {
-                let wait = Duration::from_secs_f64(report.sim_ms / 1000.0 / self.speedup);
-                if wait > Duration::from_micros(200) {
-                    tokio::time::sleep_until((start + wait).into()).await;
+                let deadline =
+                    start + Duration::from_secs_f64(report.sim_ms / 1000.0 / self.speedup);
+                if deadline > Instant::now() + Duration::from_micros(200) {
+                    tokio::time::sleep_until(deadline.into()).await;
                 } else {
                     tokio::task::yield_now().await;
                 }
+                busy_until = Some(deadline);
             } else {
                 tokio::task::yield_now().await;
             }

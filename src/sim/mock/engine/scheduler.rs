@@ -350,6 +350,13 @@ impl Scheduler {
         true
     }
 
+    /// Returns request pages to the pool (accounting errors are bugs: loud in debug builds,
+    /// clamped in release so a server never wraps around).
+    fn free_req_pages(&mut self, n: usize) {
+        debug_assert!(n <= self.req_pages, "freeing more pages than requests hold");
+        self.req_pages = self.req_pages.saturating_sub(n);
+    }
+
     fn drop_disconnected(&mut self) {
         let closed = |s: &Seq| s.req.reply.is_closed();
         if self.waiting.iter().any(closed)
@@ -442,18 +449,22 @@ impl Scheduler {
             self.cache.inc_lock(node);
             let room = self.available_pages() + self.cache.evictable_pages();
             if need + future + reserved > room {
-                self.cache.dec_lock(node);
-                if batch.is_empty() && self.holds_no_kv() && need > room {
+                let alone = batch.is_empty() && self.holds_no_kv();
+                if !alone || need > room {
+                    self.cache.dec_lock(node);
+                }
+                if alone && need > room {
                     // Can never fit: SGLang rejects such requests up front.
                     if let Some(s) = self.waiting.pop_front() {
-                        self.finish(
-                            s,
-                            FinishReason::Abort("request needs more KV than the server has".into()),
-                        );
+                        let msg = "request needs more KV than the server has";
+                        self.finish(s, FinishReason::Abort(msg.into()));
                     }
                     continue;
                 }
-                break;
+                if !alone {
+                    break;
+                }
+                // Alone on an idle rank: admit without the decode reservation (no spin).
             }
             let ok = self.alloc(need);
             debug_assert!(ok, "room was checked");
@@ -614,7 +625,7 @@ impl Scheduler {
         self.cache.dec_lock(s.node);
         s.node = ins.node;
         let own = pages_for(s.kv_len - ins.covered, p);
-        self.req_pages -= s.own_pages - own.min(s.own_pages);
+        self.free_req_pages(s.own_pages - own.min(s.own_pages));
         s.own_pages = own.min(s.own_pages);
         s.prefix_len = ins.covered;
     }
@@ -625,13 +636,13 @@ impl Scheduler {
             self.cache.insert(&s.tokens[..s.kv_len]);
         }
         self.cache.dec_lock(s.node);
-        self.req_pages -= s.own_pages;
+        self.free_req_pages(s.own_pages);
     }
 
     fn retract(&mut self, mut s: Seq) -> Seq {
         let node = s.node;
         self.cache.dec_lock(node);
-        self.req_pages -= s.own_pages;
+        self.free_req_pages(s.own_pages);
         s.node = ROOT;
         s.prefix_len = 0;
         s.kv_len = 0;
@@ -646,7 +657,7 @@ impl Scheduler {
             self.cache.insert(&s.tokens[..s.kv_len]);
         }
         self.cache.dec_lock(node);
-        self.req_pages -= s.own_pages;
+        self.free_req_pages(s.own_pages);
         let ttft = s
             .first_token
             .map(|t| t.duration_since(s.req.arrival).as_secs_f64());
@@ -671,5 +682,186 @@ impl Scheduler {
             ttft,
         };
         self.outbox.push((req.reply, Reply::Done(Box::new(done))));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::mock::sampler::Sampler;
+
+    fn limits(total: usize, chunk: Option<usize>) -> Limits {
+        Limits {
+            page_size: 4,
+            total_tokens: total,
+            max_running: 8,
+            max_prefill_tokens: 16384,
+            chunk_size: chunk,
+            timing: TimingModel::default(),
+        }
+    }
+
+    fn req(
+        prompt: Vec<u32>,
+        max_new: usize,
+        tx: &mpsc::UnboundedSender<Reply>,
+        index: u32,
+    ) -> EngineRequest {
+        EngineRequest {
+            rid: format!("r{index}"),
+            index,
+            sampler: Sampler::new(0, &prompt, None, 0, 32000),
+            prompt,
+            max_new_tokens: max_new,
+            stop_token_ids: Vec::new(),
+            ignore_eos: false,
+            stream: false,
+            reply: tx.clone(),
+            arrival: Instant::now(),
+        }
+    }
+
+    fn run_until_idle(s: &mut Scheduler) -> Vec<Done> {
+        let mut done = Vec::new();
+        for _ in 0..10_000 {
+            if !s.has_work() {
+                break;
+            }
+            s.step();
+            for (_, r) in s.take_outbox() {
+                if let Reply::Done(d) = r {
+                    done.push(*d);
+                }
+            }
+        }
+        done.sort_by_key(|d| d.index);
+        done
+    }
+
+    #[test]
+    fn memory_is_conserved_and_released() {
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let mut s = Scheduler::new(0, limits(256, Some(8)), Arc::from("v"));
+        s.submit(
+            (0..5)
+                .map(|i| req((0..30).map(|t| t + i * 100).collect(), 7, &tx, i))
+                .collect(),
+        );
+        let done = run_until_idle(&mut s);
+        assert_eq!(done.len(), 5);
+        assert!(done
+            .iter()
+            .all(|d| d.output_ids.len() == 7 && d.finish == FinishReason::Length(7)));
+        assert_eq!(s.req_pages, 0, "requests hold no pages when idle");
+        assert_eq!(
+            s.cache.evictable_pages(),
+            s.cache.tree_pages(),
+            "nothing stays locked"
+        );
+        assert!(s.cache.tree_pages() <= s.total_pages);
+    }
+
+    #[test]
+    fn pressure_retracts_then_completes() {
+        let (tx, _rx) = mpsc::unbounded_channel();
+        // 12 pages; 3 requests of 8-token prompts growing to 28 tokens each need 21 pages.
+        let mut s = Scheduler::new(0, limits(48, None), Arc::from("v"));
+        s.submit(
+            (0..3)
+                .map(|i| req((0..8).map(|t| t + i * 50).collect(), 20, &tx, i))
+                .collect(),
+        );
+        let done = run_until_idle(&mut s);
+        assert_eq!(done.len(), 3);
+        let reasons: Vec<&FinishReason> = done.iter().map(|d| &d.finish).collect();
+        assert!(done.iter().all(|d| d.output_ids.len() == 20), "{reasons:?}");
+        assert_eq!(s.req_pages, 0);
+    }
+
+    #[test]
+    fn oversized_request_is_aborted_not_spun() {
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let mut s = Scheduler::new(0, limits(16, None), Arc::from("v"));
+        s.submit(vec![req((0..40).collect(), 1, &tx, 0)]);
+        let done = run_until_idle(&mut s);
+        assert!(matches!(done[0].finish, FinishReason::Abort(_)));
+        assert!(!s.has_work());
+    }
+
+    #[test]
+    fn abort_by_rid_prefix_and_pause_modes() {
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let mut s = Scheduler::new(0, limits(1024, None), Arc::from("v"));
+        s.submit(vec![
+            req(vec![1, 2, 3], 100, &tx, 0),
+            req(vec![4, 5, 6], 100, &tx, 1),
+        ]);
+        s.step();
+        s.take_outbox();
+        s.abort(Some("r1"), false, "x");
+        assert_eq!(s.take_outbox().len(), 1);
+        s.pause(PauseMode::InPlace);
+        assert!(!s.flush(), "in-place pause keeps KV");
+        s.resume();
+        s.pause(PauseMode::Retract);
+        assert!(s.flush(), "retracted requests hold no KV");
+        s.resume();
+        let done = run_until_idle(&mut s);
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].output_ids.len(), 100);
+    }
+
+    #[test]
+    fn events_replayed_reproduce_the_resident_set() {
+        use crate::sim::mock::cache::CacheEvent;
+        use rand::{Rng, SeedableRng};
+        use std::collections::HashSet;
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut s = Scheduler::new(0, limits(160, Some(12)), Arc::from("v"));
+        let mut resident: HashSet<i64> = HashSet::new();
+        let mut removals = 0usize;
+        let mut apply = |evs: Vec<CacheEvent>, resident: &mut HashSet<i64>| {
+            for e in evs {
+                match e {
+                    CacheEvent::Stored { hashes, .. } => resident.extend(hashes),
+                    CacheEvent::Removed { hashes } => {
+                        removals += 1;
+                        for h in hashes {
+                            assert!(resident.remove(&h), "removed a block never stored");
+                        }
+                    }
+                    CacheEvent::Cleared => resident.clear(),
+                }
+            }
+        };
+        for round in 0..40u32 {
+            let n = rng.random_range(1..5);
+            let reqs = (0..n)
+                .map(|i| {
+                    let shared = rng.random_range(0..3u32) * 1000;
+                    let len = rng.random_range(1..40usize);
+                    let prompt: Vec<u32> = (0..len as u32)
+                        .map(|t| if t < 16 { shared + t } else { round * 100 + t })
+                        .collect();
+                    req(prompt, rng.random_range(1..10), &tx, i)
+                })
+                .collect();
+            if round % 13 == 12 {
+                assert!(s.flush(), "idle rank flushes");
+            }
+            s.submit(reqs);
+            while s.has_work() {
+                s.step();
+                s.take_outbox();
+                let evs = s.cache_mut().take_events();
+                apply(evs, &mut resident);
+            }
+            let evs = s.cache_mut().take_events();
+            apply(evs, &mut resident);
+            assert_eq!(resident, s.cache.resident_hashes(), "round {round}");
+            assert_eq!(s.req_pages, 0);
+        }
+        assert!(removals > 0, "the workload exercised eviction");
     }
 }

@@ -164,7 +164,8 @@ pub async fn update_weights(state: &Arc<MockState>, path: &str, bytes: &[u8]) ->
     ok(&json!({"success": true, "message": message, "num_paused_requests": 0}))
 }
 
-/// `/init_weights_update_group` and `/destroy_weights_update_group`.
+/// `/init_weights_update_group`, `/destroy_weights_update_group` and the sglang-miles
+/// `/begin_weight_update` / `/end_weight_update` markers (they only answer).
 pub fn weights_group(state: &MockState, path: &str, bytes: &[u8]) -> Resp {
     let b = match object(bytes) {
         Ok(b) => b,
@@ -181,10 +182,10 @@ pub fn weights_group(state: &MockState, path: &str, bytes: &[u8]) -> Resp {
     if injected(state, path) {
         return refit_failure("mock: injected failure.");
     }
-    let message = if init {
-        "Succeeded to initialize custom process group."
-    } else {
-        "Succeeded to destroy custom process group."
+    let message = match path {
+        "/init_weights_update_group" => "Succeeded to initialize custom process group.",
+        "/destroy_weights_update_group" => "Succeeded to destroy custom process group.",
+        _ => "Success.",
     };
     ok(&json!({"success": true, "message": message}))
 }

@@ -27,6 +27,42 @@ use crate::sim::mock::state::MockState;
 
 const MAX_BODY: usize = 256 * 1024 * 1024;
 
+/// Routes that exist (a wrong method on them is 405, as FastAPI answers).
+const KNOWN_PATHS: &[&str] = &[
+    "/generate",
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/models",
+    "/health",
+    "/health_generate",
+    "/model_info",
+    "/get_model_info",
+    "/server_info",
+    "/get_server_info",
+    "/get_load",
+    "/v1/loads",
+    "/metrics",
+    "/version",
+    "/get_weight_version",
+    "/flush_cache",
+    "/abort_request",
+    "/pause_generation",
+    "/continue_generation",
+    "/update_weights_from_disk",
+    "/update_weights_from_distributed",
+    "/update_weights_from_tensor",
+    "/init_weights_update_group",
+    "/destroy_weights_update_group",
+    "/begin_weight_update",
+    "/end_weight_update",
+    "/update_weight_version",
+    "/release_memory_occupation",
+    "/resume_memory_occupation",
+    "/mock/fail_next",
+    "/mock/set_health",
+    "/mock/state",
+];
+
 /// Accepts connections forever.
 pub async fn serve(listener: TcpListener, state: Arc<MockState>) {
     loop {
@@ -110,7 +146,12 @@ async fn handle(state: Arc<MockState>, req: Request<Incoming>) -> Resp {
         {
             control::update_weights(s, &path, &bytes).await
         }
-        "/init_weights_update_group" | "/destroy_weights_update_group" if post => {
+        "/init_weights_update_group"
+        | "/destroy_weights_update_group"
+        | "/begin_weight_update"
+        | "/end_weight_update"
+            if post =>
+        {
             control::weights_group(s, &path, &bytes)
         }
         "/update_weight_version" if post => control::update_weight_version(s, &bytes).await,
@@ -119,12 +160,13 @@ async fn handle(state: Arc<MockState>, req: Request<Incoming>) -> Resp {
         "/mock/fail_next" if post => hooks::fail_next(s, &bytes),
         "/mock/set_health" if post => hooks::set_health(s, &bytes),
         "/mock/state" if get => hooks::engine_state(s),
+        p if KNOWN_PATHS.contains(&p) => json(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &json!({"detail": "Method Not Allowed"}),
+        ),
         p if p.starts_with("/v1/") => {
             openai_error(StatusCode::NOT_FOUND, format!("{method} {p} not found"))
         }
-        p => json(
-            StatusCode::NOT_FOUND,
-            &json!({"detail": format!("{method} {p} not found")}),
-        ),
+        _ => json(StatusCode::NOT_FOUND, &json!({"detail": "Not Found"})),
     }
 }

@@ -150,6 +150,9 @@ pub struct Job {
     pub items: Vec<ItemInfo>,
 }
 
+/// Upper bound on batch items x `n` in one call (protects the mock's memory).
+pub const MAX_REQUESTS_PER_CALL: usize = 65536;
+
 /// Builds the engine requests of a call (prompt x n, in SGLang's index order).
 pub fn build_job(
     state: &MockState,
@@ -184,6 +187,11 @@ pub fn build_job(
             .filter_map(|&t| u32::try_from(t).ok())
             .collect();
         let n = p.params.n();
+        if items.len() + n > MAX_REQUESTS_PER_CALL {
+            return Err(format!(
+                "A call may create at most {MAX_REQUESTS_PER_CALL} requests (batch x n)."
+            ));
+        }
         for j in 0..n {
             let index = items.len() as u32;
             let rid = match (&p.rid, n) {

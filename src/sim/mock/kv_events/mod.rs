@@ -81,8 +81,9 @@ async fn open_all(
     let mut pub0 = pub_ep.clone();
     let mut replay0 = replay_ep.cloned();
     for rank in 0..dp {
-        let (pub_socket, actual) =
-            publisher::open_pub(&pub_ep.for_rank(rank, pub_base)?, host).await?;
+        let rank_ep = pub_ep.for_rank(rank, pub_base)?;
+        let connect_to = (!rank_ep.binds()).then(|| rank_ep.socket_addr(host));
+        let (pub_socket, actual) = publisher::open_pub(&rank_ep, host).await?;
         if rank == 0 {
             pub_base = actual.port();
             pub0 = actual;
@@ -99,7 +100,11 @@ async fn open_all(
             }
             None => None,
         };
-        sockets.push(publisher::RankSockets { pub_socket, replay });
+        sockets.push(publisher::RankSockets {
+            pub_socket,
+            connect_to,
+            replay,
+        });
     }
     Ok((sockets, pub0, replay0))
 }

@@ -39,6 +39,8 @@ impl PublisherHandle {
 /// Sockets of one rank, bound or connected, ready to run.
 pub struct RankSockets {
     pub pub_socket: PubSocket,
+    /// Address to connect the PUB socket to (connect-mode endpoints), done in the task.
+    pub connect_to: Option<String>,
     pub replay: Option<RouterSocket>,
 }
 
@@ -53,9 +55,8 @@ pub async fn open_pub(ep: &Endpoint, bind_host: &str) -> Result<(PubSocket, Endp
             .map_err(|e| format!("bind {addr}: {e}"))?;
         Ok((s, with_actual_port(ep, &bound.to_string())))
     } else {
-        s.connect(&addr)
-            .await
-            .map_err(|e| format!("connect {addr}: {e}"))?;
+        // Connecting happens in the publisher task: the zeromq crate retries until the peer
+        // is up, and startup must not wait for it.
         Ok((s, ep.clone()))
     }
 }
@@ -104,8 +105,14 @@ async fn run(
 ) {
     let RankSockets {
         mut pub_socket,
+        connect_to,
         mut replay,
     } = sockets;
+    if let Some(addr) = connect_to {
+        if let Err(e) = pub_socket.connect(&addr).await {
+            tracing::warn!("kv-event publisher cannot connect to {addr}: {e}");
+        }
+    }
     let mut ring: VecDeque<(u64, Bytes)> = VecDeque::with_capacity(buffer_steps.min(4096));
     let mut seq: u64 = 0;
     loop {
