@@ -137,6 +137,14 @@ async fn passive_failures_from_the_data_plane_count() {
     reg.check_health_now().await;
     reg.check_health_now().await;
     assert!(w.is_healthy());
+    assert_eq!(w.incarnation(), 0);
+    // A refused connect seen by the proxy flags a possible restart; the next
+    // successful check confirms it (new incarnation, info re-read).
+    let mut events = reg.subscribe();
+    w.record_connect_failure();
+    reg.check_health_now().await;
+    assert_eq!(w.incarnation(), 1);
+    assert!(matches!(events.recv().await, Ok(RegistryEvent::Restarted(r)) if r.id == id));
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-/// `router` flags. CLI beats environment (clap `env`), which beats `--config` file, which beats defaults.
+/// `router` flags (`--worker-urls` may be repeated and accumulates). CLI beats environment (clap `env`), which beats `--config` file, which beats defaults.
 #[derive(Debug, Clone, Default, Parser)]
 #[command(
     name = "router",
@@ -23,7 +23,7 @@ pub struct Cli {
     #[arg(long, env = "KVROUTER_PAGE_SIZE")]
     pub page_size: Option<u32>,
     /// Workers registered at start (space- or comma-separated).
-    #[arg(long, env = "KVROUTER_WORKER_URLS", num_args = 0.., value_delimiter = ',')]
+    #[arg(long, env = "KVROUTER_WORKER_URLS", num_args = 0.., value_delimiter = ',', action = clap::ArgAction::Append)]
     pub worker_urls: Option<Vec<String>>,
     /// Address to bind.
     #[arg(long, env = "KVROUTER_HOST")]

@@ -61,3 +61,13 @@ fn admin_key_falls_back_to_api_key() {
     let c = Config::from_sources(cli(&["--api-key", "k"]), FileConfig::default()).unwrap();
     assert_eq!(c.effective_admin_key(), Some("k"));
 }
+
+#[test]
+fn repeated_worker_urls_accumulate() {
+    let c = Config::from_sources(
+        cli(&["--worker-urls", "http://a:1", "--worker-urls", "http://b:1"]),
+        FileConfig::default(),
+    )
+    .unwrap();
+    assert_eq!(c.worker_urls.len(), 2);
+}

@@ -108,6 +108,14 @@ impl KvEventsConfig {
         self.publisher.eq_ignore_ascii_case("zmq")
     }
 
+    /// Whether the worker's publisher binds (SGLang binds when the endpoint has `*`
+    /// or `::`, or is `ipc://`/`inproc://`) — then subscribers dial it; otherwise it
+    /// connects out to a subscriber that must bind the endpoint.
+    pub fn worker_binds(&self) -> bool {
+        let e = self.endpoint.as_str();
+        e.contains('*') || e.contains("::") || e.starts_with("ipc://") || e.starts_with("inproc://")
+    }
+
     /// The PUB endpoint a subscriber should dial for `rank`, with a wildcard host
     /// (`*`, `0.0.0.0`, `::`) replaced by `worker_host` and the port offset by the rank.
     /// `None` for non-TCP endpoints.
@@ -356,6 +364,8 @@ mod tests {
             ..KvEventsConfig::default()
         };
         assert_eq!(ipc.dial_endpoint("h", 0), None);
+        assert!(ipc.worker_binds() && !kv.worker_binds());
+        assert!(KvEventsConfig::default().worker_binds());
         let overflow = KvEventsConfig {
             endpoint: "tcp://*:65535".into(),
             ..KvEventsConfig::default()

@@ -269,6 +269,14 @@ impl Worker {
         t
     }
 
+    /// Like [`Self::record_failure`] for a refused/failed TCP connect: also flags a
+    /// possible restart, confirmed (incarnation bumped, info re-read) by the next
+    /// successful health check.
+    pub fn record_connect_failure(&self) -> Option<HealthTransition> {
+        self.note_connect_failure();
+        self.record_failure()
+    }
+
     pub fn consecutive_failures(&self) -> u32 {
         self.health.consecutive_failures()
     }
@@ -322,6 +330,24 @@ impl Worker {
     /// DP ranks of this worker: `0..dp_size`.
     pub fn ranks(&self) -> std::ops::Range<Rank> {
         0..self.info.dp_size.max(1)
+    }
+
+    /// KV event endpoints to dial, one per DP rank: `(rank, pub endpoint, replay
+    /// endpoint)`. Empty when the worker does not publish or publishes outward
+    /// (its endpoint names a subscriber that must bind instead).
+    pub fn kv_event_endpoints(&self) -> Vec<(Rank, String, Option<String>)> {
+        let Some(kv) = self.info.kv_events.as_ref().filter(|kv| kv.is_enabled()) else {
+            return Vec::new();
+        };
+        if !kv.worker_binds() {
+            return Vec::new();
+        }
+        self.ranks()
+            .filter_map(|r| {
+                let endpoint = kv.dial_endpoint(&self.host, r)?;
+                Some((r, endpoint, kv.dial_replay_endpoint(&self.host, r)))
+            })
+            .collect()
     }
 
     /// Model id reported for this worker: the spec override, else the served name.
@@ -424,6 +450,34 @@ mod tests {
         w.end_request_on(1);
         w.end_request_on(7);
         assert_eq!((w.in_flight(), w.in_flight_on(1)), (0, 0));
+    }
+
+    #[test]
+    fn kv_event_endpoints_per_rank() {
+        let info = WorkerInfo {
+            dp_size: 2,
+            kv_events: crate::workers::KvEventsConfig::from_field(&serde_json::json!(
+                r#"{"publisher":"zmq","endpoint":"tcp://*:6000","replay_endpoint":"tcp://*:7000"}"#
+            )),
+            ..WorkerInfo::default()
+        };
+        let w = Worker::new(WorkerId(1), "http://10.1.2.3:30000", info);
+        assert_eq!(
+            w.kv_event_endpoints(),
+            vec![
+                (
+                    0,
+                    "tcp://10.1.2.3:6000".into(),
+                    Some("tcp://10.1.2.3:7000".into())
+                ),
+                (
+                    1,
+                    "tcp://10.1.2.3:6001".into(),
+                    Some("tcp://10.1.2.3:7001".into())
+                ),
+            ]
+        );
+        assert!(test_worker(2, "http://a").kv_event_endpoints().is_empty());
     }
 
     #[test]

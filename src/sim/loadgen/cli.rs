@@ -215,7 +215,8 @@ impl Cli {
 }
 
 /// Runs the command: prints the table (or JSON) on stdout and writes `--json`.
-/// Exit code 0 when at least one request succeeded, 2 when none did.
+/// Exit code 0 when at least one request succeeded, 3 when none did (clap uses 2
+/// for usage errors, the binary 1 for configuration and I/O errors).
 pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     let summary = super::run(cli.config()).await?;
     let json = serde_json::to_string_pretty(&summary)?;
@@ -230,7 +231,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     Ok(if summary.requests.ok > 0 {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(2)
+        ExitCode::from(3)
     })
 }
 

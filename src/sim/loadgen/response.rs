@@ -3,6 +3,7 @@
 //! finish reason and error messages. Unknown fields are ignored.
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 /// What one response said about its request.
@@ -49,7 +50,8 @@ struct MetaInfo {
     completion_tokens: Option<u64>,
     finish_reason: Option<Value>,
     output_ids: Option<Vec<u32>>,
-    output_token_logprobs: Option<Vec<Vec<Value>>>,
+    /// Kept raw: parsed only when no `output_ids` carry the ids (it is the largest field).
+    output_token_logprobs: Option<Box<RawValue>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -111,16 +113,11 @@ impl Wire {
             info.cached_tokens = meta.cached_tokens;
             info.completion_tokens = meta.completion_tokens;
             info.finish_reason = meta.finish_reason.as_ref().and_then(finish_kind);
-            info.output_ids = meta.output_ids.or_else(|| {
-                meta.output_token_logprobs.map(|lps| {
-                    lps.iter()
-                        .filter_map(|t| t.get(1).and_then(Value::as_u64))
-                        .map(|id| id as u32)
-                        .collect()
-                })
-            });
-        }
-        if self.output_ids.is_some() {
+            info.output_ids = match (self.output_ids, meta.output_ids) {
+                (Some(ids), _) | (None, Some(ids)) => Some(ids),
+                (None, None) => meta.output_token_logprobs.as_deref().and_then(logprob_ids),
+            };
+        } else {
             info.output_ids = self.output_ids;
         }
         if let Some(usage) = self.usage {
@@ -135,6 +132,18 @@ impl Wire {
         }
         info
     }
+}
+
+/// Token ids of `[[logprob, token_id, text?], ...]`.
+fn logprob_ids(raw: &RawValue) -> Option<Vec<u32>> {
+    let entries: Vec<Vec<Value>> = serde_json::from_str(raw.get()).ok()?;
+    Some(
+        entries
+            .iter()
+            .filter_map(|t| t.get(1).and_then(Value::as_u64))
+            .map(|id| id as u32)
+            .collect(),
+    )
 }
 
 /// `"stop"` or `{"type":"stop",...}` -> `stop`.

@@ -15,19 +15,22 @@ impl SseParser {
     }
 
     /// Feeds bytes; returns the data of every event completed by them.
-    pub fn push(&mut self, bytes: &[u8]) -> Vec<String> {
+    pub fn push(&mut self, mut bytes: &[u8]) -> Vec<String> {
         let mut events = Vec::new();
-        for &b in bytes {
-            if b == b'\n' {
-                if self.line.last() == Some(&b'\r') {
-                    self.line.pop();
-                }
-                let line = std::mem::take(&mut self.line);
-                self.take_line(&line, &mut events);
+        while let Some(nl) = bytes.iter().position(|&b| b == b'\n') {
+            let (head, rest) = (&bytes[..nl], &bytes[nl + 1..]);
+            bytes = rest;
+            if self.line.is_empty() {
+                self.take_line(strip_cr(head), &mut events);
             } else {
-                self.line.push(b);
+                let mut line = std::mem::take(&mut self.line);
+                line.extend_from_slice(head);
+                self.take_line(strip_cr(&line), &mut events);
+                line.clear();
+                self.line = line;
             }
         }
+        self.line.extend_from_slice(bytes);
         events
     }
 
@@ -69,6 +72,10 @@ impl SseParser {
             }
         }
     }
+}
+
+fn strip_cr(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
 }
 
 #[cfg(test)]
