@@ -95,12 +95,16 @@ async fn kill_makes_unhealthy_after_threshold_and_restart_recovers() {
 #[tokio::test]
 async fn periodic_checker_flips_health_both_ways() {
     let mock = support::mock(&["--page-size", "16"]);
-    let reg = registry(Duration::from_millis(50));
+    let mut cfg = registry(Duration::from_millis(50)).config().clone();
+    cfg.health.poll_load = true;
+    let reg = Registry::new(cfg);
     let id = reg
         .add_worker(&mock.url, WorkerSpec::default())
         .await
         .expect("registered");
     let w = reg.get(id).expect("present");
+
+    eventually("load polled", || w.reported_load() == Some(0)).await;
 
     // Alive but failing (503): unhealthy, and no restart is assumed.
     let client = reqwest::Client::new();

@@ -129,6 +129,11 @@ async fn page_size_mismatch_is_refused_naming_both_sizes() {
     let job = reg.worker_json(&mock.url).expect("failed job listed");
     assert_eq!(job["job_status"]["status"], "failed");
     assert_eq!(reg.workers_json()["total"], 0);
+    assert_eq!(
+        reg.workers_json()["workers"].as_array().map(Vec::len),
+        Some(0),
+        "GET /workers lists registered workers only"
+    );
 }
 
 #[tokio::test]

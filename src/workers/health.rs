@@ -212,10 +212,14 @@ async fn poll_load(inner: &Arc<Inner>, worker: &Arc<Worker>) {
 }
 
 /// Token load from a `/get_load` body: E1 `{"load": n}` or E2/E3 a per-DP list of
-/// `{"num_tokens": n, ...}` (summed).
+/// `{"num_tokens": n, ...}` (summed); also a `/v1/loads` body (`{"loads": [...]}` with
+/// `num_used_tokens`).
 pub fn parse_load(v: &Value) -> Option<i64> {
     match v {
-        Value::Object(o) => o.get("load").and_then(Value::as_i64),
+        Value::Object(o) => match o.get("loads") {
+            Some(list @ Value::Array(_)) => parse_load(list),
+            _ => o.get("load").and_then(Value::as_i64),
+        },
         Value::Array(items) => items.iter().try_fold(0i64, |acc, it| {
             let n = it
                 .get("num_tokens")
@@ -287,6 +291,10 @@ mod tests {
                                {"dp_rank":1,"num_reqs":2,"num_waiting_reqs":0,"num_tokens":5}])
             ),
             Some(15)
+        );
+        assert_eq!(
+            parse_load(&json!({"timestamp":"x","loads":[{"dp_rank":0,"num_used_tokens":7}]})),
+            Some(7)
         );
         assert_eq!(parse_load(&json!([{"dp_rank":0}])), None);
         assert_eq!(parse_load(&json!("x")), None);

@@ -138,6 +138,7 @@ fn dial(endpoint: &str, worker_host: &str, rank: u32) -> Option<String> {
     let port: u32 = port.parse().ok()?;
     let port = port.checked_add(rank).filter(|p| *p <= u16::MAX as u32)?;
     let host = match host.trim_matches(|c| c == '[' || c == ']') {
+        "*" | "0.0.0.0" | "::" | "" if worker_host.contains(':') => format!("[{worker_host}]"),
         "*" | "0.0.0.0" | "::" | "" => worker_host.to_string(),
         _ => host.to_string(),
     };
@@ -366,6 +367,11 @@ mod tests {
         assert_eq!(ipc.dial_endpoint("h", 0), None);
         assert!(ipc.worker_binds() && !kv.worker_binds());
         assert!(KvEventsConfig::default().worker_binds());
+        assert_eq!(
+            KvEventsConfig::default().dial_endpoint("::1", 2).as_deref(),
+            Some("tcp://[::1]:5559"),
+            "IPv6 hosts are bracketed"
+        );
         let overflow = KvEventsConfig {
             endpoint: "tcp://*:65535".into(),
             ..KvEventsConfig::default()

@@ -402,11 +402,11 @@ impl Registry {
 
     // ---- JSON views ----
 
-    /// `GET /workers`: `{"workers":[...],"total":n,"stats":{...}}` (pending and failed
-    /// registrations are listed with a `job_status`).
+    /// `GET /workers`: `{"workers":[...],"total":n,"stats":{...}}` of registered workers
+    /// only (clients such as miles fan out to every listed URL, so registrations that are
+    /// pending or failed are shown by `GET /workers/{id}` instead).
     pub fn workers_json(&self) -> Value {
-        let jobs = self.inner.jobs_view();
-        views::workers_json(&self.snapshot(), &jobs)
+        views::workers_json(&self.snapshot())
     }
 
     /// `GET /workers/{key}`: a registered worker, or a pending/failed registration.
@@ -522,6 +522,7 @@ impl Inner {
                 let mut next = snap.as_ref().clone();
                 next.push(worker.clone());
                 self.publish(next);
+                jobs.failed.retain(|j| j.url != worker.url);
                 drop(jobs);
                 self.metrics.registration(true);
                 tracing::info!(

@@ -86,10 +86,9 @@ pub(super) fn job_json(j: &Job) -> Value {
     })
 }
 
-/// `GET /workers` envelope: registered workers, then pending/failed registrations.
-pub(super) fn workers_json(workers: &[Arc<Worker>], jobs: &[Job]) -> Value {
-    let mut list: Vec<Value> = workers.iter().map(|w| worker_json(w)).collect();
-    list.extend(jobs.iter().map(job_json));
+/// `GET /workers` envelope of registered workers.
+pub(super) fn workers_json(workers: &[Arc<Worker>]) -> Value {
+    let list: Vec<Value> = workers.iter().map(|w| worker_json(w)).collect();
     let count = |t: &str| workers.iter().filter(|w| w.spec.worker_type() == t).count();
     json!({
         "workers": list,
@@ -122,7 +121,7 @@ mod tests {
     fn sgl_router_shapes() {
         let w = Arc::new(test_worker(3, "http://127.0.0.1:1"));
         w.begin_request();
-        let v = workers_json(std::slice::from_ref(&w), &[]);
+        let v = workers_json(std::slice::from_ref(&w));
         assert_eq!(v["total"], 1);
         assert_eq!(v["stats"]["regular_count"], 1);
         let e = &v["workers"][0];

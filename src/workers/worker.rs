@@ -149,7 +149,7 @@ impl Worker {
     }
 
     pub(super) fn set_draining(&self) -> bool {
-        !self.draining.swap(true, Ordering::AcqRel)
+        !self.draining.swap(true, Ordering::SeqCst)
     }
 
     /// Paused by the refit gate (issue 5).
@@ -159,7 +159,7 @@ impl Worker {
 
     /// Opens/closes this worker's routing gate.
     pub fn set_paused(&self, paused: bool) {
-        self.paused.store(paused, Ordering::Release);
+        self.paused.store(paused, Ordering::SeqCst);
     }
 
     /// Held out of routing until a refit brings its weights level with the fleet.
@@ -168,7 +168,7 @@ impl Worker {
     }
 
     pub fn set_awaiting_refit(&self, awaiting: bool) {
-        self.awaiting_refit.store(awaiting, Ordering::Release);
+        self.awaiting_refit.store(awaiting, Ordering::SeqCst);
     }
 
     /// Restarted with a page size that differs from the router's: never routed to.
@@ -184,13 +184,54 @@ impl Worker {
 
     /// Requests dispatched here whose response has not ended.
     pub fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::Acquire)
+        self.in_flight.load(Ordering::SeqCst)
     }
 
     /// Counts one request as dispatched. Pair with exactly one [`Self::end_request`].
     pub fn begin_request(&self) {
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
         self.in_flight_gauge.inc();
+    }
+
+    /// Books a request only if the worker's gates are still open (not draining, paused,
+    /// awaiting refit or incompatible); returns false (and counts nothing) otherwise.
+    /// Closes the race between picking a worker from a snapshot and a concurrent
+    /// removal or pause: the gate is set before the in-flight count is read, the count
+    /// is raised before the gate is read (both sequentially consistent), so either the
+    /// drain waits for this request or this request sees the closed gate.
+    pub fn try_begin_request(&self) -> bool {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        if self.gate_closed() {
+            self.end_request_uncounted();
+            return false;
+        }
+        self.in_flight_gauge.inc();
+        true
+    }
+
+    /// [`Self::try_begin_request`] that also counts against DP rank `rank`.
+    pub fn try_begin_request_on(&self, rank: Rank) -> bool {
+        if !self.try_begin_request() {
+            return false;
+        }
+        if let Some(c) = self.rank_in_flight.get(rank as usize) {
+            c.fetch_add(1, Ordering::AcqRel);
+        }
+        true
+    }
+
+    fn gate_closed(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+            || self.paused.load(Ordering::SeqCst)
+            || self.awaiting_refit.load(Ordering::SeqCst)
+            || self.incompatible.load(Ordering::SeqCst)
+    }
+
+    /// Undoes an increment that was never exposed (no gauge change).
+    fn end_request_uncounted(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.drained.notify_waiters();
+        }
     }
 
     /// Counts one request as finished (response fully sent or dropped). Wakes a
@@ -198,7 +239,7 @@ impl Worker {
     pub fn end_request(&self) {
         let prev = self
             .in_flight
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
         match prev {
             Ok(prev) => {
                 self.in_flight_gauge.dec();
@@ -399,6 +440,22 @@ mod tests {
             "second call reports it was already draining"
         );
         assert!(!w.is_routable());
+    }
+
+    #[test]
+    fn try_begin_respects_closed_gates() {
+        let w = test_worker(1, "http://a");
+        assert!(w.try_begin_request());
+        assert_eq!(w.in_flight(), 1);
+        w.set_paused(true);
+        assert!(!w.try_begin_request());
+        assert_eq!(w.in_flight(), 1, "a refused booking counts nothing");
+        w.set_paused(false);
+        w.set_draining();
+        assert!(!w.try_begin_request_on(0));
+        assert_eq!((w.in_flight(), w.in_flight_on(0)), (1, 0));
+        w.end_request();
+        assert_eq!((w.in_flight(), w.in_flight_gauge.get()), (0, 0));
     }
 
     #[test]
