@@ -19,6 +19,14 @@ def _f(v, fmt: str, scale: float = 1.0, dash: str = "–") -> str:
         return dash
 
 
+def _err(e: str) -> str:
+    """First line of a failure without the log path, plus the process's last words when known."""
+    lines = e.splitlines()
+    first = lines[0].split("; log:")[0]
+    said = next((ln.strip() for ln in lines[1:] if ln.strip().startswith("error:")), "")
+    return (first + (f" (`{said}`)" if said else ""))[:160]
+
+
 def _load(v) -> str:
     return f"{v[0]:.1f}" if isinstance(v, (list, tuple)) and v else "?"
 
@@ -31,7 +39,7 @@ def workload_table(runs: list[dict]) -> str:
     notes: list[str] = []
     for r in runs:
         if r.get("error"):
-            rows.append(f"| {r['router']} | failed: {r['error'].splitlines()[0][:80]} |||||||||| |")
+            rows.append(f"| {r['router']} | failed: {_err(r['error'])} |||||||||| |")
             continue
         s = r["summary"]
         if r.get("router_warnings"):
@@ -59,7 +67,7 @@ def overhead_table(ov: dict) -> str:
         "–"]) + " |")]
     for r in ov.get("routers", []):
         if r.get("error"):
-            rows.append(f"| {r['router']} | failed: {r['error'].splitlines()[0][:80]} ||||||| ")
+            rows.append(f"| {r['router']} | failed: {_err(r['error'])} ||||||| |")
             continue
         rows.append("| " + " | ".join([
             r["router"], _f(r["c1"].get("p50_us"), ".0f"), _f(r["c1"].get("p99_us"), ".0f"),
