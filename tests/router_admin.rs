@@ -32,6 +32,14 @@ async fn rest_api_registers_lists_and_removes_workers() {
     let (status, v) = get_json(format!("{}/readiness", r.url)).await;
     assert_eq!(status, 503, "not ready without workers: {v}");
     assert_eq!(
+        c.get(format!("{}/health_generate", r.url))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        503
+    );
+    assert_eq!(
         c.post(format!("{}/generate", r.url))
             .json(&json!({"text":"x"}))
             .send()
@@ -58,6 +66,22 @@ async fn rest_api_registers_lists_and_removes_workers() {
         id
     };
     wait_healthy_count(&r.url, 1).await;
+    assert_eq!(
+        c.get(format!("{}/liveness", r.url))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        c.get(format!("{}/health_generate", r.url))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
     let (status, v) = get_json(format!("{}/readiness", r.url)).await;
     assert_eq!((status, v["healthy_workers"].as_u64()), (200, Some(1)));
     let list = workers(&r.url).await;

@@ -208,6 +208,7 @@ async fn a_worker_that_never_answers_times_out() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 504);
+    assert_eq!(resp.headers()["x-kvrouter-worker"], stub.url.as_str());
     assert_error_shape(&resp.json().await.unwrap(), "upstream_timeout");
 }
 

@@ -19,11 +19,12 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
         || name.as_str() == "proxy-connection"
 }
 
-/// Copies request headers for the worker: all but hop-by-hop and `host` (set from the URL).
+/// Copies request headers for the worker: all but hop-by-hop, `host` (set from the URL) and
+/// `expect` (the router has already read the whole body).
 pub fn request_headers(from: &HeaderMap, to: &mut HeaderMap) {
     to.reserve(from.len());
     for (name, value) in from {
-        if !is_hop_by_hop(name) && name != header::HOST {
+        if !is_hop_by_hop(name) && name != header::HOST && name != header::EXPECT {
             to.append(name.clone(), value.clone());
         }
     }
@@ -38,5 +39,38 @@ pub fn strip_response_headers(headers: &mut HeaderMap) {
         .collect();
     for name in hop {
         headers.remove(name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_hop_by_hop_host_and_expect() {
+        let mut from = HeaderMap::new();
+        for (k, v) in [
+            ("host", "router:1"),
+            ("connection", "keep-alive"),
+            ("transfer-encoding", "chunked"),
+            ("expect", "100-continue"),
+            ("authorization", "Bearer k"),
+            ("x-smg-routing-key", "s1"),
+            ("content-type", "application/json"),
+        ] {
+            from.append(HeaderName::from_static(k), v.parse().unwrap());
+        }
+        let mut to = HeaderMap::new();
+        request_headers(&from, &mut to);
+        let mut names: Vec<&str> = to.keys().map(|k| k.as_str()).collect();
+        names.sort();
+        assert_eq!(
+            names,
+            vec!["authorization", "content-type", "x-smg-routing-key"]
+        );
+        let mut resp = from.clone();
+        strip_response_headers(&mut resp);
+        assert!(!resp.contains_key("connection") && !resp.contains_key("transfer-encoding"));
+        assert!(resp.contains_key("host") && resp.contains_key("content-type"));
     }
 }

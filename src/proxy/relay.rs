@@ -138,6 +138,11 @@ impl Drop for RelayBody {
         if self.finished {
             return;
         }
+        if self.inner.is_end_stream() {
+            // Fully relayed (hyper stops polling once the body reports its end).
+            self.finish();
+            return;
+        }
         // The client went away before the body ended: dropping `inner` closes the upstream
         // connection; also ask the worker to stop generating.
         if let Some(b) = &self.booking {

@@ -18,3 +18,6 @@ pub use input::{Endpoint, InputError, RoutingInput};
 pub use policy::{Choice, Policy};
 pub use selector::{policy_for, Selector};
 pub use sticky::StickyTable;
+
+#[cfg(test)]
+mod tests;

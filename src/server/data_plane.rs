@@ -80,6 +80,16 @@ fn error(route: &'static str, e: ApiError) -> Response<RouterBody> {
     e.into_response()
 }
 
+/// A router-made error after trying `worker`: still names the worker in `x-kvrouter-worker`.
+fn worker_error(route: &'static str, e: ApiError, worker: &str) -> Response<RouterBody> {
+    record(route, e.status, worker);
+    let mut resp = e.into_response();
+    if let Ok(v) = HeaderValue::from_str(worker) {
+        resp.headers_mut().insert(WORKER_HEADER, v);
+    }
+    resp
+}
+
 /// Handles `POST /generate`, `/v1/chat/completions`, `/v1/completions`.
 pub async fn handle(
     state: &AppState,
@@ -115,6 +125,7 @@ pub async fn handle(
     let max_retries = state.config.retry_max_retries;
     let mut tried: Vec<WorkerId> = Vec::new();
     let mut last_error = ApiError::no_workers();
+    let mut last_worker: Option<Arc<Worker>> = None;
     let mut attempt = 0u32;
     loop {
         let snapshot = state.registry.snapshot();
@@ -124,7 +135,10 @@ pub async fn handle(
             .cloned()
             .collect();
         let Some(booking) = state.selector.select(&input, routing_key, &candidates) else {
-            return error(route, last_error);
+            return match &last_worker {
+                Some(w) => worker_error(route, last_error, &w.url),
+                None => error(route, last_error),
+            };
         };
         let can_retry = attempt < max_retries && candidates.len() > 1;
         let worker = booking.worker().clone();
@@ -194,28 +208,30 @@ pub async fn handle(
                             e.to_string(),
                         );
                         if !can_retry {
-                            return error(route, last_error);
+                            return worker_error(route, last_error, &worker.url);
                         }
                         metrics.retries.with_label_values(&[route, "connect"]).inc();
                     }
                     ForwardError::Timeout { .. } => {
-                        return error(
+                        return worker_error(
                             route,
                             ApiError::new(
                                 StatusCode::GATEWAY_TIMEOUT,
                                 "upstream_timeout",
                                 e.to_string(),
                             ),
+                            &worker.url,
                         )
                     }
                     ForwardError::Io { .. } | ForwardError::BadUrl { .. } => {
-                        return error(
+                        return worker_error(
                             route,
                             ApiError::new(
                                 StatusCode::BAD_GATEWAY,
                                 "upstream_request_failed",
                                 e.to_string(),
                             ),
+                            &worker.url,
                         )
                     }
                 }
@@ -223,6 +239,7 @@ pub async fn handle(
         }
         drop(booking);
         tried.push(worker.id);
+        last_worker = Some(worker);
         tokio::time::sleep(state.backoff.delay(attempt)).await;
         attempt += 1;
     }
@@ -247,7 +264,9 @@ fn relay(
         .headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"));
+        .is_some_and(|v| v.starts_with("text/event-stream"))
+        // A final error event can only be appended to a stream without a declared length.
+        && !parts.headers.contains_key(header::CONTENT_LENGTH);
     record(route, parts.status, &url);
     let ctx = RelayContext {
         route,
