@@ -12,8 +12,8 @@ use hyper::body::Frame;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use kvrouter::sim::loadgen::{
-    run_with_records, AgentConfig, Endpoint, GrpoConfig, LoadgenConfig, RequestStatus, TraceConfig,
-    Workload,
+    run_until, run_with_records, AgentConfig, CancellationToken, Endpoint, GrpoConfig,
+    LoadgenConfig, RequestStatus, TraceConfig, Workload,
 };
 use parking_lot::Mutex;
 use serde_json::{json, Value};
@@ -41,21 +41,27 @@ struct Seen {
 struct Stub {
     url: String,
     seen: Arc<Mutex<Seen>>,
+    /// One permit per request received (before answering, or hanging).
+    arrived: Arc<tokio::sync::Semaphore>,
 }
 
 async fn stub(mode: Mode, worker_header: Option<&'static str>) -> Stub {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Seen::default()));
+    let arrived = Arc::new(tokio::sync::Semaphore::new(0));
     let state = seen.clone();
+    let arrivals = arrived.clone();
     tokio::spawn(async move {
         loop {
             let Ok((tcp, _)) = listener.accept().await else {
                 return;
             };
             let state = state.clone();
+            let arrivals = arrivals.clone();
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req| {
+                    arrivals.add_permits(1);
                     handle(req, mode, worker_header, state.clone())
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -64,7 +70,7 @@ async fn stub(mode: Mode, worker_header: Option<&'static str>) -> Stub {
             });
         }
     });
-    Stub { url, seen }
+    Stub { url, seen, arrived }
 }
 
 type Body = BoxBody<Bytes, Infallible>;
@@ -401,7 +407,7 @@ async fn timeouts_fail_and_the_duration_bound_cancels() {
     );
 
     let mut cfg = grpo(vec![s.url.clone()]);
-    cfg.max_duration_secs = 0.3;
+    cfg.max_duration_secs = 1.5;
     let (summary, records) = run_with_records(cfg).await.unwrap();
     // The first group (4 siblings) is in flight at the bound; nothing starts after it.
     assert_eq!(summary.requests.cancelled, 4);
@@ -421,4 +427,43 @@ async fn bad_configs_are_rejected_before_sending() {
     );
     let err = kvrouter::sim::loadgen::run(missing).await.unwrap_err();
     assert!(format!("{err:#}").contains("cannot open trace"), "{err:#}");
+}
+
+#[tokio::test]
+async fn a_stop_request_cancels_what_is_in_flight() {
+    let s = stub(Mode::Hang, None).await;
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(run_until(grpo(vec![s.url.clone()]), stop.clone()));
+    // The first group's 4 siblings reach the server, then the run is stopped.
+    let _ = s.arrived.acquire_many(4).await.unwrap();
+    stop.cancel();
+    let (summary, records) = run.await.unwrap().unwrap();
+    assert_eq!((summary.requests.total, summary.requests.cancelled), (4, 4));
+    assert!(records
+        .iter()
+        .all(|r| r.error.as_deref() == Some("cancelled: run stopped")));
+}
+
+#[tokio::test]
+async fn sigint_stops_the_binary_which_still_reports() {
+    let s = stub(Mode::Hang, None).await;
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_loadgen"))
+        .args(["--url", &s.url, "grpo", "--groups", "1", "--samples", "3"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _ = s.arrived.acquire_many(3).await.unwrap();
+    let pid = child.id().unwrap().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().await.unwrap();
+    assert_eq!(out.status.code(), Some(3), "no request succeeded");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("3 total, 0 ok, 0 failed, 3 cancelled"),
+        "{stdout}"
+    );
 }

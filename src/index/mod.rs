@@ -1,7 +1,28 @@
 //! The embedded KV index: which blocks are resident on which (worker, DP rank),
-//! `find_matches` over a request's block hashes, and the predicted layer
-//! (predict-on-route) with its TTL.
+//! `find_matches` over a request's sequence hashes, and the predicted /
+//! in-flight layer (predict-on-route) with its TTL. Design notes: docs/index.md.
 
+mod block_map;
+mod booking;
+mod error;
 pub mod event;
+mod find;
+mod hashers;
+mod kv_index;
+mod metrics;
+mod overlap;
+mod pending;
+mod unit;
+mod unit_blocks;
+mod unit_set;
 
-pub use event::KvEvent;
+pub use booking::Booking;
+pub use error::IndexError;
+pub use event::{EngineHash, KvEvent};
+pub use kv_index::{Applied, IndexStats, KvIndex};
+pub use overlap::{Overlaps, UnitOverlap};
+pub use pending::PredictionId;
+pub use unit::{Unit, MAX_RANK, MAX_WORKER_ID};
+
+#[cfg(test)]
+mod tests;

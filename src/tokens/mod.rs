@@ -1,1 +1,16 @@
-//! Block identity: page splitting, xxh3-64 content hashes and chained sequence hashes (Dynamo-compatible).
+//! Block identity: page splitting, xxh3 content hashes of full pages and chained
+//! sequence hashes, bit-identical to Dynamo's `compute_block_hash_for_seq` /
+//! `compute_seq_hash_for_block` (xxh3-64, seed 1337, little-endian u32 tokens).
+//!
+//! - [`hash::local_hash`] / [`hash::chain`]: the two primitive hashes;
+//! - [`hash::seq_hashes`]: one-shot hashing of a prompt;
+//! - [`hasher::BlockHasher`]: incremental hashing that extends a previous chain
+//!   with only the new tokens (the next turn of a session).
+
+pub mod hash;
+pub mod hasher;
+
+pub use hash::{
+    chain, local_hash, next_seq, seq_hashes, seq_hashes_into, BlockHash, SeqHash, XXH3_SEED,
+};
+pub use hasher::BlockHasher;

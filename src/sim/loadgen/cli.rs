@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use tokio_util::sync::CancellationToken;
 
 use super::config::{
     AgentConfig, Endpoint, GrpoConfig, LoadgenConfig, TraceConfig, UrlPick, Workload,
@@ -215,10 +216,13 @@ impl Cli {
 }
 
 /// Runs the command: prints the table (or JSON) on stdout and writes `--json`.
+/// Ctrl-C (SIGINT) stops the run early; the summary of what ran is still printed.
 /// Exit code 0 when at least one request succeeded, 3 when none did (clap uses 2
 /// for usage errors, the binary 1 for configuration and I/O errors).
 pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
-    let summary = super::run(cli.config()).await?;
+    let stop = CancellationToken::new();
+    cancel_on_interrupt(stop.clone()).context("cannot listen for SIGINT")?;
+    let (summary, _) = super::run_until(cli.config(), stop).await?;
     let json = serde_json::to_string_pretty(&summary)?;
     if let Some(path) = &cli.common.json {
         std::fs::write(path, format!("{json}\n"))
@@ -233,6 +237,32 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(3)
     })
+}
+
+/// Cancels `stop` on SIGINT. The handler is in place when this returns, so an
+/// interrupt can never hit the default action (killing the process unreported).
+#[cfg(unix)]
+fn cancel_on_interrupt(stop: CancellationToken) -> std::io::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut sigint = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        if sigint.recv().await.is_some() {
+            eprintln!("loadgen: interrupted; cancelling requests in flight");
+            stop.cancel();
+        }
+    });
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn cancel_on_interrupt(stop: CancellationToken) -> std::io::Result<()> {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("loadgen: interrupted; cancelling requests in flight");
+            stop.cancel();
+        }
+    });
+    Ok(())
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! OpenAI endpoint, measured per request and summarised.
 //!
 //! Library entry points (the `loadgen` binary, the demo and the comparison harness
-//! call them in-process): [`run`] and [`run_with_records`].
+//! call them in-process): [`run`], [`run_with_records`] and [`run_until`].
 //!
 //! Flow: `config` -> `workloads::*` plan `request::RequestSpec`s -> `runner` sends
 //! them through `client` (`sse` + `response` read the replies) and keeps a
@@ -28,6 +28,8 @@ pub use config::{
 pub use record::{RequestRecord, RequestStatus};
 pub use report::Summary;
 
+pub use tokio_util::sync::CancellationToken;
+
 use report::RunMeta;
 use runner::Runner;
 
@@ -39,12 +41,21 @@ pub async fn run(cfg: LoadgenConfig) -> anyhow::Result<Summary> {
 
 /// [`run`], also returning every request's record in dispatch order.
 pub async fn run_with_records(cfg: LoadgenConfig) -> anyhow::Result<(Summary, Vec<RequestRecord>)> {
+    run_until(cfg, CancellationToken::new()).await
+}
+
+/// [`run_with_records`] that also ends early when `stop` is cancelled: nothing new
+/// starts and requests in flight are recorded as cancelled.
+pub async fn run_until(
+    cfg: LoadgenConfig,
+    stop: CancellationToken,
+) -> anyhow::Result<(Summary, Vec<RequestRecord>)> {
     cfg.validate()?;
     let trace = match &cfg.workload {
         Workload::Trace(t) => workloads::trace::load(&t.file, t.max_requests)?,
         _ => Vec::new(),
     };
-    let runner = Runner::new(&cfg)?;
+    let runner = Runner::new(&cfg, stop)?;
     let seed = cfg.seed;
     let max_new = cfg.max_new_tokens();
     match &cfg.workload {

@@ -1,14 +1,16 @@
 //! `Runner`: sends the requests workloads plan. It owns the client, the URL pick,
-//! the concurrency slots, the run's deadline and the collected records.
+//! the concurrency slots, when the run stops (deadline or stop request) and the
+//! collected records.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::Semaphore;
-use tokio::time::{timeout_at, Instant};
+use tokio::time::{sleep_until, Instant};
+use tokio_util::sync::CancellationToken;
 
-use super::client::HttpClient;
+use super::client::{ClientError, Exchange, HttpClient};
 use super::config::{LoadgenConfig, UrlPick};
 use super::record::{RequestRecord, RequestStatus};
 use super::request::{BodyOptions, RequestSpec};
@@ -31,14 +33,16 @@ pub struct Runner {
     body: BodyOptions,
     start: Instant,
     deadline: Instant,
+    stop: CancellationToken,
     timeout: Duration,
     dispatched: AtomicU64,
     records: Mutex<Vec<RequestRecord>>,
 }
 
 impl Runner {
-    /// A runner for `cfg` (already validated) whose clock starts now.
-    pub fn new(cfg: &LoadgenConfig) -> anyhow::Result<Runner> {
+    /// A runner for `cfg` (already validated) whose clock starts now; cancelling
+    /// `stop` ends the run early, like reaching its deadline.
+    pub fn new(cfg: &LoadgenConfig, stop: CancellationToken) -> anyhow::Result<Runner> {
         let endpoint = cfg.endpoint();
         let several = cfg.urls.len() > 1;
         let targets = cfg
@@ -78,6 +82,7 @@ impl Runner {
             },
             start,
             deadline: start + cfg.max_duration(),
+            stop,
             timeout: cfg.timeout(),
             dispatched: AtomicU64::new(0),
             records: Mutex::new(Vec::new()),
@@ -89,38 +94,47 @@ impl Runner {
         self.start
     }
 
-    /// When the run must end.
-    pub fn deadline(&self) -> Instant {
-        self.deadline
+    /// True once nothing new may start (deadline reached or stop requested).
+    pub fn expired(&self) -> bool {
+        self.stop.is_cancelled() || Instant::now() >= self.deadline
     }
 
-    /// True once nothing new may start.
-    pub fn expired(&self) -> bool {
-        Instant::now() >= self.deadline
+    /// Resolves when the run must stop.
+    pub async fn stopped(&self) {
+        tokio::select! {
+            _ = sleep_until(self.deadline) => {}
+            _ = self.stop.cancelled() => {}
+        }
+    }
+
+    /// Sleeps until `at`; false if the run stopped first.
+    pub async fn sleep_until(&self, at: Instant) -> bool {
+        tokio::select! {
+            _ = sleep_until(at) => !self.expired(),
+            _ = self.stopped() => false,
+        }
     }
 
     /// Sends `spec` once a concurrency slot is free, records the outcome, and
     /// returns the response when it succeeded. Nothing is sent (or recorded) once
-    /// the run has expired.
+    /// the run has stopped.
     pub async fn send(&self, spec: RequestSpec) -> Option<ResponseInfo> {
-        let Ok(Ok(_slot)) = timeout_at(self.deadline, self.slots.acquire()).await else {
-            return None;
+        let slot = tokio::select! {
+            slot = self.slots.acquire() => slot.ok(),
+            _ = self.stopped() => None,
         };
-        if self.expired() {
+        if slot.is_none() || self.expired() {
             return None;
         }
         let target = self.target(&spec);
         let index = self.dispatched.fetch_add(1, Ordering::Relaxed);
         let body = self.body.body(&spec);
         let sent = Instant::now();
-        let timeout_end = sent + self.timeout;
-        let limit = timeout_end.min(self.deadline);
-        let result = timeout_at(
-            limit,
-            self.client
-                .post(&target.uri, body, spec.routing_key.as_deref()),
-        )
-        .await;
+        let end = tokio::select! {
+            result = self.client.post(&target.uri, body, spec.routing_key.as_deref()) => End::Done(result),
+            _ = sleep_until(sent + self.timeout) => End::TimedOut,
+            _ = self.stopped() => End::Stopped,
+        };
         let e2e = sent.elapsed();
         let mut record = RequestRecord {
             index,
@@ -141,46 +155,56 @@ impl Runner {
             completion_tokens: None,
             finish_reason: None,
         };
-        let mut ok_info = None;
-        match result {
-            Err(_) if limit < timeout_end => {
-                record.status = RequestStatus::Cancelled;
-                record.error = Some("cancelled: max duration reached".into());
-            }
-            Err(_) => record.error = Some(format!("timeout after {:?}", self.timeout)),
-            Ok(Err(e)) => record.error = Some(e.to_string()),
-            Ok(Ok(x)) => {
-                let info = x.info;
-                record.http_status = Some(x.status.as_u16());
-                if let Some(w) = x.worker {
-                    record.worker = w;
-                }
-                record.ttft_ms = Some(x.ttft.map_or(record.e2e_ms, ms));
-                record.prompt_tokens = info.prompt_tokens;
-                record.cached_tokens = info.cached_tokens;
-                record.completion_tokens = info.completion_tokens;
-                record.finish_reason = info.finish_reason.clone();
-                record.error = if !x.status.is_success() {
-                    Some(format!(
-                        "HTTP {}: {}",
-                        x.status.as_u16(),
-                        info.error.as_deref().unwrap_or("")
-                    ))
-                } else if let Some(e) = &info.error {
-                    Some(e.clone())
-                } else if info.aborted() {
-                    Some("aborted by the server".into())
-                } else {
-                    None
-                };
-                if record.error.is_none() {
-                    record.status = RequestStatus::Ok;
-                    ok_info = Some(info);
-                }
-            }
-        }
+        let ok_info = self.settle(&mut record, end);
         self.records.lock().push(record);
         ok_info
+    }
+
+    /// Fills `record` from how the exchange ended; the response if it succeeded.
+    fn settle(&self, record: &mut RequestRecord, end: End) -> Option<ResponseInfo> {
+        let x = match end {
+            End::Stopped => {
+                record.status = RequestStatus::Cancelled;
+                record.error = Some(if self.stop.is_cancelled() {
+                    "cancelled: run stopped".into()
+                } else {
+                    "cancelled: max duration reached".into()
+                });
+                return None;
+            }
+            End::TimedOut => {
+                record.error = Some(format!("timeout after {:?}", self.timeout));
+                return None;
+            }
+            End::Done(Err(e)) => {
+                record.error = Some(e.to_string());
+                return None;
+            }
+            End::Done(Ok(x)) => x,
+        };
+        let info = x.info;
+        let status = x.status.as_u16();
+        record.http_status = Some(status);
+        if let Some(w) = x.worker {
+            record.worker = w;
+        }
+        record.ttft_ms = Some(x.ttft.map_or(record.e2e_ms, ms));
+        record.prompt_tokens = info.prompt_tokens;
+        record.cached_tokens = info.cached_tokens;
+        record.completion_tokens = info.completion_tokens;
+        record.finish_reason = info.finish_reason.clone();
+        record.error = match (&info.error, x.status.is_success()) {
+            (Some(e), false) => Some(format!("HTTP {status}: {e}")),
+            (None, false) => Some(format!("HTTP {status}")),
+            (Some(e), true) => Some(e.clone()),
+            (None, true) if info.aborted() => Some("aborted by the server".into()),
+            (None, true) => None,
+        };
+        if record.error.is_some() {
+            return None;
+        }
+        record.status = RequestStatus::Ok;
+        Some(info)
     }
 
     /// Records so far, in dispatch order.
@@ -198,6 +222,13 @@ impl Runner {
         };
         &self.targets[i]
     }
+}
+
+/// How one exchange ended.
+enum End {
+    Done(Result<Exchange, ClientError>),
+    TimedOut,
+    Stopped,
 }
 
 fn ms(d: Duration) -> f64 {

@@ -105,7 +105,7 @@ impl Session {
 }
 
 /// Runs all sessions concurrently; a session ends after its last turn, on a failed
-/// turn, or at the run's deadline.
+/// turn, or when the run stops.
 pub async fn run(runner: &Runner, cfg: &AgentConfig, seed: u64, max_new_tokens: u32) {
     stream::iter(0..cfg.sessions)
         .map(|index| async move {
@@ -119,7 +119,9 @@ pub async fn run(runner: &Runner, cfg: &AgentConfig, seed: u64, max_new_tokens: 
                 if cfg.tool_latency_ms > 0 && session.turn < cfg.turns {
                     let wake =
                         tokio::time::Instant::now() + Duration::from_millis(cfg.tool_latency_ms);
-                    tokio::time::sleep_until(wake.min(runner.deadline())).await;
+                    if !runner.sleep_until(wake).await {
+                        break;
+                    }
                 }
             }
         })

@@ -46,7 +46,7 @@ pub fn group_requests(
         .collect()
 }
 
-/// Runs every group (stopping at the run's deadline).
+/// Runs every group (none starts once the run has stopped).
 pub async fn run(runner: &Runner, cfg: &GrpoConfig, seed: u64, max_new_tokens: u32) {
     stream::iter(0..cfg.groups)
         .map(|group| async move {

@@ -132,17 +132,14 @@ pub async fn run(
     for (index, entry) in entries.iter().enumerate() {
         let offset = replay_offset(entry.timestamp, first, cfg.time_scale);
         let at = runner.start() + offset;
-        if at >= runner.deadline() {
-            break;
-        }
-        let mut due = std::pin::pin!(tokio::time::sleep_until(at));
-        loop {
+        let mut due = std::pin::pin!(runner.sleep_until(at));
+        let on_time = loop {
             tokio::select! {
-                _ = &mut due, if inflight.len() < concurrency => break,
+                on_time = &mut due, if inflight.len() < concurrency => break on_time,
                 Some(_) = inflight.next(), if !inflight.is_empty() => {}
             }
-        }
-        if runner.expired() {
+        };
+        if !on_time || runner.expired() {
             break;
         }
         let spec = entry_request(entry, index as u64, cfg, seed, max_new_tokens_cap, offset);

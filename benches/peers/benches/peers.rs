@@ -1,0 +1,471 @@
+//! kvrouter's KV index side by side with the published peer indexes on the same
+//! data (conversation trace, page 16, request i stored on worker i % W):
+//! ingest throughput, `find_matches` p50/p99 at 8 / 64 / 512 workers, a
+//! 64k-token prompt (hashing included, each index with its own hashing where it
+//! has one), bytes per (block, worker) counted by the allocator, and memory
+//! after evicting everything. Plain timing loops (criterion reports no
+//! percentiles). Run from this folder:
+//! `CARGO_TARGET_DIR=/work/targets/index-peers cargo bench --bench peers`.
+
+#[path = "../../common/index_data.rs"]
+mod data;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::Instant;
+
+use dynamo_kv_router::indexer::{RadixTree as DynRadix, SyncIndexer, ThreadPoolIndexer};
+use dynamo_kv_router::protocols::{
+    compute_block_hash_for_seq, BlockHashOptions, ExternalSequenceBlockHash, KvCacheEvent,
+    KvCacheEventData, KvCacheRemoveData, KvCacheStoreData, KvCacheStoredBlockData, LocalBlockHash,
+    RouterEvent,
+};
+use dynamo_kv_router::ConcurrentRadixTreeCompressed;
+use kv_index::{ChainBlockMap, ChainIndex, ContentHash, SequenceHash, StoredBlock};
+use kvrouter::index::{KvEvent, KvIndex};
+use kvrouter::tokens::seq_hashes;
+use kvrouter::workers::WorkerId;
+use radix_tree::{Config as SmgConfig, OverlapScratch, RadixTree as SmgTree};
+
+struct Counting;
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// One stored request in a neutral form every index can be fed from.
+struct Stored {
+    worker: u32,
+    tokens: Vec<u32>,
+    local: Vec<u64>,
+    seq: Vec<u64>,
+    engine: Vec<u64>,
+}
+
+fn stored(worker: u32, tokens: &[u32]) -> Stored {
+    let seq = seq_hashes(tokens, data::PAGE);
+    Stored {
+        worker,
+        tokens: tokens[..seq.len() * data::PAGE].to_vec(),
+        local: data::content_hashes(tokens),
+        engine: seq.iter().map(|s| data::engine_hash(*s)).collect(),
+        seq,
+    }
+}
+
+/// The operations the comparison needs from every index.
+trait Index {
+    fn name(&self) -> &'static str;
+    fn store(&mut self, s: &Stored);
+    fn remove(&mut self, s: &Stored);
+    /// Hash `tokens` with the index's own hashing and return the number of units matched.
+    fn hash_and_find(&mut self, tokens: &[u32]) -> usize;
+    /// Find with precomputed hashes (local and sequence hashes both supplied).
+    fn find(&mut self, local: &[u64], seq: &[u64]) -> usize;
+    fn sync(&mut self) {}
+}
+
+struct Ours(KvIndex);
+impl Index for Ours {
+    fn name(&self) -> &'static str {
+        "kvrouter KvIndex"
+    }
+    fn store(&mut self, s: &Stored) {
+        let ev = KvEvent::Stored {
+            parent: None,
+            block_hashes: s.engine.clone(),
+            token_ids: s.tokens.clone(),
+            block_size: data::PAGE as u32,
+        };
+        let _ = self.0.apply(WorkerId(s.worker), 0, &ev);
+    }
+    fn remove(&mut self, s: &Stored) {
+        let _ = self.0.apply(
+            WorkerId(s.worker),
+            0,
+            &KvEvent::Removed {
+                block_hashes: s.engine.clone(),
+            },
+        );
+    }
+    fn hash_and_find(&mut self, tokens: &[u32]) -> usize {
+        self.0
+            .find_matches(&seq_hashes(tokens, data::PAGE))
+            .units
+            .len()
+    }
+    fn find(&mut self, _local: &[u64], seq: &[u64]) -> usize {
+        self.0.find_matches(seq).units.len()
+    }
+}
+
+struct KvChain {
+    index: ChainIndex,
+    maps: Vec<ChainBlockMap>,
+}
+impl Index for KvChain {
+    fn name(&self) -> &'static str {
+        "kv-index ChainIndex"
+    }
+    fn store(&mut self, s: &Stored) {
+        let w = s.worker as usize;
+        while self.maps.len() <= w {
+            let id = self
+                .index
+                .intern_worker(&format!("w{}", self.maps.len()))
+                .expect("worker id");
+            assert_eq!(id as usize, self.maps.len());
+            self.maps.push(ChainBlockMap::new());
+        }
+        let blocks: Vec<StoredBlock> = s
+            .engine
+            .iter()
+            .zip(&s.local)
+            .map(|(e, l)| StoredBlock {
+                seq_hash: SequenceHash(*e),
+                content_hash: ContentHash(*l),
+            })
+            .collect();
+        let _ = self
+            .index
+            .apply_stored(s.worker, &blocks, None, &mut self.maps[w]);
+    }
+    fn remove(&mut self, s: &Stored) {
+        let keys: Vec<SequenceHash> = s.engine.iter().map(|e| SequenceHash(*e)).collect();
+        self.index
+            .apply_removed(s.worker, &keys, &mut self.maps[s.worker as usize]);
+    }
+    fn hash_and_find(&mut self, tokens: &[u32]) -> usize {
+        let q = kv_index::compute_request_content_hashes(tokens, data::PAGE);
+        self.index.find_matches(&q, false).scores.len()
+    }
+    fn find(&mut self, local: &[u64], _seq: &[u64]) -> usize {
+        let q: Vec<ContentHash> = local.iter().map(|l| ContentHash(*l)).collect();
+        self.index.find_matches(&q, false).scores.len()
+    }
+}
+
+struct Smg {
+    tree: SmgTree,
+    holders: Vec<radix_tree::HolderId>,
+    scratch: OverlapScratch,
+    out: Vec<radix_tree::Overlap>,
+}
+impl Index for Smg {
+    fn name(&self) -> &'static str {
+        "smg-radix-tree RadixTree"
+    }
+    fn store(&mut self, s: &Stored) {
+        while self.holders.len() <= s.worker as usize {
+            let h = self.tree.create_holder(&format!("w{}", self.holders.len()));
+            self.holders.push(h);
+        }
+        let blocks: Vec<(u64, u64)> = s
+            .engine
+            .iter()
+            .copied()
+            .zip(s.local.iter().copied())
+            .collect();
+        let _ = self
+            .tree
+            .store(self.holders[s.worker as usize], None, &blocks);
+    }
+    fn remove(&mut self, s: &Stored) {
+        self.tree.remove(self.holders[s.worker as usize], &s.engine);
+    }
+    fn hash_and_find(&mut self, tokens: &[u32]) -> usize {
+        // No hashing of its own: it takes caller-computed content hashes.
+        let q = data::content_hashes(tokens);
+        self.tree.overlap(&q, &mut self.scratch, &mut self.out);
+        self.out.len()
+    }
+    fn find(&mut self, local: &[u64], _seq: &[u64]) -> usize {
+        self.tree.overlap(local, &mut self.scratch, &mut self.out);
+        self.out.len()
+    }
+}
+
+fn router_event(id: u64, s: &Stored, store: bool) -> RouterEvent {
+    let data = if store {
+        KvCacheEventData::Stored(KvCacheStoreData {
+            parent_hash: None,
+            start_position: None,
+            blocks: s
+                .engine
+                .iter()
+                .zip(&s.local)
+                .map(|(e, l)| KvCacheStoredBlockData {
+                    block_hash: ExternalSequenceBlockHash(*e),
+                    tokens_hash: LocalBlockHash(*l),
+                    mm_extra_info: None,
+                })
+                .collect(),
+        })
+    } else {
+        KvCacheEventData::Removed(KvCacheRemoveData {
+            block_hashes: s
+                .engine
+                .iter()
+                .map(|e| ExternalSequenceBlockHash(*e))
+                .collect(),
+        })
+    };
+    RouterEvent::new(
+        u64::from(s.worker),
+        KvCacheEvent {
+            event_id: id,
+            data,
+            dp_rank: 0,
+        },
+    )
+}
+
+fn dyn_hash(tokens: &[u32]) -> Vec<LocalBlockHash> {
+    compute_block_hash_for_seq(tokens, data::PAGE as u32, BlockHashOptions::default())
+}
+
+struct Dyn {
+    tree: DynRadix,
+    next_id: u64,
+}
+impl Index for Dyn {
+    fn name(&self) -> &'static str {
+        "dynamo RadixTree"
+    }
+    fn store(&mut self, s: &Stored) {
+        self.next_id += 1;
+        let _ = self.tree.apply_event(router_event(self.next_id, s, true));
+    }
+    fn remove(&mut self, s: &Stored) {
+        self.next_id += 1;
+        let _ = self.tree.apply_event(router_event(self.next_id, s, false));
+    }
+    fn hash_and_find(&mut self, tokens: &[u32]) -> usize {
+        self.tree.find_matches(dyn_hash(tokens), false).scores.len()
+    }
+    fn find(&mut self, local: &[u64], _seq: &[u64]) -> usize {
+        self.tree
+            .find_matches(local.iter().map(|l| LocalBlockHash(*l)).collect(), false)
+            .scores
+            .len()
+    }
+}
+
+struct Crtc {
+    pool: ThreadPoolIndexer<ConcurrentRadixTreeCompressed>,
+    rt: tokio::runtime::Runtime,
+    next_id: u64,
+}
+impl Index for Crtc {
+    fn name(&self) -> &'static str {
+        "dynamo ConcurrentRadixTreeCompressed"
+    }
+    fn store(&mut self, s: &Stored) {
+        self.next_id += 1;
+        let _ = self.pool.enqueue_event(router_event(self.next_id, s, true));
+    }
+    fn remove(&mut self, s: &Stored) {
+        self.next_id += 1;
+        let _ = self
+            .pool
+            .enqueue_event(router_event(self.next_id, s, false));
+    }
+    fn sync(&mut self) {
+        let pool = &self.pool;
+        let _ = self.rt.block_on(pool.flush_and_wait());
+    }
+    fn hash_and_find(&mut self, tokens: &[u32]) -> usize {
+        self.pool
+            .backend()
+            .find_matches(&dyn_hash(tokens), false)
+            .scores
+            .len()
+    }
+    fn find(&mut self, local: &[u64], _seq: &[u64]) -> usize {
+        let q: Vec<LocalBlockHash> = local.iter().map(|l| LocalBlockHash(*l)).collect();
+        self.pool.backend().find_matches(&q, false).scores.len()
+    }
+}
+
+fn make(kind: usize) -> Box<dyn Index> {
+    match kind {
+        0 => Box::new(Ours(KvIndex::new(data::PAGE as u32))),
+        1 => Box::new(KvChain {
+            index: ChainIndex::with_max_workers(1024),
+            maps: Vec::new(),
+        }),
+        2 => Box::new(Smg {
+            tree: SmgTree::new(SmgConfig::default()),
+            holders: Vec::new(),
+            scratch: OverlapScratch::default(),
+            out: Vec::new(),
+        }),
+        3 => Box::new(Dyn {
+            tree: DynRadix::new(),
+            next_id: 0,
+        }),
+        _ => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            let pool = {
+                let _guard = rt.enter();
+                ThreadPoolIndexer::new(ConcurrentRadixTreeCompressed::new(), 1, data::PAGE as u32)
+            };
+            Box::new(Crtc {
+                pool,
+                rt,
+                next_id: 0,
+            })
+        }
+    }
+}
+const KINDS: usize = 5;
+
+fn percentiles(mut v: Vec<u64>) -> (f64, f64) {
+    v.sort_unstable();
+    let at = |q: f64| v[((v.len() - 1) as f64 * q) as usize] as f64 / 1e3;
+    (at(0.5), at(0.99))
+}
+
+fn time_ns(f: impl FnOnce()) -> u64 {
+    let t = Instant::now();
+    f();
+    t.elapsed().as_nanos() as u64
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let requests: usize = std::env::var("PEERS_REQUESTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let prompts = data::trace_prompts(requests);
+    let long = data::long_prompt(65_536, 7);
+    println!(
+        "{requests} trace requests, page {}; request i stored on worker i % W",
+        data::PAGE
+    );
+    for w in [8usize, 64, 512] {
+        let stores: Vec<Stored> = prompts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| stored(data::owner(i, w), p))
+            .collect();
+        let blocks: usize = stores.iter().map(|s| s.seq.len()).sum();
+        let entries = {
+            let ours = KvIndex::new(data::PAGE as u32);
+            for s in &stores {
+                let _ = ours.apply(
+                    WorkerId(s.worker),
+                    0,
+                    &KvEvent::Stored {
+                        parent: None,
+                        block_hashes: s.engine.clone(),
+                        token_ids: s.tokens.clone(),
+                        block_size: data::PAGE as u32,
+                    },
+                );
+            }
+            ours.resident_blocks()
+        };
+        println!("\n== {w} workers: {blocks} blocks in events, {entries} distinct (block, worker) entries");
+        println!(
+            "{:<38} {:>20} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>9}",
+            "index",
+            "ingest M/s wall|cpu",
+            "find p50",
+            "find p99",
+            "h+f p50",
+            "h+f p99",
+            "64k h+f p50",
+            "B/entry",
+            "B evicted"
+        );
+        for kind in 0..KINDS {
+            let before = live();
+            let mut idx = make(kind);
+            let (t, cpu) = (Instant::now(), data::cpu_secs());
+            for s in &stores {
+                idx.store(s);
+            }
+            idx.sync();
+            let secs = t.elapsed().as_secs_f64();
+            let cpu = (data::cpu_secs() - cpu).max(0.01);
+            let bytes = live() - before;
+            idx.store(&stored(3, &long));
+            idx.sync();
+            let (mut f, mut hf) = (Vec::new(), Vec::new());
+            for round in 0..3 {
+                for (s, p) in stores.iter().zip(&prompts) {
+                    f.push(time_ns(|| {
+                        black_box(idx.find(&s.local, &s.seq));
+                    }));
+                    if round == 0 {
+                        hf.push(time_ns(|| {
+                            black_box(idx.hash_and_find(black_box(p)));
+                        }));
+                    }
+                }
+            }
+            let mut lf = Vec::new();
+            for _ in 0..100 {
+                lf.push(time_ns(|| {
+                    black_box(idx.hash_and_find(black_box(&long)));
+                }));
+            }
+            for s in &stores {
+                idx.remove(s);
+            }
+            idx.remove(&stored(3, &long));
+            idx.sync();
+            let evicted = live() - before;
+            let (f50, f99) = percentiles(f);
+            let (h50, h99) = percentiles(hf);
+            let (l50, _) = percentiles(lf);
+            println!(
+                "{:<38} {:>9.2} |{:>9.2} {:>8.2}us {:>8.2}us {:>8.2}us {:>8.2}us {:>9.2}us {:>11.1} {:>9}",
+                idx.name(),
+                blocks as f64 / secs / 1e6,
+                blocks as f64 / cpu / 1e6,
+                f50,
+                f99,
+                h50,
+                h99,
+                l50,
+                bytes as f64 / entries as f64,
+                evicted
+            );
+            drop(idx);
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! The confirmed-residency map: SeqHash -> packed holder set, split in shards
+//! behind `parking_lot::RwLock`s so lookups never take a global lock.
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+
+use parking_lot::RwLock;
+
+use super::find::DepthSource;
+use super::hashers::IdBuild;
+use super::unit::UnitId;
+use super::unit_set::{self, Packed, Removal, Spill, View};
+use crate::tokens::SeqHash;
+
+const SHARDS: usize = 128;
+
+#[derive(Default)]
+struct Shard {
+    map: HashMap<SeqHash, Packed, IdBuild>,
+    spill: Spill,
+}
+
+/// Keeps shards on their own cache lines.
+#[repr(align(128))]
+#[derive(Default)]
+struct Padded(RwLock<Shard>);
+
+/// Sharded SeqHash -> holders map.
+pub(crate) struct BlockMap {
+    shards: Box<[Padded]>,
+}
+
+impl Default for BlockMap {
+    fn default() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Padded::default()).collect(),
+        }
+    }
+}
+
+#[inline]
+fn shard_of(seq: SeqHash) -> usize {
+    // Bits the in-shard table does not use for its bucket index (low bits) or
+    // its control bytes (top 7 bits).
+    ((seq >> 40) as usize) & (SHARDS - 1)
+}
+
+impl BlockMap {
+    /// Adds `unit` as a holder of `seq`; returns false if it already was one.
+    pub(crate) fn insert(&self, seq: SeqHash, unit: UnitId) -> bool {
+        let mut guard = self.shards[shard_of(seq)].0.write();
+        let shard = &mut *guard;
+        let v = match shard.map.entry(seq) {
+            Entry::Vacant(e) => {
+                e.insert(unit_set::one(unit));
+                return true;
+            }
+            Entry::Occupied(e) => e.into_mut(),
+        };
+        match unit_set::view(*v) {
+            View::One(a) if a == unit => false,
+            View::One(a) => {
+                *v = unit_set::two(a, unit);
+                true
+            }
+            View::Two(a, b) if a == unit || b == unit => false,
+            View::Two(a, b) => {
+                let mut set = vec![a, b, unit];
+                set.sort_unstable();
+                *v = unit_set::spilled(shard.spill.alloc(set));
+                true
+            }
+            View::Spilled(slot) => shard.spill.insert(slot, unit),
+        }
+    }
+
+    /// Removes `unit` from the holders of `seq`; returns false if it was not one.
+    pub(crate) fn remove(&self, seq: SeqHash, unit: UnitId) -> bool {
+        let mut guard = self.shards[shard_of(seq)].0.write();
+        let shard = &mut *guard;
+        let Some(v) = shard.map.get_mut(&seq) else {
+            return false;
+        };
+        match unit_set::view(*v) {
+            View::One(a) if a == unit => {
+                shard.map.remove(&seq);
+                let (len, cap) = (shard.map.len(), shard.map.capacity());
+                if len * 4 < cap {
+                    shard.map.shrink_to(len * 2);
+                }
+                true
+            }
+            View::One(_) => false,
+            View::Two(a, b) if a == unit || b == unit => {
+                *v = unit_set::one(if a == unit { b } else { a });
+                true
+            }
+            View::Two(..) => false,
+            View::Spilled(slot) => match shard.spill.remove(slot, unit) {
+                Removal::Absent => false,
+                Removal::Kept => true,
+                Removal::Repacked(p) => {
+                    *v = p;
+                    true
+                }
+            },
+        }
+    }
+
+    /// Whether `unit` holds `seq`.
+    pub(crate) fn holds(&self, seq: SeqHash, unit: UnitId) -> bool {
+        let shard = self.shards[shard_of(seq)].0.read();
+        match shard.map.get(&seq).map(|v| unit_set::view(*v)) {
+            None => false,
+            Some(View::One(a)) => a == unit,
+            Some(View::Two(a, b)) => a == unit || b == unit,
+            Some(View::Spilled(slot)) => shard.spill.get(slot).binary_search(&unit).is_ok(),
+        }
+    }
+
+    /// Removes `unit` from every block (a full scan, for clears of units whose
+    /// blocks are not listed elsewhere).
+    pub(crate) fn remove_unit_everywhere(&self, unit: UnitId) {
+        for padded in self.shards.iter() {
+            let mut seqs = Vec::new();
+            {
+                let shard = padded.0.read();
+                for (seq, v) in shard.map.iter() {
+                    let held = match unit_set::view(*v) {
+                        View::One(a) => a == unit,
+                        View::Two(a, b) => a == unit || b == unit,
+                        View::Spilled(slot) => shard.spill.get(slot).binary_search(&unit).is_ok(),
+                    };
+                    if held {
+                        seqs.push(*seq);
+                    }
+                }
+            }
+            for seq in seqs {
+                self.remove(seq, unit);
+            }
+        }
+    }
+
+    /// Distinct blocks held by at least one unit.
+    pub(crate) fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.0.read().map.len()).sum()
+    }
+
+    /// Heap bytes of the map (table buckets incl. control bytes, spill arenas).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                let s = s.0.read();
+                table_bytes(s.map.capacity(), 16) + s.spill.heap_bytes()
+            })
+            .sum()
+    }
+}
+
+impl DepthSource for BlockMap {
+    #[inline]
+    fn count(&self, seq: SeqHash) -> usize {
+        let shard = self.shards[shard_of(seq)].0.read();
+        match shard.map.get(&seq).map(|v| unit_set::view(*v)) {
+            None => 0,
+            Some(View::One(_)) => 1,
+            Some(View::Two(..)) => 2,
+            Some(View::Spilled(slot)) => shard.spill.get(slot).len(),
+        }
+    }
+
+    fn units(&self, seq: SeqHash, out: &mut Vec<UnitId>) {
+        out.clear();
+        let shard = self.shards[shard_of(seq)].0.read();
+        match shard.map.get(&seq).map(|v| unit_set::view(*v)) {
+            None => {}
+            Some(View::One(a)) => out.push(a),
+            Some(View::Two(a, b)) => out.extend([a, b]),
+            Some(View::Spilled(slot)) => out.extend_from_slice(shard.spill.get(slot)),
+        }
+    }
+}
+
+/// Heap bytes of a std (hashbrown) table of `capacity` with `entry` bytes per slot.
+pub(crate) fn table_bytes(capacity: usize, entry: usize) -> usize {
+    if capacity == 0 {
+        return 0;
+    }
+    let buckets = if capacity < 8 {
+        capacity + 1
+    } else {
+        (capacity * 8 / 7).next_power_of_two()
+    };
+    buckets * (entry + 1) + 16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sets_grow_inline_then_spill_and_shrink_back() {
+        let m = BlockMap::default();
+        let mut out = Vec::new();
+        for u in [5, 1, 9, 3] {
+            assert!(m.insert(42, u));
+            assert!(!m.insert(42, u));
+        }
+        m.units(42, &mut out);
+        assert_eq!(out, vec![1, 3, 5, 9]);
+        assert_eq!(m.count(42), 4);
+        assert!(m.remove(42, 9));
+        assert!(!m.remove(42, 9));
+        assert!(m.remove(42, 1));
+        m.units(42, &mut out);
+        assert_eq!(out, vec![3, 5]);
+        assert!(m.remove(42, 3));
+        assert_eq!(m.count(42), 1);
+        assert!(m.remove(42, 5));
+        assert_eq!(m.count(42), 0);
+        assert_eq!(m.len(), 0);
+    }
+}

@@ -1,0 +1,165 @@
+//! Prefix-depth search shared by the confirmed map and the pending layer.
+//!
+//! Sequence hashes are chained, and engines evict leaves first, so the units
+//! holding block `i` of a request are (nearly always) a subset of those holding
+//! block `i - 1`: the holder count is non-increasing along the request. The
+//! search therefore gallops on the *count* (exponential then binary search) and
+//! fetches and intersects holder sets only where the count changes. A request
+//! of D blocks whose holders drop out at k distinct depths costs
+//! O((k + 1) log D) lookups instead of D; a request whose holders all keep the
+//! whole rest costs one probe of its last block. The price: a unit with a
+//! *hole* (a block removed from the middle of its chain while its descendants
+//! stay, which leaf-first eviction never does, or seen transiently inside one
+//! event batch) is not noticed where the holder count is otherwise unchanged,
+//! and its depth can be over-reported.
+
+use super::unit::UnitId;
+use crate::tokens::SeqHash;
+
+/// Something that knows, per block, how many and which units hold it.
+pub(crate) trait DepthSource {
+    fn count(&self, seq: SeqHash) -> usize;
+    /// Holders of `seq`, sorted ascending, replacing `out`'s contents.
+    fn units(&self, seq: SeqHash, out: &mut Vec<UnitId>);
+}
+
+/// Appends `(unit, depth)` for every unit holding a non-empty prefix of `seqs`
+/// (depth = number of leading blocks held). Exits after one lookup when no unit
+/// holds the first block.
+pub(crate) fn prefix_depths<S: DepthSource + ?Sized>(
+    src: &S,
+    seqs: &[SeqHash],
+    out: &mut Vec<(UnitId, u32)>,
+) {
+    let n = seqs.len();
+    if n == 0 {
+        return;
+    }
+    let mut active: Vec<UnitId> = Vec::new();
+    src.units(seqs[0], &mut active);
+    if active.is_empty() {
+        return;
+    }
+    let mut here: Vec<UnitId> = Vec::new();
+    let mut next: Vec<UnitId> = Vec::new();
+    // Holder count at `pos`, including units that are not active (holes).
+    let mut ref_count = active.len();
+    let mut pos = 0;
+    loop {
+        // The common hit holds the whole rest: one probe of the last block settles it.
+        if pos + 1 < n && src.count(seqs[n - 1]) == ref_count {
+            out.extend(active.iter().map(|&u| (u, n as u32)));
+            return;
+        }
+        // Gallop: lo = last position known to have ref_count holders, hi = first
+        // position known to differ (or n; n - 1 is known to differ when probed).
+        let (mut lo, mut hi, mut step) = (pos, if pos + 1 < n { n - 1 } else { n }, 1);
+        while lo + step < hi {
+            let probe = lo + step;
+            if src.count(seqs[probe]) == ref_count {
+                lo = probe;
+                step *= 2;
+            } else {
+                hi = probe;
+                break;
+            }
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if src.count(seqs[mid]) == ref_count {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        if hi == n {
+            out.extend(active.iter().map(|&u| (u, n as u32)));
+            return;
+        }
+        // The holders change at `hi`: intersect, record the units that left.
+        src.units(seqs[hi], &mut here);
+        next.clear();
+        let (mut i, mut j) = (0, 0);
+        while i < active.len() {
+            if j < here.len() && here[j] < active[i] {
+                j += 1;
+            } else if j < here.len() && here[j] == active[i] {
+                next.push(active[i]);
+                i += 1;
+                j += 1;
+            } else {
+                out.push((active[i], hi as u32));
+                i += 1;
+            }
+        }
+        if next.is_empty() {
+            return;
+        }
+        std::mem::swap(&mut active, &mut next);
+        ref_count = here.len();
+        pos = hi;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeSet, HashMap};
+
+    struct Fake(HashMap<SeqHash, BTreeSet<UnitId>>);
+
+    impl DepthSource for Fake {
+        fn count(&self, seq: SeqHash) -> usize {
+            self.0.get(&seq).map_or(0, |s| s.len())
+        }
+        fn units(&self, seq: SeqHash, out: &mut Vec<UnitId>) {
+            out.clear();
+            out.extend(self.0.get(&seq).into_iter().flatten().copied());
+        }
+    }
+
+    fn naive(f: &Fake, seqs: &[SeqHash]) -> Vec<(UnitId, u32)> {
+        let units: BTreeSet<UnitId> = f.0.values().flatten().copied().collect();
+        let mut out = Vec::new();
+        for u in units {
+            let d = seqs
+                .iter()
+                .take_while(|s| f.0.get(s).is_some_and(|h| h.contains(&u)))
+                .count();
+            if d > 0 {
+                out.push((u, d as u32));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn galloping_equals_a_linear_walk_on_prefix_closed_data() {
+        let seqs: Vec<SeqHash> = (100..400).collect();
+        // Unit u holds the first depth[u] blocks.
+        let depths = [0usize, 1, 2, 3, 17, 64, 65, 128, 255, 299, 300, 300];
+        let mut map: HashMap<SeqHash, BTreeSet<UnitId>> = HashMap::new();
+        for (u, &d) in depths.iter().enumerate() {
+            for s in &seqs[..d] {
+                map.entry(*s).or_default().insert(u as UnitId);
+            }
+        }
+        let f = Fake(map);
+        for len in [0, 1, 2, 5, 64, 200, 300] {
+            let mut got = Vec::new();
+            prefix_depths(&f, &seqs[..len], &mut got);
+            got.sort_unstable();
+            let mut want = naive(&f, &seqs[..len]);
+            want.sort_unstable();
+            assert_eq!(got, want, "len {len}");
+        }
+    }
+
+    #[test]
+    fn no_holder_of_the_first_block_means_no_result() {
+        let f = Fake(HashMap::from([(2, BTreeSet::from([1]))]));
+        let mut got = Vec::new();
+        prefix_depths(&f, &[1, 2, 3], &mut got);
+        assert!(got.is_empty());
+    }
+}

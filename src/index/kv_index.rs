@@ -1,0 +1,399 @@
+//! `KvIndex`: the confirmed residency of blocks per (worker, rank) fed by KV
+//! events, plus the predicted / in-flight layer, behind one query.
+//!
+//! Concurrency: the request path (`find_matches`) only takes shard read locks
+//! of the block map and the pending layer. Event application locks the unit it
+//! applies to (events of one unit are serialised, units proceed in parallel)
+//! and the block-map shards it touches, one at a time.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
+
+use super::block_map::BlockMap;
+use super::booking::Booking;
+use super::error::IndexError;
+use super::event::KvEvent;
+use super::find::prefix_depths;
+use super::metrics::metrics;
+use super::overlap::{Overlaps, UnitOverlap};
+use super::pending::{PendingLayer, PredictionId};
+use super::unit::{worker_range, Unit, UnitId};
+use super::unit_blocks::{Insert, UnitBlocks};
+use crate::tokens::{local_hash, next_seq, SeqHash};
+use crate::workers::{Rank, WorkerId};
+
+/// What one `apply` changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// (block, unit) entries added.
+    pub stored: usize,
+    /// (block, unit) entries removed.
+    pub removed: usize,
+    /// Blocks already in the requested state (duplicates, unknown removals).
+    pub unchanged: usize,
+}
+
+/// Counters since the index was created.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexStats {
+    pub unknown_parent_stores: u64,
+    pub unknown_removals: u64,
+}
+
+type UnitHandle = Arc<Mutex<UnitBlocks>>;
+
+/// The embedded KV index. Share it as `Arc<KvIndex>`.
+pub struct KvIndex {
+    page_size: u32,
+    blocks: BlockMap,
+    units: RwLock<HashMap<UnitId, UnitHandle>>,
+    resident: AtomicI64,
+    unknown_parent: AtomicU64,
+    unknown_removals: AtomicU64,
+    pending: Arc<PendingLayer>,
+}
+
+impl KvIndex {
+    /// An empty index for pages of `page_size` tokens.
+    pub fn new(page_size: u32) -> Self {
+        Self {
+            page_size,
+            blocks: BlockMap::default(),
+            units: RwLock::new(HashMap::new()),
+            resident: AtomicI64::new(0),
+            unknown_parent: AtomicU64::new(0),
+            unknown_removals: AtomicU64::new(0),
+            pending: Arc::new(PendingLayer::new()),
+        }
+    }
+
+    pub fn page_size(&self) -> u32 {
+        self.page_size
+    }
+
+    fn unit(&self, id: UnitId) -> UnitHandle {
+        if let Some(u) = self.units.read().get(&id) {
+            return u.clone();
+        }
+        self.units
+            .write()
+            .entry(id)
+            .or_insert_with(|| Arc::new(Mutex::new(UnitBlocks::new(id))))
+            .clone()
+    }
+
+    /// Applies one event of `(worker, rank)`. Idempotent: re-storing a resident
+    /// block or removing an unknown one changes nothing. A store whose parent is
+    /// not resident on that unit is dropped whole and reported as
+    /// [`IndexError::UnknownParent`] (the caller should resync the unit).
+    pub fn apply(
+        &self,
+        worker: WorkerId,
+        rank: Rank,
+        event: &KvEvent,
+    ) -> Result<Applied, IndexError> {
+        let id = Unit::new(worker, rank).id()?;
+        let out = match event {
+            KvEvent::Stored {
+                parent,
+                block_hashes,
+                token_ids,
+                block_size,
+            } => {
+                if *block_size != self.page_size {
+                    return Err(IndexError::PageSizeMismatch {
+                        expected: self.page_size,
+                        got: *block_size,
+                    });
+                }
+                let bs = *block_size as usize;
+                if token_ids.len() != block_hashes.len() * bs {
+                    return Err(IndexError::TokenCountMismatch {
+                        blocks: block_hashes.len(),
+                        tokens: token_ids.len(),
+                        block_size: *block_size,
+                    });
+                }
+                self.store(id, *parent, block_hashes, token_ids, bs)?
+            }
+            KvEvent::Removed { block_hashes } => self.remove(id, block_hashes),
+            KvEvent::Cleared => {
+                let removed = self.clear_unit(id, false);
+                Applied {
+                    removed,
+                    ..Applied::default()
+                }
+            }
+        };
+        metrics().blocks.set(self.resident.load(Ordering::Relaxed));
+        Ok(out)
+    }
+
+    fn store(
+        &self,
+        id: UnitId,
+        parent: Option<u64>,
+        engine: &[u64],
+        tokens: &[u32],
+        bs: usize,
+    ) -> Result<Applied, IndexError> {
+        let handle = self.unit(id);
+        let mut unit = handle.lock();
+        if unit.removed {
+            return Ok(Applied {
+                unchanged: engine.len(),
+                ..Applied::default()
+            });
+        }
+        let mut prev = match parent {
+            None => None,
+            Some(p) => match unit.lookup(&self.blocks, p) {
+                Some(seq) => Some(seq),
+                None => {
+                    self.unknown_parent.fetch_add(1, Ordering::Relaxed);
+                    metrics().unknown_parent.inc();
+                    return Err(IndexError::UnknownParent { parent: p });
+                }
+            },
+        };
+        let mut out = Applied::default();
+        let mut new = 0i64;
+        let predicting = !self.pending.is_empty();
+        for (e, page) in engine.iter().zip(tokens.chunks_exact(bs)) {
+            let seq = next_seq(prev, local_hash(page));
+            prev = Some(seq);
+            match unit.insert(&self.blocks, *e, seq) {
+                Insert::Present => out.unchanged += 1,
+                Insert::Replaced => out.stored += 1,
+                Insert::Merged => out.removed += 1,
+                Insert::New => {
+                    new += 1;
+                    out.stored += 1;
+                }
+            }
+            if predicting {
+                self.pending.supersede(seq, id);
+            }
+        }
+        self.resident
+            .fetch_add(new - out.removed as i64, Ordering::Relaxed);
+        Ok(out)
+    }
+
+    fn remove(&self, id: UnitId, engine: &[u64]) -> Applied {
+        let Some(handle) = self.units.read().get(&id).cloned() else {
+            return Applied {
+                unchanged: engine.len(),
+                ..Applied::default()
+            };
+        };
+        let mut unit = handle.lock();
+        let mut out = Applied::default();
+        for e in engine {
+            if unit.remove(&self.blocks, *e) {
+                out.removed += 1;
+            } else {
+                self.unknown_removals.fetch_add(1, Ordering::Relaxed);
+                out.unchanged += 1;
+            }
+        }
+        self.resident
+            .fetch_sub(out.removed as i64, Ordering::Relaxed);
+        out
+    }
+
+    /// Removes every block of unit `id`; `forget` also drops the unit itself
+    /// (and its pending bookings). Returns the entries removed.
+    fn clear_unit(&self, id: UnitId, forget: bool) -> usize {
+        let handle = if forget {
+            self.units.write().remove(&id)
+        } else {
+            self.units.read().get(&id).cloned()
+        };
+        let Some(handle) = handle else { return 0 };
+        let mut unit = handle.lock();
+        unit.removed |= forget;
+        let removed = unit.clear(&self.blocks);
+        self.resident.fetch_sub(removed as i64, Ordering::Relaxed);
+        if forget {
+            self.pending.drop_unit(id);
+        }
+        removed
+    }
+
+    /// Drops all blocks of one rank (e.g. after a sequence gap or restart).
+    pub fn clear_rank(&self, worker: WorkerId, rank: Rank) {
+        if let Ok(id) = Unit::new(worker, rank).id() {
+            self.clear_unit(id, false);
+            metrics().blocks.set(self.resident.load(Ordering::Relaxed));
+        }
+    }
+
+    /// The worker left the fleet: every rank of it disappears from the index,
+    /// including its predictions. Stop its event feed first; a later event for
+    /// it would register it again.
+    pub fn remove_worker(&self, worker: WorkerId) {
+        let range = worker_range(worker);
+        let ids: Vec<UnitId> = self
+            .units
+            .read()
+            .keys()
+            .copied()
+            .filter(|id| range.contains(id))
+            .collect();
+        for id in ids {
+            self.clear_unit(id, true);
+        }
+        metrics().blocks.set(self.resident.load(Ordering::Relaxed));
+    }
+
+    /// Per unit: confirmed, predicted and in-flight prefix depth of `seqs` (the
+    /// request's sequence hashes). Only shard read locks are taken.
+    pub fn find_matches(&self, seqs: &[SeqHash]) -> Overlaps {
+        self.find_matches_at(seqs, Instant::now())
+    }
+
+    /// [`KvIndex::find_matches`] with predictions judged live at `now`.
+    pub fn find_matches_at(&self, seqs: &[SeqHash], now: Instant) -> Overlaps {
+        let mut confirmed = Vec::new();
+        prefix_depths(&self.blocks, seqs, &mut confirmed);
+        let request_blocks = seqs.len() as u32;
+        let as_overlap = |(u, d): (UnitId, u32)| UnitOverlap {
+            unit: Unit::from_id(u),
+            confirmed: d,
+            predicted: 0,
+            inflight: 0,
+        };
+        if self.pending.is_empty() {
+            return Overlaps {
+                request_blocks,
+                units: confirmed.into_iter().map(as_overlap).collect(),
+            };
+        }
+        let mut predicted = Vec::new();
+        prefix_depths(&self.pending.predicted_view(now), seqs, &mut predicted);
+        let mut inflight = Vec::new();
+        prefix_depths(&self.pending.inflight_view(), seqs, &mut inflight);
+        let mut units: Vec<UnitOverlap> = confirmed.into_iter().map(as_overlap).collect();
+        units.sort_unstable_by_key(|o| o.unit);
+        let mut extra = Vec::new();
+        for (list, predicted_side) in [(predicted, true), (inflight, false)] {
+            for (u, d) in list {
+                let unit = Unit::from_id(u);
+                let slot = match units.binary_search_by_key(&unit, |o| o.unit) {
+                    Ok(i) => &mut units[i],
+                    Err(_) => {
+                        extra.push(as_overlap((u, 0)));
+                        extra.last_mut().expect("just pushed")
+                    }
+                };
+                if predicted_side {
+                    slot.predicted = d;
+                } else {
+                    slot.inflight = d;
+                }
+            }
+            units.append(&mut extra);
+            units.sort_unstable_by_key(|o| o.unit);
+        }
+        Overlaps {
+            request_blocks,
+            units,
+        }
+    }
+
+    /// Predict-on-route: marks `seqs` as pending-cached on `(worker, rank)` for
+    /// `ttl` and as in flight until the booking's prefill is done. Dropping the
+    /// returned [`Booking`] before `prefill_done` cancels both.
+    pub fn book(
+        &self,
+        worker: WorkerId,
+        rank: Rank,
+        seqs: &[SeqHash],
+        ttl: Duration,
+    ) -> Result<Booking, IndexError> {
+        self.book_at(worker, rank, seqs, ttl, Instant::now())
+    }
+
+    /// [`KvIndex::book`] at an explicit instant.
+    pub fn book_at(
+        &self,
+        worker: WorkerId,
+        rank: Rank,
+        seqs: &[SeqHash],
+        ttl: Duration,
+        now: Instant,
+    ) -> Result<Booking, IndexError> {
+        let id = Unit::new(worker, rank).id()?;
+        let pid = self.pending.book(id, seqs, ttl, now);
+        Ok(Booking::new(self.pending.clone(), pid))
+    }
+
+    /// Ends the in-flight marks of a detached booking.
+    pub fn prefill_done(&self, id: PredictionId) {
+        self.pending.prefill_done(id);
+    }
+
+    /// Drops a detached booking's prediction and in-flight marks.
+    pub fn cancel(&self, id: PredictionId) {
+        self.pending.cancel(id);
+    }
+
+    /// Drops predictions whose TTL ended by `now` (run it from a timer; queries
+    /// already ignore expired predictions).
+    pub fn expire_predictions(&self, now: Instant) {
+        self.pending.expire(now);
+    }
+
+    /// Distinct blocks whose prefill is in flight on `(worker, rank)`.
+    pub fn inflight_blocks(&self, worker: WorkerId, rank: Rank) -> u64 {
+        Unit::new(worker, rank)
+            .id()
+            .map_or(0, |id| self.pending.inflight_blocks(id))
+    }
+
+    /// Resident (block, unit) entries.
+    pub fn resident_blocks(&self) -> usize {
+        self.resident.load(Ordering::Relaxed).max(0) as usize
+    }
+
+    /// Resident blocks of one unit.
+    pub fn unit_blocks(&self, worker: WorkerId, rank: Rank) -> usize {
+        let Ok(id) = Unit::new(worker, rank).id() else {
+            return 0;
+        };
+        self.units.read().get(&id).map_or(0, |u| u.lock().len())
+    }
+
+    /// Distinct blocks resident on at least one unit.
+    pub fn distinct_blocks(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// Heap bytes of the confirmed index (computed from table capacities; the
+    /// bench checks it against an allocation-counting allocator).
+    pub fn memory_bytes(&self) -> usize {
+        let units = self.units.read();
+        let per_unit: usize = units.values().map(|u| u.lock().heap_bytes()).sum();
+        self.blocks.heap_bytes() + per_unit + units.capacity() * 17
+    }
+
+    /// Refreshes `kvrouter_index_blocks` and `kvrouter_index_bytes` (call from a
+    /// timer or before rendering metrics; `memory_bytes` walks every shard).
+    pub fn update_gauges(&self) {
+        let m = metrics();
+        m.blocks.set(self.resident.load(Ordering::Relaxed));
+        m.bytes.set(self.memory_bytes() as i64);
+    }
+
+    pub fn stats(&self) -> IndexStats {
+        IndexStats {
+            unknown_parent_stores: self.unknown_parent.load(Ordering::Relaxed),
+            unknown_removals: self.unknown_removals.load(Ordering::Relaxed),
+        }
+    }
+}

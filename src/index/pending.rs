@@ -1,0 +1,346 @@
+//! Predict-on-route state: blocks a routing decision expects to become cached
+//! on a unit (predicted, with a TTL) and blocks whose prefill is in flight there
+//! (refcounted, so N siblings carrying the same block count it once).
+//!
+//! Every booking is a record (unit, its sequence hashes, what is still live)
+//! plus per-block entries in a sharded map the query side reads like the
+//! confirmed map. Predictions end on expiry, on `cancel` (the request failed
+//! before prefill) or per block when a real `BlockStored` supersedes them;
+//! in-flight marks end on `prefill_done` or `cancel`.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use dashmap::DashMap;
+use parking_lot::{Mutex, RwLock};
+
+use super::find::DepthSource;
+use super::hashers::{IdBuild, MulBuild};
+use super::unit::UnitId;
+use crate::tokens::SeqHash;
+
+const SHARDS: usize = 64;
+const RECORD_SHARDS: usize = 16;
+
+/// Identifies one booking (for explicit `prefill_done` / `cancel`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PredictionId(pub u64);
+
+#[derive(Clone, Copy)]
+struct Entry {
+    unit: UnitId,
+    predicted: u32,
+    inflight: u32,
+    /// Predicted marks are void from this instant (ms since the layer's epoch).
+    until_ms: u64,
+}
+
+struct Record {
+    unit: UnitId,
+    seqs: Box<[SeqHash]>,
+    predicted: bool,
+    inflight: bool,
+}
+
+#[derive(Default)]
+struct Records {
+    live: HashMap<u64, Record, MulBuild>,
+    expiry: BinaryHeap<Reverse<(u64, u64)>>,
+}
+
+#[repr(align(128))]
+#[derive(Default)]
+struct Shard(RwLock<HashMap<SeqHash, Vec<Entry>, IdBuild>>);
+
+pub(crate) struct PendingLayer {
+    shards: Box<[Shard]>,
+    records: Box<[Mutex<Records>]>,
+    next_id: AtomicU64,
+    live_records: AtomicUsize,
+    inflight_per_unit: DashMap<UnitId, u64, MulBuild>,
+    epoch: Instant,
+}
+
+#[inline]
+fn shard_of(seq: SeqHash) -> usize {
+    ((seq >> 40) as usize) & (SHARDS - 1)
+}
+
+impl PendingLayer {
+    pub(crate) fn new() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            records: (0..RECORD_SHARDS).map(|_| Mutex::default()).collect(),
+            next_id: AtomicU64::new(1),
+            live_records: AtomicUsize::new(0),
+            inflight_per_unit: DashMap::default(),
+            epoch: Instant::now(),
+        }
+    }
+
+    pub(crate) fn ms(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.epoch).as_millis() as u64
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.live_records.load(Ordering::Acquire) == 0
+    }
+
+    /// Marks `seqs` predicted (until `now + ttl`) and in flight on `unit`.
+    pub(crate) fn book(
+        &self,
+        unit: UnitId,
+        seqs: &[SeqHash],
+        ttl: Duration,
+        now: Instant,
+    ) -> PredictionId {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let now_ms = self.ms(now);
+        let until = now_ms
+            .saturating_add(ttl.as_millis() as u64)
+            .max(now_ms + 1);
+        for &seq in seqs {
+            let mut shard = self.shards[shard_of(seq)].0.write();
+            let entries = shard.entry(seq).or_default();
+            let i = match entries.binary_search_by_key(&unit, |e| e.unit) {
+                Ok(i) => i,
+                Err(i) => {
+                    entries.insert(
+                        i,
+                        Entry {
+                            unit,
+                            predicted: 0,
+                            inflight: 0,
+                            until_ms: 0,
+                        },
+                    );
+                    i
+                }
+            };
+            let e = &mut entries[i];
+            e.predicted += 1;
+            e.until_ms = e.until_ms.max(until);
+            e.inflight += 1;
+            if e.inflight == 1 {
+                *self.inflight_per_unit.entry(unit).or_insert(0) += 1;
+            }
+        }
+        let record = Record {
+            unit,
+            seqs: seqs.into(),
+            predicted: true,
+            inflight: true,
+        };
+        let mut records = self.records[id as usize % RECORD_SHARDS].lock();
+        records.live.insert(id, record);
+        records.expiry.push(Reverse((until, id)));
+        self.live_records.fetch_add(1, Ordering::AcqRel);
+        Self::expire_shard(self, &mut records, now_ms);
+        PredictionId(id)
+    }
+
+    /// The booking's prefill finished: its blocks are no longer in flight.
+    pub(crate) fn prefill_done(&self, id: PredictionId) {
+        let mut records = self.records[id.0 as usize % RECORD_SHARDS].lock();
+        let Some(r) = records.live.get_mut(&id.0) else {
+            return;
+        };
+        if !std::mem::replace(&mut r.inflight, false) {
+            return;
+        }
+        let (unit, done) = (r.unit, !r.predicted);
+        let seqs = if done {
+            self.live_records.fetch_sub(1, Ordering::AcqRel);
+            records.live.remove(&id.0).map(|r| r.seqs)
+        } else {
+            records.live.get(&id.0).map(|r| r.seqs.clone())
+        };
+        drop(records);
+        for seq in seqs.iter().flatten() {
+            self.release(*seq, unit, false, true);
+        }
+    }
+
+    /// The request ended before (or without) prefill: drop its prediction and
+    /// its in-flight marks.
+    pub(crate) fn cancel(&self, id: PredictionId) {
+        let record = self.records[id.0 as usize % RECORD_SHARDS]
+            .lock()
+            .live
+            .remove(&id.0);
+        if let Some(r) = record {
+            self.live_records.fetch_sub(1, Ordering::AcqRel);
+            for seq in r.seqs.iter() {
+                self.release(*seq, r.unit, r.predicted, r.inflight);
+            }
+        }
+    }
+
+    /// Drops every prediction whose TTL ended at or before `now`.
+    pub(crate) fn expire(&self, now: Instant) {
+        let now_ms = self.ms(now);
+        for shard in self.records.iter() {
+            self.expire_shard(&mut shard.lock(), now_ms);
+        }
+    }
+
+    fn expire_shard(&self, records: &mut Records, now_ms: u64) {
+        while let Some(Reverse((until, id))) = records.expiry.peek().copied() {
+            if until > now_ms {
+                break;
+            }
+            records.expiry.pop();
+            let Some(r) = records.live.get_mut(&id) else {
+                continue;
+            };
+            if !std::mem::replace(&mut r.predicted, false) {
+                continue;
+            }
+            let (unit, inflight) = (r.unit, r.inflight);
+            let seqs = if inflight {
+                r.seqs.clone()
+            } else {
+                self.live_records.fetch_sub(1, Ordering::AcqRel);
+                records.live.remove(&id).map(|r| r.seqs).unwrap_or_default()
+            };
+            for seq in seqs.iter() {
+                self.release(*seq, unit, true, false);
+            }
+        }
+    }
+
+    fn release(&self, seq: SeqHash, unit: UnitId, predicted: bool, inflight: bool) {
+        let mut shard = self.shards[shard_of(seq)].0.write();
+        let Some(entries) = shard.get_mut(&seq) else {
+            return;
+        };
+        let Ok(i) = entries.binary_search_by_key(&unit, |e| e.unit) else {
+            return;
+        };
+        let e = &mut entries[i];
+        if predicted {
+            e.predicted = e.predicted.saturating_sub(1);
+            if e.predicted == 0 {
+                e.until_ms = 0;
+            }
+        }
+        if inflight && e.inflight > 0 {
+            e.inflight -= 1;
+            if e.inflight == 0 {
+                if let Some(mut n) = self.inflight_per_unit.get_mut(&unit) {
+                    *n = n.saturating_sub(1);
+                }
+            }
+        }
+        if e.predicted == 0 && e.inflight == 0 {
+            entries.remove(i);
+            if entries.is_empty() {
+                shard.remove(&seq);
+                let (len, cap) = (shard.len(), shard.capacity());
+                if len * 4 < cap {
+                    shard.shrink_to(len * 2);
+                }
+            }
+        }
+    }
+
+    /// A real `BlockStored` confirmed `seq` on `unit`: its prediction is done.
+    pub(crate) fn supersede(&self, seq: SeqHash, unit: UnitId) {
+        if self.is_empty() {
+            return;
+        }
+        let mut shard = self.shards[shard_of(seq)].0.write();
+        let Some(entries) = shard.get_mut(&seq) else {
+            return;
+        };
+        let Ok(i) = entries.binary_search_by_key(&unit, |e| e.unit) else {
+            return;
+        };
+        entries[i].predicted = 0;
+        entries[i].until_ms = 0;
+        if entries[i].inflight == 0 {
+            entries.remove(i);
+            if entries.is_empty() {
+                shard.remove(&seq);
+            }
+        }
+    }
+
+    /// Distinct blocks in flight on `unit`.
+    pub(crate) fn inflight_blocks(&self, unit: UnitId) -> u64 {
+        self.inflight_per_unit.get(&unit).map_or(0, |n| *n)
+    }
+
+    /// Forgets everything pending on `unit` (its worker left or was cleared).
+    pub(crate) fn drop_unit(&self, unit: UnitId) {
+        let mut ids = Vec::new();
+        for shard in self.records.iter() {
+            ids.extend(
+                shard
+                    .lock()
+                    .live
+                    .iter()
+                    .filter(|(_, r)| r.unit == unit)
+                    .map(|(id, _)| *id),
+            );
+        }
+        for id in ids {
+            self.cancel(PredictionId(id));
+        }
+        self.inflight_per_unit.remove(&unit);
+    }
+
+    pub(crate) fn predicted_view(&self, now: Instant) -> View<'_> {
+        View {
+            layer: self,
+            now_ms: self.ms(now),
+            predicted: true,
+        }
+    }
+
+    pub(crate) fn inflight_view(&self) -> View<'_> {
+        View {
+            layer: self,
+            now_ms: 0,
+            predicted: false,
+        }
+    }
+}
+
+/// One face of the pending layer as a [`DepthSource`]: live predictions or
+/// in-flight marks.
+pub(crate) struct View<'a> {
+    layer: &'a PendingLayer,
+    now_ms: u64,
+    predicted: bool,
+}
+
+impl View<'_> {
+    #[inline]
+    fn counts(&self, e: &Entry) -> bool {
+        if self.predicted {
+            e.predicted > 0 && e.until_ms > self.now_ms
+        } else {
+            e.inflight > 0
+        }
+    }
+}
+
+impl DepthSource for View<'_> {
+    fn count(&self, seq: SeqHash) -> usize {
+        let shard = self.layer.shards[shard_of(seq)].0.read();
+        shard
+            .get(&seq)
+            .map_or(0, |es| es.iter().filter(|e| self.counts(e)).count())
+    }
+
+    fn units(&self, seq: SeqHash, out: &mut Vec<UnitId>) {
+        out.clear();
+        let shard = self.layer.shards[shard_of(seq)].0.read();
+        if let Some(es) = shard.get(&seq) {
+            out.extend(es.iter().filter(|e| self.counts(e)).map(|e| e.unit));
+        }
+    }
+}

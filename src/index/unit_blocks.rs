@@ -1,0 +1,137 @@
+//! One unit's own view of its resident blocks: engine hash -> router sequence
+//! hash, used for removals and parent lookup.
+//!
+//! Identity elision: when an engine already sends the router's sequence hashes
+//! (Dynamo-format events, kvrouter's own relay) nothing is stored per unit: the
+//! block map's membership is the record, and only a count is kept. Enumerating
+//! those blocks (clear / remove worker) then scans the block map.
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+
+use super::block_map::{table_bytes, BlockMap};
+use super::event::EngineHash;
+use super::hashers::MulBuild;
+use super::unit::UnitId;
+use crate::tokens::SeqHash;
+
+pub(crate) struct UnitBlocks {
+    id: UnitId,
+    /// Set once the unit was removed; late events on a stale handle are ignored.
+    pub(crate) removed: bool,
+    mapped: HashMap<EngineHash, SeqHash, MulBuild>,
+    identity: usize,
+}
+
+/// Outcome of [`UnitBlocks::insert`].
+pub(crate) enum Insert {
+    /// Already resident with this content.
+    Present,
+    New,
+    /// The engine hash was resident with other content, now replaced.
+    Replaced,
+    /// The engine hash's old content was dropped; the new one was already held.
+    Merged,
+}
+
+impl UnitBlocks {
+    pub(crate) fn new(id: UnitId) -> Self {
+        Self {
+            id,
+            removed: false,
+            mapped: HashMap::default(),
+            identity: 0,
+        }
+    }
+
+    pub(crate) fn lookup(&self, blocks: &BlockMap, engine: EngineHash) -> Option<SeqHash> {
+        if let Some(seq) = self.mapped.get(&engine) {
+            return Some(*seq);
+        }
+        (self.identity > 0 && blocks.holds(engine, self.id)).then_some(engine)
+    }
+
+    /// Makes `engine -> seq` resident on this unit (block map included).
+    pub(crate) fn insert(&mut self, blocks: &BlockMap, engine: EngineHash, seq: SeqHash) -> Insert {
+        if engine != seq {
+            // Opaque engine hash: one probe of the unit's table decides.
+            match self.mapped.entry(engine) {
+                Entry::Occupied(o) if *o.get() == seq => return Insert::Present,
+                Entry::Occupied(mut o) => {
+                    let old = o.insert(seq);
+                    blocks.remove(old, self.id);
+                    blocks.insert(seq, self.id);
+                    return Insert::Replaced;
+                }
+                Entry::Vacant(v) => {
+                    v.insert(seq);
+                    if self.identity == 0 || !blocks.holds(engine, self.id) {
+                        blocks.insert(seq, self.id);
+                        return Insert::New;
+                    }
+                    // The engine hash was also an identity record: replace it.
+                    blocks.remove(engine, self.id);
+                    self.identity -= 1;
+                    blocks.insert(seq, self.id);
+                    return Insert::Replaced;
+                }
+            }
+        }
+        let mut outcome = Insert::New;
+        if let Some(old) = self.mapped.get(&engine).copied() {
+            if old == seq {
+                return Insert::Present;
+            }
+            self.remove(blocks, engine);
+            outcome = Insert::Replaced;
+        }
+        if blocks.insert(seq, self.id) {
+            self.identity += 1;
+            return outcome;
+        }
+        // Held already (as an identity record or under another engine hash).
+        match outcome {
+            Insert::Replaced => Insert::Merged,
+            _ => Insert::Present,
+        }
+    }
+
+    /// Evicts `engine` from this unit; returns whether it was resident.
+    pub(crate) fn remove(&mut self, blocks: &BlockMap, engine: EngineHash) -> bool {
+        if let Some(seq) = self.mapped.remove(&engine) {
+            let (len, cap) = (self.mapped.len(), self.mapped.capacity());
+            if len * 4 < cap {
+                self.mapped.shrink_to(len * 2);
+            }
+            blocks.remove(seq, self.id);
+            return true;
+        }
+        if self.identity > 0 && blocks.remove(engine, self.id) {
+            self.identity -= 1;
+            return true;
+        }
+        false
+    }
+
+    /// Evicts everything; returns how many blocks were resident.
+    pub(crate) fn clear(&mut self, blocks: &BlockMap) -> usize {
+        let n = self.len();
+        for (_, seq) in self.mapped.drain() {
+            blocks.remove(seq, self.id);
+        }
+        self.mapped = HashMap::default();
+        if self.identity > 0 {
+            blocks.remove_unit_everywhere(self.id);
+            self.identity = 0;
+        }
+        n
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.mapped.len() + self.identity
+    }
+
+    pub(crate) fn heap_bytes(&self) -> usize {
+        table_bytes(self.mapped.capacity(), 16)
+    }
+}
