@@ -61,7 +61,7 @@ def overhead_table(ov: dict) -> str:
     head = ("| target | p50 at 1 conn (us) | p99 at 1 conn (us) | added p50 (us) | added p99 (us) | "
             f"max req/s ({ov.get('max_conns', '?')} conns) | p99 at max (ms) | router CPU per request (us) |\n"
             "|---|---:|---:|---:|---:|---:|---:|---:|\n")
-    rows = [("| mock direct | " + " | ".join([
+    rows = [("| one mock, direct (no router) | " + " | ".join([
         _f(direct.get("c1", {}).get("p50_us"), ".0f"), _f(direct.get("c1", {}).get("p99_us"), ".0f"), "0", "0",
         _f(direct.get("max", {}).get("rps"), ".0f"), _f(direct.get("max", {}).get("p99_us"), ".2f", 1e-3),
         "–"]) + " |")]
@@ -110,7 +110,10 @@ def markdown(res: dict, img_rel: str | None) -> str:
         ov = res["overhead"]
         parts.append(f"### Proxy overhead\n\nFleet: {ov.get('fleet', '?')}. Small non-streaming /generate "
                      f"(random 32-token prompt, 4 output tokens) with `wrk` "
-                     f"({ov.get('seconds', '?')} s per point); every process shares the same 2 cores.\n")
+                     f"({ov.get('seconds', '?')} s per point); every process shares the same 2 cores. Added latency = "
+                     f"through the router minus straight to one mock, at 1 connection. The direct max req/s "
+                     f"hits ONE mock while the routers spread over the whole fleet, so compare max req/s "
+                     f"between routers, not with the direct row.\n")
         parts.append(overhead_table(ov))
     return "\n".join(parts)
 
