@@ -369,7 +369,7 @@ def main(argv: list[str]) -> int:
     try:
         if a.command == "report":
             res = report.merge([report.load(Path(p)) for p in a.results])
-            out = Path(a.out) if a.out else Path(a.results[-1]).parent
+            out = Path(a.out) if a.out else REPO / "target" / "compare" / "report"
             write_outputs(res, out, a.update_docs)
             print((out / "results.md").read_text())
             return 0
