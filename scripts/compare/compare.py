@@ -214,15 +214,21 @@ def overhead_run(a, selected, launch: routers.Launch, mock_bin: Path, out: Path)
         log = out / "logs" / "wrk.log"
         direct = fl.urls[0]
         print(f"[overhead] direct to one mock ({secs} s per point)", flush=True)
-        res["direct"] = {"c1": overhead.run_wrk(direct, lua, 1, 1, secs, log),
-                         "max": overhead.run_wrk(direct, lua, 2, a.max_conns, secs, log)}
+        # Every point starts from empty worker caches: a mock whose cache filled up with earlier
+        # points' random prompts evicts on every insert and would slow later routers down.
+        fl.flush()
+        c1 = overhead.run_wrk(direct, lua, 1, 1, secs, log)
+        fl.flush()
+        res["direct"] = {"c1": c1, "max": overhead.run_wrk(direct, lua, 2, a.max_conns, secs, log)}
         for spec_r in selected:
             rec = {"router": spec_r.name, "family": spec_r.family}
             router = None
             try:
                 router, url = routers.start(spec_r, fl.urls, launch, f"overhead-{spec_r.name.replace(' ', '-')}")
                 print(f"[overhead] {spec_r.name}", flush=True)
+                fl.flush()
                 rec["c1"] = overhead.run_wrk(url, lua, 1, 1, secs, log)
+                fl.flush()
                 cpu0 = procstat.cpu_seconds(router.pid)
                 rec["max"] = overhead.run_wrk(url, lua, 2, a.max_conns, secs, log)
                 cpu = procstat.cpu_seconds(router.pid) - cpu0
