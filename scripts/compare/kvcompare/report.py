@@ -114,6 +114,10 @@ def markdown(res: dict, img_rel: str | None) -> str:
                      f"through the router minus straight to one mock, at 1 connection. The direct max req/s "
                      f"hits ONE mock while the routers spread over the whole fleet, so compare max req/s "
                      f"between routers, not with the direct row.\n")
+        src = ov.get("source_meta")
+        if src and src.get("command") != meta.get("command"):
+            parts.append(f"Measured separately {src.get('date', '?')} (load average {_load(src.get('loadavg_start'))} "
+                         f"/ {_load(src.get('loadavg_end'))}): `{src.get('command', '?')}`.\n")
         parts.append(overhead_table(ov))
     return "\n".join(parts)
 
@@ -218,12 +222,14 @@ def merge(results: list[dict]) -> dict:
     ov: dict = {}
     for r in results:
         for run in r.get("runs", []):
-            runs[(run["workload"], run["router"])] = run
+            runs[(run["workload"], run["router"])] = {**run, "source": r.get("meta", {}).get("command")}
         if r.get("overhead"):
             ov = {**ov, **{k: v for k, v in r["overhead"].items() if k != "routers"}}
+            ov["source_meta"] = r.get("meta", {})
             for row in r["overhead"].get("routers", []):
                 ov_rows[row["router"]] = row
-    meta = dict(results[-1].get("meta", {}))
+    # The first file is the base run; later files' commands are listed as sources.
+    meta = dict(results[0].get("meta", {}))
     meta["merged_from"] = [x.get("meta", {}) for x in results]
     out = {"meta": meta, "runs": list(runs.values())}
     if ov:
