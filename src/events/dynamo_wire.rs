@@ -117,8 +117,15 @@ fn uint(value: &Value, what: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{what} is not an unsigned integer"))
 }
 
+/// A hash: bare u64 (negative ints are bit-cast, as engines send int64).
 fn hash(value: &Value, what: &str) -> Result<u64, String> {
-    super::sglang_wire::hash(value).map_err(|e| format!("{what}: {e}"))
+    match value {
+        Value::Integer(i) => i
+            .as_u64()
+            .or_else(|| i.as_i64().map(|s| s as u64))
+            .ok_or_else(|| format!("{what}: integer out of range")),
+        _ => Err(format!("{what}: not an integer")),
+    }
 }
 
 fn router_event(value: &Value) -> Result<DynamoEvent, String> {

@@ -10,7 +10,7 @@
 //!
 //! Malformed input is an error, never a panic.
 
-use rmpv::Value;
+use rmp::Marker;
 
 /// One decoded SGLang `KVEventBatch`.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,32 +59,31 @@ const TAG_STORED: &str = "BlockStored";
 const TAG_REMOVED: &str = "BlockRemoved";
 const TAG_CLEARED: &str = "AllBlocksCleared";
 
-/// Decodes one msgpack-encoded SGLang event batch.
+/// Decodes one msgpack-encoded SGLang event batch. Streams over the bytes (no
+/// intermediate value tree); elements after the rank are not even parsed.
 pub fn decode_batch(payload: &[u8]) -> Result<SglangBatch, SglangDecodeError> {
-    let mut reader = payload;
-    let value = rmpv::decode::read_value(&mut reader)
-        .map_err(|e| SglangDecodeError::Msgpack(e.to_string()))?;
-    let Value::Array(items) = value else {
-        return Err(SglangDecodeError::BadBatch);
-    };
-    if items.len() < 2 {
+    let mut rd = Reader { rest: payload };
+    let len = rd.array_len().map_err(|_| SglangDecodeError::BadBatch)?;
+    if len < 2 {
         return Err(SglangDecodeError::BadBatch);
     }
-    let ts = number(&items[0]).ok_or(SglangDecodeError::BadTimestamp)?;
-    let Value::Array(raw_events) = &items[1] else {
-        return Err(SglangDecodeError::BadBatch);
+    let ts = rd.number().map_err(|_| SglangDecodeError::BadTimestamp)?;
+    let count = rd.array_len().map_err(|_| SglangDecodeError::BadBatch)?;
+    let mut events = Vec::with_capacity(count.min(1024));
+    for index in 0..count {
+        let event = rd
+            .event()
+            .map_err(|reason| SglangDecodeError::BadEvent { index, reason })?;
+        events.push(event);
+    }
+    let dp_rank = match len {
+        2 => None,
+        _ => rd
+            .optional_uint()
+            .ok()
+            .flatten()
+            .and_then(|r| u32::try_from(r).ok()),
     };
-    let dp_rank = items
-        .get(2)
-        .and_then(|v| v.as_u64())
-        .and_then(|r| u32::try_from(r).ok());
-    let events = raw_events
-        .iter()
-        .enumerate()
-        .map(|(index, ev)| {
-            decode_event(ev).map_err(|reason| SglangDecodeError::BadEvent { index, reason })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
     Ok(SglangBatch {
         ts,
         events,
@@ -92,132 +91,253 @@ pub fn decode_batch(payload: &[u8]) -> Result<SglangBatch, SglangDecodeError> {
     })
 }
 
-/// Field access over the two event encodings (positional array or named map).
-enum Fields<'a> {
-    Positional(&'a [Value]),
-    Named(&'a [(Value, Value)]),
+/// Fields of one event, whichever encoding carried them.
+#[derive(Default)]
+struct EventFields<'a> {
+    block_hashes: Option<Vec<u64>>,
+    parent: Option<u64>,
+    token_ids: Option<Vec<u32>>,
+    block_size: Option<u64>,
+    medium: Option<&'a str>,
 }
 
-static NIL: Value = Value::Nil;
+/// Nesting limit when skipping unknown fields.
+const MAX_SKIP_DEPTH: usize = 64;
 
-impl<'a> Fields<'a> {
-    /// The field at `position` (array form, tag at 0) or named `name` (map form);
-    /// nil when absent.
-    fn get(&self, position: usize, name: &str) -> &'a Value {
-        match self {
-            Fields::Positional(items) => items.get(position).unwrap_or(&NIL),
-            Fields::Named(pairs) => pairs
-                .iter()
-                .find(|(k, _)| k.as_str() == Some(name))
-                .map(|(_, v)| v)
-                .unwrap_or(&NIL),
+/// A msgpack cursor over a byte slice.
+struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn peek(&self) -> Result<Marker, String> {
+        self.rest
+            .first()
+            .map(|b| Marker::from_u8(*b))
+            .ok_or_else(|| "truncated".to_owned())
+    }
+
+    fn array_len(&mut self) -> Result<usize, String> {
+        rmp::decode::read_array_len(&mut self.rest)
+            .map(|n| n as usize)
+            .map_err(|_| "expected an array".to_owned())
+    }
+
+    fn map_len(&mut self) -> Result<usize, String> {
+        rmp::decode::read_map_len(&mut self.rest)
+            .map(|n| n as usize)
+            .map_err(|_| "expected a map".to_owned())
+    }
+
+    fn str(&mut self) -> Result<&'a str, String> {
+        let (text, rest) = rmp::decode::read_str_from_slice(self.rest)
+            .map_err(|_| "expected a utf-8 string".to_owned())?;
+        self.rest = rest;
+        Ok(text)
+    }
+
+    /// Consumes a nil if one is next.
+    fn nil(&mut self) -> bool {
+        if self.peek() == Ok(Marker::Null) {
+            self.rest = &self.rest[1..];
+            true
+        } else {
+            false
         }
+    }
+
+    fn uint(&mut self) -> Result<u64, String> {
+        rmp::decode::read_int(&mut self.rest).map_err(|_| "expected an unsigned integer".to_owned())
+    }
+
+    fn optional_uint(&mut self) -> Result<Option<u64>, String> {
+        if self.nil() {
+            return Ok(None);
+        }
+        self.uint().map(Some)
+    }
+
+    fn number(&mut self) -> Result<f64, String> {
+        match self.peek()? {
+            Marker::F64 => rmp::decode::read_f64(&mut self.rest).map_err(|e| e.to_string()),
+            Marker::F32 => rmp::decode::read_f32(&mut self.rest)
+                .map(f64::from)
+                .map_err(|e| e.to_string()),
+            Marker::U64 => self.uint().map(|v| v as f64),
+            _ => rmp::decode::read_int::<i64, _>(&mut self.rest)
+                .map(|v| v as f64)
+                .map_err(|_| "expected a number".to_owned()),
+        }
+    }
+
+    /// An engine hash: int (int64 bit-cast or uint64) or bytes (last 8, big-endian).
+    fn hash(&mut self) -> Result<u64, String> {
+        match self.peek()? {
+            Marker::U64 => self.uint(),
+            Marker::Bin8 | Marker::Bin16 | Marker::Bin32 => {
+                let len =
+                    rmp::decode::read_bin_len(&mut self.rest).map_err(|e| e.to_string())? as usize;
+                if len == 0 || len > self.rest.len() {
+                    return Err("hash bytes empty or truncated".into());
+                }
+                let (bytes, rest) = self.rest.split_at(len);
+                self.rest = rest;
+                let tail = &bytes[len.saturating_sub(8)..];
+                Ok(tail.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
+            }
+            _ => rmp::decode::read_int::<i64, _>(&mut self.rest)
+                .map(|v| v as u64)
+                .map_err(|_| "hash is neither an integer nor bytes".to_owned()),
+        }
+    }
+
+    fn hashes(&mut self) -> Result<Vec<u64>, String> {
+        let n = self.array_len()?;
+        let mut out = Vec::with_capacity(n.min(self.rest.len()));
+        for _ in 0..n {
+            out.push(self.hash()?);
+        }
+        Ok(out)
+    }
+
+    fn tokens(&mut self) -> Result<Vec<u32>, String> {
+        let n = self.array_len()?;
+        let mut out = Vec::with_capacity(n.min(self.rest.len()));
+        for _ in 0..n {
+            let token = rmp::decode::read_int::<u32, _>(&mut self.rest).map_err(|_| {
+                "token_ids: not a u32 (bigram token pairs are unsupported)".to_owned()
+            })?;
+            out.push(token);
+        }
+        Ok(out)
+    }
+
+    fn medium(&mut self) -> Result<Option<&'a str>, String> {
+        if self.nil() {
+            return Ok(None);
+        }
+        self.str()
+            .map(Some)
+            .map_err(|_| "medium: not a string".into())
+    }
+
+    /// Skips one value of any type.
+    fn skip(&mut self) -> Result<(), String> {
+        rmpv::decode::read_value_ref_with_max_depth(&mut self.rest, MAX_SKIP_DEPTH)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    fn event(&mut self) -> Result<WireEvent, String> {
+        match self.peek()? {
+            Marker::FixArray(_) | Marker::Array16 | Marker::Array32 => self.positional_event(),
+            Marker::FixMap(_) | Marker::Map16 | Marker::Map32 => self.named_event(),
+            _ => Err("event is neither an array nor a map".into()),
+        }
+    }
+
+    /// `[tag, field1, field2, ...]`: schema by tag, missing fields nil, extras skipped.
+    fn positional_event(&mut self) -> Result<WireEvent, String> {
+        let len = self.array_len()?;
+        if len == 0 {
+            return Err("array event without a tag".into());
+        }
+        let tag = self
+            .str()
+            .map_err(|_| "array event without a string tag".to_owned())?;
+        let mut fields = EventFields::default();
+        for position in 1..len {
+            match (tag, position) {
+                (TAG_STORED, 1) | (TAG_REMOVED, 1) => {
+                    fields.block_hashes =
+                        Some(self.hashes().map_err(|e| format!("block_hashes: {e}"))?)
+                }
+                (TAG_STORED, 2) => fields.parent = self.parent()?,
+                (TAG_STORED, 3) => fields.token_ids = Some(self.tokens()?),
+                (TAG_STORED, 4) => {
+                    fields.block_size = self
+                        .optional_uint()
+                        .map_err(|e| format!("block_size: {e}"))?
+                }
+                (TAG_STORED, 6) | (TAG_REMOVED, 2) => fields.medium = self.medium()?,
+                _ => self.skip()?,
+            }
+        }
+        build(tag, fields)
+    }
+
+    /// `{"type": tag, name: value, ...}` in any order; unknown keys skipped.
+    fn named_event(&mut self) -> Result<WireEvent, String> {
+        let len = self.map_len()?;
+        let mut tag = None;
+        let mut fields = EventFields::default();
+        for _ in 0..len {
+            let key = match self.peek()? {
+                Marker::FixStr(_) | Marker::Str8 | Marker::Str16 | Marker::Str32 => self.str()?,
+                _ => {
+                    self.skip()?;
+                    self.skip()?;
+                    continue;
+                }
+            };
+            match key {
+                "type" => {
+                    tag = Some(
+                        self.str()
+                            .map_err(|_| "\"type\" is not a string".to_owned())?,
+                    )
+                }
+                "block_hashes" => {
+                    fields.block_hashes =
+                        Some(self.hashes().map_err(|e| format!("block_hashes: {e}"))?)
+                }
+                "parent_block_hash" => fields.parent = self.parent()?,
+                "token_ids" => fields.token_ids = Some(self.tokens()?),
+                "block_size" => {
+                    fields.block_size = self
+                        .optional_uint()
+                        .map_err(|e| format!("block_size: {e}"))?
+                }
+                "medium" => fields.medium = self.medium()?,
+                _ => self.skip()?,
+            }
+        }
+        build(tag.ok_or("map event without a string \"type\"")?, fields)
+    }
+
+    fn parent(&mut self) -> Result<Option<u64>, String> {
+        if self.nil() {
+            return Ok(None);
+        }
+        self.hash()
+            .map(Some)
+            .map_err(|e| format!("parent_block_hash: {e}"))
     }
 }
 
-fn decode_event(value: &Value) -> Result<WireEvent, String> {
-    let (tag, fields) = match value {
-        Value::Array(items) => {
-            let tag = items
-                .first()
-                .and_then(|t| t.as_str())
-                .ok_or("array event without a string tag")?;
-            (tag, Fields::Positional(items))
-        }
-        Value::Map(pairs) => {
-            let tag = pairs
-                .iter()
-                .find(|(k, _)| k.as_str() == Some("type"))
-                .and_then(|(_, v)| v.as_str())
-                .ok_or("map event without a string \"type\"")?;
-            (tag, Fields::Named(pairs))
-        }
-        _ => return Err("event is neither an array nor a map".into()),
-    };
+/// Builds the event named `tag` from its fields, checking the required ones.
+fn build(tag: &str, fields: EventFields<'_>) -> Result<WireEvent, String> {
+    let medium = fields.medium.map(str::to_owned);
     match tag {
         TAG_STORED => Ok(WireEvent::Stored {
-            block_hashes: hash_list(fields.get(1, "block_hashes"))
-                .map_err(|e| format!("block_hashes: {e}"))?,
-            parent: match fields.get(2, "parent_block_hash") {
-                Value::Nil => None,
-                v => Some(hash(v).map_err(|e| format!("parent_block_hash: {e}"))?),
-            },
-            token_ids: token_list(fields.get(3, "token_ids"))?,
+            block_hashes: fields.block_hashes.ok_or("block_hashes: not an array")?,
+            parent: fields.parent,
+            token_ids: fields.token_ids.ok_or("token_ids: not an array")?,
             block_size: fields
-                .get(4, "block_size")
-                .as_u64()
+                .block_size
                 .and_then(|b| u32::try_from(b).ok())
                 .filter(|b| *b > 0)
                 .ok_or("block_size missing or not a positive integer")?,
-            medium: medium(fields.get(6, "medium"))?,
+            medium,
         }),
         TAG_REMOVED => Ok(WireEvent::Removed {
-            block_hashes: hash_list(fields.get(1, "block_hashes"))
-                .map_err(|e| format!("block_hashes: {e}"))?,
-            medium: medium(fields.get(2, "medium"))?,
+            block_hashes: fields.block_hashes.ok_or("block_hashes: not an array")?,
+            medium,
         }),
         TAG_CLEARED => Ok(WireEvent::Cleared),
         other => Ok(WireEvent::Unknown {
             tag: other.to_owned(),
         }),
-    }
-}
-
-fn number(value: &Value) -> Option<f64> {
-    match value {
-        Value::F64(f) => Some(*f),
-        Value::F32(f) => Some(f64::from(*f)),
-        Value::Integer(i) => i.as_f64(),
-        _ => None,
-    }
-}
-
-/// An engine block hash: int64 bit-cast, uint64, or bytes (last 8, big-endian).
-pub(crate) fn hash(value: &Value) -> Result<u64, String> {
-    match value {
-        Value::Integer(i) => i
-            .as_u64()
-            .or_else(|| i.as_i64().map(|s| s as u64))
-            .ok_or_else(|| "integer out of range".to_owned()),
-        Value::Binary(bytes) if !bytes.is_empty() => {
-            let tail = &bytes[bytes.len().saturating_sub(8)..];
-            Ok(tail.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
-        }
-        _ => Err("hash is neither an integer nor non-empty bytes".into()),
-    }
-}
-
-fn hash_list(value: &Value) -> Result<Vec<u64>, String> {
-    match value {
-        Value::Array(items) => items.iter().map(hash).collect(),
-        _ => Err("not an array".into()),
-    }
-}
-
-fn token_list(value: &Value) -> Result<Vec<u32>, String> {
-    let Value::Array(items) = value else {
-        return Err("token_ids: not an array".into());
-    };
-    items
-        .iter()
-        .map(|t| {
-            t.as_u64()
-                .and_then(|t| u32::try_from(t).ok())
-                .ok_or_else(|| {
-                    "token_ids: not a u32 (bigram token pairs are unsupported)".to_owned()
-                })
-        })
-        .collect()
-}
-
-fn medium(value: &Value) -> Result<Option<String>, String> {
-    match value {
-        Value::Nil => Ok(None),
-        Value::String(s) => s
-            .as_str()
-            .map(|s| Some(s.to_owned()))
-            .ok_or_else(|| "medium: invalid utf-8".to_owned()),
-        _ => Err("medium: not a string".into()),
     }
 }
 
