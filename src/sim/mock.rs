@@ -1,1 +1,0 @@
-//! The simulated SGLang worker behind `sglang-mock`.

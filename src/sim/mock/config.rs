@@ -1,0 +1,216 @@
+//! Command-line configuration of `sglang-mock`, mirroring SGLang's `ServerArgs` names,
+//! plus the parsed `--kv-events-config` JSON and the timing-model coefficients.
+
+use clap::Parser;
+use serde::{Deserialize, Serialize};
+
+/// `sglang-mock` command line (flag names as SGLang's `launch_server`).
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "sglang-mock",
+    about = "A simulated SGLang server (HTTP + KV events)"
+)]
+pub struct MockArgs {
+    /// Address to bind (HTTP, and ZMQ endpoints given as `tcp://*:PORT`).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// HTTP port; 0 binds an ephemeral port (announced on stdout).
+    #[arg(long, default_value_t = 30000)]
+    pub port: u16,
+    /// Tokens per KV page (radix-tree and event granularity).
+    #[arg(long, default_value_t = 16)]
+    pub page_size: usize,
+    /// KV-event publishing, same JSON as SGLang (`{"publisher":"zmq","endpoint":...}`).
+    #[arg(long)]
+    pub kv_events_config: Option<String>,
+    /// KV capacity in tokens per DP rank.
+    #[arg(long, default_value_t = 65536)]
+    pub max_total_tokens: usize,
+    /// Running requests per DP rank.
+    #[arg(long, default_value_t = 256)]
+    pub max_running_requests: usize,
+    /// Prefill token budget per batch.
+    #[arg(long, default_value_t = 16384)]
+    pub max_prefill_tokens: usize,
+    /// Chunk size for chunked prefill (-1 or 0 disables chunking).
+    #[arg(long, default_value_t = 8192, allow_hyphen_values = true)]
+    pub chunked_prefill_size: i64,
+    /// Model context length (prompt + output); capped by `--max-total-tokens`.
+    #[arg(long, default_value_t = 32768)]
+    pub context_length: usize,
+    /// Data-parallel ranks, each with its own scheduler, cache and event publisher.
+    #[arg(long, default_value_t = 1)]
+    pub dp_size: usize,
+    /// Tensor-parallel size (the number of GPUs per rank reported in `/server_info`).
+    #[arg(long, default_value_t = 1)]
+    pub tp_size: usize,
+    /// How requests without `routed_dp_rank` pick a rank: `round_robin` or `shortest_queue`.
+    #[arg(long, default_value = "round_robin")]
+    pub load_balance_method: String,
+    /// Model path reported by `/model_info` and `/server_info`.
+    #[arg(long, default_value = "mock-model")]
+    pub model_path: String,
+    /// Model name reported by `/v1/models` (defaults to `--model-path`).
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// Initial weight version.
+    #[arg(long, default_value = "default")]
+    pub weight_version: String,
+    /// Divides every simulated duration; 0 = never wait.
+    #[arg(long, default_value_t = 1.0)]
+    pub speedup: f64,
+    /// Seed of the pseudo-token generator.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Require `Authorization: Bearer KEY` on every route.
+    #[arg(long)]
+    pub api_key: Option<String>,
+    /// Seconds after start during which `/health` answers 503 (warm-up).
+    #[arg(long, default_value_t = 0.0)]
+    pub warmup_secs: f64,
+    /// Vocabulary size of the tokenizer stand-in and the pseudo-token generator.
+    #[arg(long, default_value_t = 32000)]
+    pub vocab_size: u32,
+    /// Prefill cost polynomial `a,b,c`: ms = a*t^2 + b*t + c, t = uncached tokens in the batch.
+    #[arg(long, default_value = "4.209989e-7,1.518344e-2,16.50142", value_parser = parse_coeffs)]
+    pub prefill_coeffs: [f64; 3],
+    /// Decode cost polynomial `a,b,c`: ms = max(1, a*u^2 + b*u + c), u = KV utilisation.
+    #[arg(long, default_value = "-25.74,54.01,5.74", value_parser = parse_coeffs)]
+    pub decode_coeffs: [f64; 3],
+    /// Test hook: every weight-update call fails with `{"success":false}`.
+    #[arg(long)]
+    pub fail_weight_updates: bool,
+    /// Tokio worker threads (HTTP and schedulers share them).
+    #[arg(long, default_value_t = 2)]
+    pub worker_threads: usize,
+}
+
+fn parse_coeffs(s: &str) -> Result<[f64; 3], String> {
+    let parts: Vec<f64> = s
+        .split(',')
+        .map(|p| p.trim().parse::<f64>().map_err(|e| format!("{p:?}: {e}")))
+        .collect::<Result<_, _>>()?;
+    parts
+        .try_into()
+        .map_err(|_| "expected three comma-separated numbers a,b,c".to_string())
+}
+
+impl MockArgs {
+    /// Checks cross-field constraints; returns a message naming the bad flag.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.page_size == 0 {
+            return Err("--page-size must be at least 1".into());
+        }
+        if self.dp_size == 0 {
+            return Err("--dp-size must be at least 1".into());
+        }
+        if self.max_total_tokens < self.page_size * 2 {
+            return Err("--max-total-tokens must hold at least two pages".into());
+        }
+        if self.max_running_requests == 0 {
+            return Err("--max-running-requests must be at least 1".into());
+        }
+        if self.vocab_size < 512 {
+            return Err("--vocab-size must be at least 512".into());
+        }
+        if self.speedup.is_nan() || self.speedup < 0.0 || !self.speedup.is_finite() {
+            return Err("--speedup must be a finite number >= 0".into());
+        }
+        if !matches!(
+            self.load_balance_method.as_str(),
+            "round_robin" | "shortest_queue"
+        ) {
+            return Err("--load-balance-method must be round_robin or shortest_queue".into());
+        }
+        if let Some(cfg) = &self.kv_events_config {
+            KvEventsConfig::parse(cfg)?;
+        }
+        Ok(())
+    }
+
+    /// The model name `/v1/models` reports.
+    pub fn model_name(&self) -> &str {
+        self.served_model_name
+            .as_deref()
+            .unwrap_or(&self.model_path)
+    }
+
+    /// Context length actually enforced: `--context-length` capped by the KV capacity.
+    pub fn effective_context_length(&self) -> usize {
+        self.context_length.min(self.max_total_tokens)
+    }
+
+    /// Chunk size, or `None` when chunked prefill is disabled.
+    pub fn chunk_size(&self) -> Option<usize> {
+        (self.chunked_prefill_size > 0).then_some(self.chunked_prefill_size as usize)
+    }
+}
+
+/// SGLang's `KVEventsConfig` (unknown keys ignored, defaults as upstream).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct KvEventsConfig {
+    pub publisher: String,
+    pub endpoint: String,
+    pub replay_endpoint: Option<String>,
+    pub buffer_steps: usize,
+    pub hwm: usize,
+    pub max_queue_size: usize,
+    pub topic: String,
+}
+
+impl Default for KvEventsConfig {
+    fn default() -> Self {
+        KvEventsConfig {
+            publisher: "null".into(),
+            endpoint: "tcp://*:5557".into(),
+            replay_endpoint: None,
+            buffer_steps: 10000,
+            hwm: 100000,
+            max_queue_size: 100000,
+            topic: String::new(),
+        }
+    }
+}
+
+impl KvEventsConfig {
+    /// Parses the `--kv-events-config` JSON.
+    pub fn parse(json: &str) -> Result<KvEventsConfig, String> {
+        let cfg: KvEventsConfig =
+            serde_json::from_str(json).map_err(|e| format!("--kv-events-config: {e}"))?;
+        match cfg.publisher.as_str() {
+            "null" | "zmq" => Ok(cfg),
+            other => Err(format!(
+                "--kv-events-config: unknown publisher {other:?} (expected \"zmq\" or \"null\")"
+            )),
+        }
+    }
+
+    /// True when events are published.
+    pub fn enabled(&self) -> bool {
+        self.publisher == "zmq"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kv_events_config_defaults_and_unknown_keys() {
+        let c = KvEventsConfig::parse(
+            r#"{"publisher":"zmq","topic":"kv","enable_kv_cache_events":true}"#,
+        )
+        .unwrap();
+        assert!(c.enabled());
+        assert_eq!(c.endpoint, "tcp://*:5557");
+        assert_eq!(c.buffer_steps, 10000);
+        assert!(KvEventsConfig::parse(r#"{"publisher":"kafka"}"#).is_err());
+    }
+
+    #[test]
+    fn coefficient_parsing() {
+        assert_eq!(parse_coeffs("1,2,3").unwrap(), [1.0, 2.0, 3.0]);
+        assert!(parse_coeffs("1,2").is_err());
+    }
+}

@@ -1,0 +1,12 @@
+//! The simulated engine: request/reply types, the step-cost model, the per-rank
+//! scheduler (continuous batching over the radix cache) and its async driver.
+
+pub mod rank;
+pub mod request;
+pub mod scheduler;
+pub mod timing;
+
+pub use rank::{Command, LoadView, RankHandle, WeightUpdate};
+pub use request::{Done, EngineRequest, FinishReason, Reply};
+pub use scheduler::{Limits, PauseMode, Scheduler, Snapshot};
+pub use timing::TimingModel;
