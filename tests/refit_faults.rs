@@ -37,7 +37,12 @@ async fn one_failing_worker_gives_502_naming_it_and_keeps_the_gate_closed() {
     .await;
     assert_eq!(s, 502, "{v}");
     assert_eq!(v["success"], false);
-    let failed = v["failed"].as_array().expect("failed list");
+    assert_eq!(
+        v["failed"],
+        json!([[b.url, v["failed_workers"][0]["error"]]]),
+        "sgl-router pairs"
+    );
+    let failed = v["failed_workers"].as_array().expect("failed list");
     assert_eq!(failed.len(), 1, "{v}");
     assert_eq!(failed[0]["url"], b.url.as_str());
     assert!(failed[0]["worker_id"]

@@ -238,6 +238,9 @@ pub async fn run(
         }
     };
     apply_effects(ctx, &op, &outcomes, fleet_wide).await;
+    super::metrics::RefitMetrics::get()
+        .gate_closed
+        .set(i64::from(ctx.refit.gate.is_closed()));
     let exec = Execution {
         path,
         op,
@@ -286,7 +289,19 @@ async fn apply_effects(ctx: &Ctx<'_>, op: &Op, outcomes: &[Outcome], fleet_wide:
 }
 
 fn log(exec: &Execution, took: Duration) {
+    // Bounded label values: known control paths, else "other".
+    let m = super::metrics::RefitMetrics::get();
+    let path = super::ops::FANOUT_PATHS
+        .iter()
+        .find(|p| **p == exec.path)
+        .copied()
+        .unwrap_or("other");
+    m.duration
+        .with_label_values(&[path])
+        .observe(took.as_secs_f64());
     for o in &exec.outcomes {
+        let outcome = if o.succeeded() { "ok" } else { "failed" };
+        m.calls.with_label_values(&[path, outcome]).inc();
         let status = o.status.map_or(0, |s| s.as_u16());
         if o.succeeded() {
             tracing::info!(path = %exec.path, worker = %o.worker.url, status, latency_ms = o.latency_ms, "control call ok");

@@ -84,6 +84,10 @@ impl CacheHub {
         for l in self.listeners.read().iter() {
             l.cache_cleared(&event);
         }
+        super::metrics::RefitMetrics::get()
+            .cache_clears
+            .with_label_values(&[reason.as_str()])
+            .inc();
         tracing::debug!(worker = %url, reason = reason.as_str(), "KV cache cleared: index invalidated");
         let _ = self.tx.send(event);
     }

@@ -12,6 +12,7 @@
 //! - `invalidation`: the cache-cleared hook the KV index subscribes to;
 //! - `rids`: rid -> worker for `/abort_request {"rid"}`;
 //! - `selector`: label selectors of the SMG-compatible RL routes;
+//! - `metrics`: `kvrouter_refit_*` handles;
 //! - `state`: the shared refit state, eligibility, `GET /refit/state`.
 //!
 //! HTTP handlers live in `server::refit_routes` and `server::rl_api`.
@@ -19,6 +20,7 @@
 pub mod execute;
 pub mod gate;
 pub mod invalidation;
+mod metrics;
 pub mod ops;
 pub mod rids;
 pub mod selector;

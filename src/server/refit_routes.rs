@@ -87,9 +87,11 @@ fn render(exec: &Execution) -> Response<RouterBody> {
         "message": message,
         "total": exec.outcomes.len(),
         "succeeded": exec.succeeded(),
-        "failed": failed,
+        // sgl-router's /flush_cache shape: [[url, error], ...]
+        "failed": exec.outcomes.iter().filter(|o| !o.succeeded())
+            .map(|o| json!([o.worker.url, o.failure_message()])).collect::<Vec<_>>(),
+        "failed_workers": failed,
         "results": exec.outcomes.iter().map(outcome_json).collect::<Vec<_>>(),
-        // sgl-router's /flush_cache fields
         "successful": exec.outcomes.iter().filter(|o| o.succeeded()).map(|o| o.worker.url.clone()).collect::<Vec<_>>(),
         "total_workers": exec.outcomes.len(),
     });
@@ -111,7 +113,8 @@ pub async fn fanout(state: &AppState, path: &str, req: Request<Incoming>) -> Res
         Err(e) => return e.into_response(),
     };
     let targets = eligible(&state.registry);
-    if targets.is_empty() {
+    // A continue with no worker left must still reopen the gate.
+    if targets.is_empty() && path != "/continue_generation" {
         return ApiError::no_workers().into_response();
     }
     let method = if method == Method::GET {
@@ -149,8 +152,12 @@ pub async fn one_worker(
         Ok(exec) => match exec.outcomes.first() {
             Some(o) if o.status.is_some() => {
                 let status = o.status.unwrap_or(StatusCode::BAD_GATEWAY);
-                let mut resp = Response::new(super::body::full(o.body.clone()));
-                *resp.status_mut() = status;
+                let content_type = if serde_json::from_slice::<Value>(&o.body).is_ok() {
+                    "application/json"
+                } else {
+                    "text/plain; charset=utf-8"
+                };
+                let mut resp = super::body::with_type(status, o.body.clone(), content_type);
                 if let Ok(v) = http::HeaderValue::from_str(&o.worker.url) {
                     resp.headers_mut()
                         .insert(crate::proxy::headers::WORKER_HEADER, v);
