@@ -27,7 +27,17 @@ struct Probe {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn miles_sequence_under_load_loses_nothing() {
+async fn miles_sequence_with_router_drain_loses_nothing() {
+    miles_sequence_under_load("wait").await;
+}
+
+/// miles' default: the engines retract running requests (recomputed after continue).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn miles_sequence_with_retract_loses_nothing() {
+    miles_sequence_under_load("retract").await;
+}
+
+async fn miles_sequence_under_load(mode: &str) {
     let a = mock(&[
         "--speedup",
         "20",
@@ -82,19 +92,21 @@ async fn miles_sequence_under_load_loses_nothing() {
     .await;
 
     let pause_started = Instant::now();
-    let (s, v) = post(&format!("{url}/pause_generation"), json!({"mode": "wait"})).await;
+    let (s, v) = post(&format!("{url}/pause_generation"), json!({"mode": mode})).await;
     let pause_done = Instant::now();
     assert_eq!(s, 200, "pause: {v}");
     let st = refit_state(&url).await;
     assert_eq!(st["gate"]["closed"], true, "{st}");
-    assert!(
-        st["workers"]
-            .as_array()
-            .expect("workers")
-            .iter()
-            .all(|w| w["in_flight"] == 0),
-        "drained: {st}"
-    );
+    if mode == "wait" {
+        assert!(
+            st["workers"]
+                .as_array()
+                .expect("workers")
+                .iter()
+                .all(|w| w["in_flight"] == 0),
+            "drained: {st}"
+        );
+    }
 
     let (s, v) = post(&format!("{url}/flush_cache"), json!({})).await;
     assert_eq!(s, 200, "flush: {v}");
