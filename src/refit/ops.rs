@@ -76,7 +76,19 @@ fn str_field(m: &Map<String, Value>, k: &str) -> Option<String> {
 impl Op {
     /// Classifies `path` (with leading slash) and its body; `Err` is a 400 message.
     pub fn classify(path: &str, body: &[u8]) -> Result<Op, String> {
-        let needs_body = !matches!(path, "/flush_cache" | "/continue_generation");
+        // Only bodies the router interprets are parsed; anything else is forwarded verbatim.
+        let needs_body = matches!(
+            path,
+            "/pause_generation"
+                | "/update_weights_from_disk"
+                | "/update_weights_from_distributed"
+                | "/update_weights_from_tensor"
+                | "/update_weights_from_ipc"
+                | "/update_weight_version"
+                | "/init_weights_update_group"
+                | "/release_memory_occupation"
+                | "/abort_request"
+        );
         let m = if needs_body {
             body_json(body)?
         } else {
@@ -295,6 +307,11 @@ mod tests {
         assert!(Op::classify("/abort_request", b"{}").is_err());
         assert!(Op::classify("/update_weights_from_disk", b"[1]").is_err());
         assert_eq!(Op::classify("/flush_cache", b"junk"), Ok(Op::Flush));
+        assert_eq!(
+            Op::classify("/load_lora_adapter", b"not json"),
+            Ok(Op::Other),
+            "unknown paths are forwarded verbatim"
+        );
     }
 
     #[test]
