@@ -11,6 +11,8 @@ pub mod engine_metrics;
 pub mod error;
 pub mod fanout_routes;
 pub mod info;
+pub mod refit_routes;
+pub mod rl_api;
 pub mod routes;
 pub mod state;
 pub mod workers_api;

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use crate::config::{Config, Mode};
 use crate::proxy::{build_client, Backoff, UpstreamClient};
+use crate::refit::{RefitConfig, RefitState};
 use crate::routing::{policy_for, Policy, Selector, StickyTable};
 use crate::workers::{HealthConfig, Registry, RegistryConfig};
 
@@ -16,6 +17,8 @@ pub struct AppState {
     pub client: UpstreamClient,
     pub backoff: Backoff,
     pub started: Instant,
+    /// The RL control plane: admission gate, cache-invalidation hook, rid table.
+    pub refit: Arc<RefitState>,
 }
 
 /// The fleet registry settings derived from the router configuration.
@@ -30,7 +33,19 @@ pub fn registry_config(config: &Config) -> RegistryConfig {
             ..HealthConfig::default()
         },
         probe_timeout: config.health_check_timeout,
+        hold_version_mismatch: !config.allow_version_mismatch,
         ..RegistryConfig::default()
+    }
+}
+
+/// The refit plane settings derived from the router configuration.
+pub fn refit_config(config: &Config) -> RefitConfig {
+    RefitConfig {
+        queue_size: config.refit_queue_size,
+        refuse_when_paused: config.refit_refuse_when_paused,
+        max_hold: config.request_timeout,
+        call_timeout: config.request_timeout,
+        drain_timeout: config.request_timeout,
     }
 }
 
@@ -56,6 +71,7 @@ impl AppState {
                 initial: config.retry_initial_backoff,
                 max: config.retry_max_backoff,
             },
+            refit: RefitState::new(refit_config(&config)),
             registry,
             selector,
             started: Instant::now(),
