@@ -2,7 +2,7 @@
 //! `tests/smg_client/refit_smg.py` against a router over two mocks.
 //!
 //! The interpreter is `$KVROUTER_SMG_PYTHON`, else `target/smg-venv/bin/python` (what
-//! `.ci/run` creates), else `/work/venvs/smg/bin/python`. It must import `smg.rl`: when
+//! `.ci/run` creates). It must import `smg.rl`: when
 //! none does, the test fails with the install command (it never skips).
 
 mod router_common;
@@ -17,10 +17,7 @@ fn smg_python() -> PathBuf {
     let candidates: Vec<PathBuf> = std::env::var_os("KVROUTER_SMG_PYTHON")
         .map(PathBuf::from)
         .into_iter()
-        .chain([
-            manifest.join("target/smg-venv/bin/python"),
-            PathBuf::from("/work/venvs/smg/bin/python"),
-        ])
+        .chain([manifest.join("target/smg-venv/bin/python")])
         .collect();
     for c in &candidates {
         let ok = Command::new(c)
