@@ -8,7 +8,13 @@ fn tiny_demo_runs_every_mode_without_failures() {
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("demo.json");
     let out = Command::new(env!("CARGO_BIN_EXE_loadgen"))
-        .args(["demo", "--tiny", "--modes", "kv,least-load,round-robin", "--json"])
+        .args([
+            "demo",
+            "--tiny",
+            "--modes",
+            "kv,least-load,round-robin",
+            "--json",
+        ])
         .arg(&json)
         .output()
         .expect("run loadgen demo");
