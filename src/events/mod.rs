@@ -1,1 +1,31 @@
-//! KV-event ingestion: wire decoders (SGLang msgpack, Dynamo RouterEvent), ZMQ and NATS sources, per-(worker, rank) sequence cursors, replay and relay.
+//! KV-event ingestion: turns worker event streams (SGLang ZMQ batches, relayed
+//! batches and Dynamo `RouterEvent`s on NATS) into typed [`KvEvent`]s for a
+//! [`KvEventSink`], checking a sequence cursor per (worker, rank) on the way
+//! (gap -> replay, or clear + recovering; restart -> clear). See docs/events.md.
+//!
+//! Entry points: [`ZmqSource::spawn`] per (worker, rank), [`NatsConsumer::start`]
+//! once per router with NATS, [`NatsRelay::start`] in relay mode.
+//!
+//! [`KvEvent`]: crate::index::KvEvent
+
+pub mod cursor;
+pub mod dynamo_wire;
+pub mod endpoint;
+pub mod feed;
+pub mod handle;
+pub mod metrics;
+pub mod nats_envelope;
+pub mod nats_source;
+pub mod relay;
+pub mod replay;
+pub mod sglang_wire;
+pub mod sink;
+pub mod zmq_source;
+
+pub use endpoint::rank_endpoint;
+pub use feed::{Outcome, Payload, RankFeed, ResetReason};
+pub use handle::SourceHandle;
+pub use nats_source::{NatsConsumer, NatsConsumerConfig, WorkerKey, WorkerResolver};
+pub use relay::{NatsRelay, RelaySender};
+pub use sink::{KvEventSink, Record, RecordingSink};
+pub use zmq_source::{ZmqSource, ZmqSourceConfig};

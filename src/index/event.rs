@@ -19,6 +19,17 @@ pub enum KvEvent {
         token_ids: Vec<u32>,
         block_size: u32,
     },
+    /// Full pages newly resident, announced with content hashes instead of tokens
+    /// (Dynamo `RouterEvent`s carry no token ids). `local_hashes[i]` is the
+    /// router's own per-page content hash of page `i` (xxh3-64, seed 1337, tokens
+    /// as little-endian u32: Dynamo's `tokens_hash` / `LocalBlockHash`), so the index
+    /// chains them exactly as it would hash `token_ids`. Both vectors have one entry
+    /// per page, in order; `parent` is as in `Stored`.
+    StoredHashed {
+        parent: Option<EngineHash>,
+        block_hashes: Vec<EngineHash>,
+        local_hashes: Vec<u64>,
+    },
     /// Pages evicted (engine hashes; unknown ones are ignored).
     Removed { block_hashes: Vec<EngineHash> },
     /// The rank's whole cache was reset (start, flush, weight update).

@@ -1,0 +1,643 @@
+//! One (worker, rank) event stream: sequence cursor, decoding, page-size and
+//! medium checks, and application to the sink. Transport-agnostic and synchronous;
+//! the ZMQ and NATS sources drive it (and perform replays it asks for).
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tracing::{error, info, warn};
+
+use super::cursor::{SeqCursor, Verdict};
+use super::dynamo_wire::{DynamoData, DynamoEvent};
+use super::metrics::metrics;
+use super::sglang_wire::{decode_batch, WireEvent};
+use super::sink::KvEventSink;
+use crate::index::KvEvent;
+use crate::workers::{Rank, WorkerId};
+
+/// The storage medium SGLang names the GPU (device) tier.
+const GPU_MEDIUM: &str = "GPU";
+
+/// Why a rank was cleared in the middle of its stream (carried to relay consumers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResetReason {
+    /// The publisher restarted (sequence went backwards).
+    Restart,
+    /// Events were lost and could not be replayed: the rank is recovering.
+    Gap,
+}
+
+impl ResetReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResetReason::Restart => "restart",
+            ResetReason::Gap => "gap",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "restart" => Some(ResetReason::Restart),
+            "gap" => Some(ResetReason::Gap),
+            _ => None,
+        }
+    }
+}
+
+/// What happened to one offered batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Applied; `reset` says whether the rank was cleared first.
+    Applied { reset: Option<ResetReason> },
+    /// Duplicate or stale: nothing applied.
+    Skipped,
+    /// Fetch the replay from `from`, offer each replayed batch with `can_replay =
+    /// false`, then offer this batch again the same way, then call
+    /// [`RankFeed::finish_replay`].
+    NeedReplay { from: u64 },
+}
+
+/// A batch as it arrived.
+#[derive(Debug, Clone, Copy)]
+pub enum Payload<'a> {
+    /// Raw msgpack SGLang `KVEventBatch`.
+    Sglang(&'a [u8]),
+    /// One decoded Dynamo event.
+    Dynamo(&'a DynamoEvent),
+}
+
+/// Log-once flags of one feed.
+#[derive(Default)]
+struct Warned {
+    page_size: bool,
+    rank: bool,
+    decode: bool,
+    unknown_tag: bool,
+}
+
+/// The event stream of one (worker, rank).
+pub struct RankFeed {
+    worker: WorkerId,
+    rank: Rank,
+    label: Arc<str>,
+    page_size: u32,
+    sink: Arc<dyn KvEventSink>,
+    cursor: SeqCursor,
+    recovering: bool,
+    replaying: bool,
+    pending_reset: Option<ResetReason>,
+    warned: Warned,
+}
+
+impl RankFeed {
+    /// A feed for `(worker, rank)`; `label` names the worker in logs (its URL);
+    /// `origin` is the stream's first sequence number (SGLang 0, Dynamo 1).
+    pub fn new(
+        worker: WorkerId,
+        rank: Rank,
+        label: Arc<str>,
+        page_size: u32,
+        origin: u64,
+        sink: Arc<dyn KvEventSink>,
+    ) -> Self {
+        Self {
+            worker,
+            rank,
+            label,
+            page_size,
+            sink,
+            cursor: SeqCursor::new(origin),
+            recovering: false,
+            replaying: false,
+            pending_reset: None,
+            warned: Warned::default(),
+        }
+    }
+
+    pub fn worker(&self) -> WorkerId {
+        self.worker
+    }
+
+    pub fn is_recovering(&self) -> bool {
+        self.recovering
+    }
+
+    /// The last applied sequence number.
+    pub fn last_seq(&self) -> Option<u64> {
+        self.cursor.last()
+    }
+
+    /// The transport reconnected: a non-advancing sequence next means a restart.
+    pub fn mark_reconnected(&mut self) {
+        self.cursor.mark_reconnected();
+    }
+
+    /// Ends a replay started by [`Outcome::NeedReplay`].
+    pub fn finish_replay(&mut self) {
+        self.replaying = false;
+    }
+
+    /// Clears the rank on an upstream relay's word and restarts the cursor.
+    pub fn reset(&mut self, reason: ResetReason) {
+        match reason {
+            ResetReason::Restart => metrics().restarts.inc(),
+            ResetReason::Gap => metrics().gaps.inc(),
+        }
+        info!(worker = %self.label, rank = self.rank, reason = reason.as_str(), "kv events: relay reset, rank cleared");
+        self.clear(reason);
+        self.cursor.reset();
+    }
+
+    /// Offers batch `seq`. `can_replay` says whether the caller can fetch a replay.
+    pub fn offer(&mut self, seq: u64, payload: Payload<'_>, can_replay: bool) -> Outcome {
+        let origin = self.cursor.origin();
+        match self.cursor.classify(seq) {
+            Verdict::Stale => {
+                metrics().duplicates.inc();
+                return Outcome::Skipped;
+            }
+            Verdict::Contiguous => {}
+            Verdict::First => {
+                if can_replay && seq > origin {
+                    return self.start_replay(origin);
+                }
+            }
+            Verdict::Gap { expected } => {
+                if !self.replaying {
+                    metrics().gaps.inc();
+                }
+                if can_replay {
+                    warn!(worker = %self.label, rank = self.rank, expected, got = seq, "kv events: sequence gap, requesting replay");
+                    return self.start_replay(expected);
+                }
+                metrics().recoveries.inc();
+                warn!(worker = %self.label, rank = self.rank, expected, got = seq, "kv events: sequence gap not recoverable, rank cleared and recovering");
+                self.clear(ResetReason::Gap);
+            }
+            Verdict::Restart { last } => {
+                metrics().restarts.inc();
+                warn!(worker = %self.label, rank = self.rank, last, got = seq, "kv events: sequence went backwards (worker restart), rank cleared");
+                self.clear(ResetReason::Restart);
+                self.cursor.reset();
+                if can_replay && seq > origin {
+                    return self.start_replay(origin);
+                }
+            }
+        }
+        self.cursor.accept(seq);
+        match payload {
+            Payload::Sglang(bytes) => self.apply_sglang(bytes),
+            Payload::Dynamo(event) => self.apply_dynamo(event),
+        }
+        Outcome::Applied {
+            reset: self.pending_reset.take(),
+        }
+    }
+
+    fn start_replay(&mut self, from: u64) -> Outcome {
+        self.replaying = true;
+        Outcome::NeedReplay { from }
+    }
+
+    /// Clears the rank in the sink and records why (for the relay).
+    fn clear(&mut self, reason: ResetReason) {
+        self.sink.apply(self.worker, self.rank, KvEvent::Cleared);
+        self.pending_reset = Some(reason);
+        self.set_recovering(reason == ResetReason::Gap);
+    }
+
+    fn set_recovering(&mut self, recovering: bool) {
+        if self.recovering == recovering {
+            return;
+        }
+        self.recovering = recovering;
+        if recovering {
+            metrics().recovering_ranks.inc();
+        } else {
+            metrics().recovering_ranks.dec();
+            info!(worker = %self.label, rank = self.rank, "kv events: rank recovered (cache reset observed)");
+        }
+        self.sink.set_recovering(self.worker, self.rank, recovering);
+    }
+
+    fn apply_sglang(&mut self, bytes: &[u8]) {
+        let batch = match decode_batch(bytes) {
+            Ok(batch) => batch,
+            Err(e) => {
+                metrics().decode_errors.with_label_values(&["sglang"]).inc();
+                metrics().recoveries.inc();
+                if !std::mem::replace(&mut self.warned.decode, true) {
+                    error!(worker = %self.label, rank = self.rank, error = %e, "kv events: undecodable batch, rank cleared and recovering");
+                }
+                self.clear(ResetReason::Gap);
+                return;
+            }
+        };
+        observe_lag(batch.ts);
+        if let Some(batch_rank) = batch.dp_rank.filter(|r| *r != self.rank) {
+            if !std::mem::replace(&mut self.warned.rank, true) {
+                warn!(worker = %self.label, rank = self.rank, batch_rank, "kv events: batch attn_dp_rank differs from the subscribed rank; using the subscribed rank");
+            }
+        }
+        for event in batch.events {
+            self.apply_wire_event(event);
+        }
+    }
+
+    fn apply_wire_event(&mut self, event: WireEvent) {
+        let m = metrics();
+        match event {
+            WireEvent::Stored {
+                block_hashes,
+                parent,
+                token_ids,
+                block_size,
+                medium,
+            } => {
+                m.received.with_label_values(&["stored"]).inc();
+                if !on_gpu(medium.as_deref()) {
+                    m.ignored.with_label_values(&["medium"]).inc();
+                    return;
+                }
+                let expected_tokens = block_hashes.len() * block_size as usize;
+                if block_size != self.page_size || token_ids.len() != expected_tokens {
+                    m.page_size_mismatches.inc();
+                    m.ignored.with_label_values(&["page_size"]).inc();
+                    if !std::mem::replace(&mut self.warned.page_size, true) {
+                        error!(
+                            worker = %self.label, rank = self.rank, configured_page_size = self.page_size,
+                            event_block_size = block_size, blocks = block_hashes.len(), tokens = token_ids.len(),
+                            "kv events: page size mismatch, BlockStored events of this worker are NOT applied; \
+                             start the worker with --page-size equal to the router's"
+                        );
+                    }
+                    return;
+                }
+                self.sink.apply(
+                    self.worker,
+                    self.rank,
+                    KvEvent::Stored {
+                        parent,
+                        block_hashes,
+                        token_ids,
+                        block_size,
+                    },
+                );
+            }
+            WireEvent::Removed {
+                block_hashes,
+                medium,
+            } => {
+                m.received.with_label_values(&["removed"]).inc();
+                if !on_gpu(medium.as_deref()) {
+                    m.ignored.with_label_values(&["medium"]).inc();
+                    return;
+                }
+                self.sink
+                    .apply(self.worker, self.rank, KvEvent::Removed { block_hashes });
+            }
+            WireEvent::Cleared => {
+                m.received.with_label_values(&["cleared"]).inc();
+                self.sink.apply(self.worker, self.rank, KvEvent::Cleared);
+                self.set_recovering(false);
+            }
+            WireEvent::Unknown { tag } => {
+                m.received.with_label_values(&["unknown"]).inc();
+                m.ignored.with_label_values(&["unknown_tag"]).inc();
+                if !std::mem::replace(&mut self.warned.unknown_tag, true) {
+                    warn!(worker = %self.label, rank = self.rank, tag, "kv events: unknown event tag skipped");
+                }
+            }
+        }
+    }
+
+    fn apply_dynamo(&mut self, event: &DynamoEvent) {
+        let m = metrics();
+        let kind = match event.data {
+            DynamoData::Stored { .. } => "stored",
+            DynamoData::Removed { .. } => "removed",
+            DynamoData::Cleared => "cleared",
+        };
+        m.received.with_label_values(&[kind]).inc();
+        if !event.on_device && event.data != DynamoData::Cleared {
+            m.ignored.with_label_values(&["medium"]).inc();
+            return;
+        }
+        let converted = match &event.data {
+            DynamoData::Stored {
+                parent,
+                block_hashes,
+                local_hashes,
+            } => KvEvent::StoredHashed {
+                parent: *parent,
+                block_hashes: block_hashes.clone(),
+                local_hashes: local_hashes.clone(),
+            },
+            DynamoData::Removed { block_hashes } => KvEvent::Removed {
+                block_hashes: block_hashes.clone(),
+            },
+            DynamoData::Cleared => KvEvent::Cleared,
+        };
+        let cleared = converted == KvEvent::Cleared;
+        self.sink.apply(self.worker, self.rank, converted);
+        if cleared {
+            self.set_recovering(false);
+        }
+    }
+}
+
+impl Drop for RankFeed {
+    fn drop(&mut self) {
+        if self.recovering {
+            metrics().recovering_ranks.dec();
+        }
+    }
+}
+
+/// `None` (field absent) means the GPU tier.
+fn on_gpu(medium: Option<&str>) -> bool {
+    medium.is_none_or(|m| m.eq_ignore_ascii_case(GPU_MEDIUM))
+}
+
+fn observe_lag(ts: f64) {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    if ts > 0.0 && ts.is_finite() {
+        metrics().lag_seconds.observe((now - ts).max(0.0));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::sink::{Record, RecordingSink};
+    use rmpv::Value as V;
+
+    const PAGE: u32 = 2;
+
+    fn batch(events: Vec<V>) -> Vec<u8> {
+        let mut out = Vec::new();
+        rmpv::encode::write_value(
+            &mut out,
+            &V::Array(vec![V::F64(1.0), V::Array(events), V::from(0)]),
+        )
+        .unwrap();
+        out
+    }
+
+    fn stored(hash: i64, tokens: &[i64], block_size: i64) -> V {
+        V::Array(vec![
+            V::from("BlockStored"),
+            V::Array(vec![V::from(hash)]),
+            V::Nil,
+            V::Array(tokens.iter().map(|t| V::from(*t)).collect()),
+            V::from(block_size),
+            V::Nil,
+        ])
+    }
+
+    fn stored_batch(hash: i64) -> Vec<u8> {
+        batch(vec![stored(hash, &[1, 2], PAGE as i64)])
+    }
+
+    fn feed(sink: &Arc<RecordingSink>) -> RankFeed {
+        RankFeed::new(WorkerId(1), 0, "http://w".into(), PAGE, 0, sink.clone())
+    }
+
+    fn stored_hashes(sink: &RecordingSink) -> Vec<Option<u64>> {
+        sink.events()
+            .into_iter()
+            .map(|(_, _, e)| match e {
+                KvEvent::Stored { block_hashes, .. } => Some(block_hashes[0]),
+                _ => None, // Cleared
+            })
+            .collect()
+    }
+
+    #[test]
+    fn contiguous_batches_apply_in_order() {
+        let sink = RecordingSink::new();
+        let mut f = feed(&sink);
+        for seq in 0..3 {
+            let out = f.offer(seq, Payload::Sglang(&stored_batch(seq as i64)), false);
+            assert_eq!(out, Outcome::Applied { reset: None });
+        }
+        assert_eq!(stored_hashes(&sink), vec![Some(0), Some(1), Some(2)]);
+    }
+
+    #[test]
+    fn duplicate_is_skipped() {
+        let sink = RecordingSink::new();
+        let mut f = feed(&sink);
+        f.offer(0, Payload::Sglang(&stored_batch(0)), false);
+        assert_eq!(
+            f.offer(0, Payload::Sglang(&stored_batch(0)), false),
+            Outcome::Skipped
+        );
+        assert_eq!(stored_hashes(&sink), vec![Some(0)]);
+    }
+
+    #[test]
+    fn gap_without_replay_clears_and_recovers_on_cache_reset() {
+        let sink = RecordingSink::new();
+        let mut f = feed(&sink);
+        f.offer(0, Payload::Sglang(&stored_batch(0)), false);
+        let out = f.offer(5, Payload::Sglang(&stored_batch(5)), false);
+        assert_eq!(
+            out,
+            Outcome::Applied {
+                reset: Some(ResetReason::Gap)
+            }
+        );
+        assert!(f.is_recovering());
+        assert_eq!(stored_hashes(&sink), vec![Some(0), None, Some(5)]);
+        let cleared = batch(vec![V::Array(vec![V::from("AllBlocksCleared")])]);
+        f.offer(6, Payload::Sglang(&cleared), false);
+        assert!(!f.is_recovering());
+        let recovering: Vec<_> = sink
+            .records()
+            .into_iter()
+            .filter(|r| matches!(r, Record::Recovering(..)))
+            .collect();
+        assert_eq!(
+            recovering,
+            vec![
+                Record::Recovering(WorkerId(1), 0, true),
+                Record::Recovering(WorkerId(1), 0, false)
+            ]
+        );
+    }
+
+    #[test]
+    fn gap_with_replay_asks_for_the_missing_range() {
+        let sink = RecordingSink::new();
+        let mut f = feed(&sink);
+        f.offer(0, Payload::Sglang(&stored_batch(0)), true);
+        assert_eq!(
+            f.offer(3, Payload::Sglang(&stored_batch(3)), true),
+            Outcome::NeedReplay { from: 1 }
+        );
+        // Replayed 1..=3, then the live 3 again.
+        for seq in 1..=3 {
+            assert_eq!(
+                f.offer(seq, Payload::Sglang(&stored_batch(seq as i64)), false),
+                Outcome::Applied { reset: None }
+            );
+        }
+        assert_eq!(
+            f.offer(3, Payload::Sglang(&stored_batch(3)), false),
+            Outcome::Skipped
+        );
+        f.finish_replay();
+        assert!(!f.is_recovering());
+        assert_eq!(
+            stored_hashes(&sink),
+            vec![Some(0), Some(1), Some(2), Some(3)]
+        );
+    }
+
+    #[test]
+    fn first_message_mid_stream_asks_for_replay_from_origin() {
+        let sink = RecordingSink::new();
+        let mut f = feed(&sink);
+        assert_eq!(
+            f.offer(7, Payload::Sglang(&stored_batch(7)), true),
+            Outcome::NeedReplay { from: 0 }
+        );
+        // The replay failed: the live batch is simply the first.
+        assert_eq!(
+            f.offer(7, Payload::Sglang(&stored_batch(7)), false),
+            Outcome::Applied { reset: None }
+        );
+    }
+
+    #[test]
+    fn restart_clears_and_restarts_the_cursor() {
+        let sink = RecordingSink::new();
+        let mut f = feed(&sink);
+        for seq in 0..4 {
+            f.offer(seq, Payload::Sglang(&stored_batch(seq as i64)), false);
+        }
+        let out = f.offer(0, Payload::Sglang(&stored_batch(100)), false);
+        assert_eq!(
+            out,
+            Outcome::Applied {
+                reset: Some(ResetReason::Restart)
+            }
+        );
+        assert!(!f.is_recovering());
+        assert_eq!(
+            f.offer(1, Payload::Sglang(&stored_batch(101)), false),
+            Outcome::Applied { reset: None }
+        );
+        assert_eq!(
+            stored_hashes(&sink),
+            vec![
+                Some(0),
+                Some(1),
+                Some(2),
+                Some(3),
+                None,
+                Some(100),
+                Some(101)
+            ]
+        );
+    }
+
+    #[test]
+    fn page_size_mismatch_is_not_applied() {
+        let sink = RecordingSink::new();
+        let mut f = feed(&sink);
+        let before = metrics().page_size_mismatches.get();
+        // Wrong block size, then right block size with the wrong token count.
+        f.offer(
+            0,
+            Payload::Sglang(&batch(vec![stored(1, &[1, 2, 3, 4], 4)])),
+            false,
+        );
+        f.offer(
+            1,
+            Payload::Sglang(&batch(vec![stored(1, &[1, 2, 3], 2)])),
+            false,
+        );
+        assert!(sink.events().is_empty());
+        assert!(metrics().page_size_mismatches.get() >= before + 2);
+    }
+
+    #[test]
+    fn non_gpu_medium_and_unknown_tags_are_skipped() {
+        let sink = RecordingSink::new();
+        let mut f = feed(&sink);
+        let mut host = stored(1, &[1, 2], 2);
+        if let V::Array(items) = &mut host {
+            items.push(V::from("CPU_PINNED"));
+        }
+        let removed_host = V::Array(vec![
+            V::from("BlockRemoved"),
+            V::Array(vec![V::from(1)]),
+            V::from("CPU_PINNED"),
+        ]);
+        let unknown = V::Array(vec![V::from("BlockPinned")]);
+        f.offer(
+            0,
+            Payload::Sglang(&batch(vec![
+                host,
+                removed_host,
+                unknown,
+                stored(2, &[1, 2], 2),
+            ])),
+            false,
+        );
+        assert_eq!(stored_hashes(&sink), vec![Some(2)]);
+    }
+
+    #[test]
+    fn undecodable_batch_clears_and_recovers() {
+        let sink = RecordingSink::new();
+        let mut f = feed(&sink);
+        f.offer(0, Payload::Sglang(&stored_batch(0)), false);
+        let out = f.offer(1, Payload::Sglang(b"\xc1garbage"), false);
+        assert_eq!(
+            out,
+            Outcome::Applied {
+                reset: Some(ResetReason::Gap)
+            }
+        );
+        assert!(f.is_recovering());
+    }
+
+    #[test]
+    fn dynamo_events_map_to_hashed_stores() {
+        let sink = RecordingSink::new();
+        let mut f = RankFeed::new(WorkerId(2), 1, "dynamo:9".into(), PAGE, 1, sink.clone());
+        let ev = DynamoEvent {
+            worker_id: 9,
+            event_id: 1,
+            dp_rank: 1,
+            on_device: true,
+            data: DynamoData::Stored {
+                parent: None,
+                block_hashes: vec![5],
+                local_hashes: vec![6],
+            },
+        };
+        assert_eq!(
+            f.offer(1, Payload::Dynamo(&ev), false),
+            Outcome::Applied { reset: None }
+        );
+        assert_eq!(
+            sink.events(),
+            vec![(
+                WorkerId(2),
+                1,
+                KvEvent::StoredHashed {
+                    parent: None,
+                    block_hashes: vec![5],
+                    local_hashes: vec![6]
+                }
+            )]
+        );
+    }
+}

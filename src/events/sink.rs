@@ -1,0 +1,99 @@
+//! Where decoded events go: the [`KvEventSink`] trait (implemented by the index)
+//! and [`RecordingSink`], an in-memory sink for tests and diagnostics.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use crate::index::KvEvent;
+use crate::workers::{Rank, WorkerId};
+
+/// Receives every event the event sources accept, in per-(worker, rank) order.
+///
+/// Calls for one (worker, rank) never overlap; calls for different ranks may come
+/// from different tasks concurrently. Clearing a rank is `apply(.., KvEvent::Cleared)`.
+pub trait KvEventSink: Send + Sync + 'static {
+    /// Applies one event of `(worker, rank)`.
+    fn apply(&self, worker: WorkerId, rank: Rank, event: KvEvent);
+
+    /// Told when a rank enters (`true`) or leaves (`false`) the recovering state:
+    /// its events were lost and could not be replayed, so the rank was cleared and
+    /// only blocks stored since are known (a safe under-approximation).
+    fn set_recovering(&self, _worker: WorkerId, _rank: Rank, _recovering: bool) {}
+}
+
+impl<S: KvEventSink + ?Sized> KvEventSink for Arc<S> {
+    fn apply(&self, worker: WorkerId, rank: Rank, event: KvEvent) {
+        (**self).apply(worker, rank, event)
+    }
+    fn set_recovering(&self, worker: WorkerId, rank: Rank, recovering: bool) {
+        (**self).set_recovering(worker, rank, recovering)
+    }
+}
+
+/// One call seen by a [`RecordingSink`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    Event(WorkerId, Rank, KvEvent),
+    Recovering(WorkerId, Rank, bool),
+}
+
+/// Records every call; tests wait on it with [`RecordingSink::wait_until`].
+#[derive(Default)]
+pub struct RecordingSink {
+    records: Mutex<Vec<Record>>,
+    changed: Notify,
+}
+
+impl RecordingSink {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// A copy of everything recorded so far.
+    pub fn records(&self) -> Vec<Record> {
+        self.records.lock().clone()
+    }
+
+    /// Only the events (not recovering notifications), in order.
+    pub fn events(&self) -> Vec<(WorkerId, Rank, KvEvent)> {
+        self.records
+            .lock()
+            .iter()
+            .filter_map(|r| match r {
+                Record::Event(w, k, e) => Some((*w, *k, e.clone())),
+                Record::Recovering(..) => None,
+            })
+            .collect()
+    }
+
+    /// Waits until `done(records)` holds or `timeout` passes; returns whether it held.
+    pub async fn wait_until(&self, timeout: Duration, done: impl Fn(&[Record]) -> bool) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.changed.notified();
+            if done(&self.records.lock()) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return done(&self.records.lock());
+            }
+        }
+    }
+
+    fn push(&self, record: Record) {
+        self.records.lock().push(record);
+        self.changed.notify_waiters();
+    }
+}
+
+impl KvEventSink for RecordingSink {
+    fn apply(&self, worker: WorkerId, rank: Rank, event: KvEvent) {
+        self.push(Record::Event(worker, rank, event));
+    }
+    fn set_recovering(&self, worker: WorkerId, rank: Rank, recovering: bool) {
+        self.push(Record::Recovering(worker, rank, recovering));
+    }
+}
