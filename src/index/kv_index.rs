@@ -118,7 +118,26 @@ impl KvIndex {
                         block_size: *block_size,
                     });
                 }
-                self.store(id, *parent, block_hashes, token_ids, bs)?
+                self.store(
+                    id,
+                    *parent,
+                    block_hashes,
+                    token_ids.chunks_exact(bs).map(local_hash),
+                )?
+            }
+            KvEvent::StoredHashed {
+                parent,
+                block_hashes,
+                local_hashes,
+            } => {
+                if local_hashes.len() != block_hashes.len() {
+                    return Err(IndexError::TokenCountMismatch {
+                        blocks: block_hashes.len(),
+                        tokens: local_hashes.len(),
+                        block_size: self.page_size,
+                    });
+                }
+                self.store(id, *parent, block_hashes, local_hashes.iter().copied())?
             }
             KvEvent::Removed { block_hashes } => self.remove(id, block_hashes),
             KvEvent::Cleared => {
@@ -138,8 +157,7 @@ impl KvIndex {
         id: UnitId,
         parent: Option<u64>,
         engine: &[u64],
-        tokens: &[u32],
-        bs: usize,
+        locals: impl Iterator<Item = u64>,
     ) -> Result<Applied, IndexError> {
         let handle = self.unit(id);
         let mut unit = handle.lock();
@@ -163,8 +181,8 @@ impl KvIndex {
         let mut out = Applied::default();
         let mut new = 0i64;
         let predicting = !self.pending.is_empty();
-        for (e, page) in engine.iter().zip(tokens.chunks_exact(bs)) {
-            let seq = next_seq(prev, local_hash(page));
+        for (e, local) in engine.iter().zip(locals) {
+            let seq = next_seq(prev, local);
             prev = Some(seq);
             match unit.insert(&self.blocks, *e, seq) {
                 Insert::Present => out.unchanged += 1,
