@@ -31,6 +31,8 @@ pub struct FileConfig {
     pub admin_api_key: Option<String>,
     pub log_level: Option<String>,
     pub json_log: Option<bool>,
+    /// KV-mode settings (`[kv]` table, see src/config/kv.rs).
+    pub kv: Option<super::kv::KvFile>,
 }
 
 impl FileConfig {

@@ -5,12 +5,14 @@
 
 pub mod cli;
 pub mod file;
+pub mod kv;
 mod mode;
 
 use std::time::Duration;
 
 pub use cli::Cli;
 pub use file::FileConfig;
+pub use kv::KvConfig;
 pub use mode::Mode;
 
 /// A configuration problem found at start; `field` is the flag/key name (snake_case).
@@ -54,6 +56,8 @@ pub struct Config {
     pub admin_api_key: Option<String>,
     pub log_level: String,
     pub json_log: bool,
+    /// KV-mode settings.
+    pub kv: KvConfig,
 }
 
 impl Default for Config {
@@ -79,6 +83,7 @@ impl Default for Config {
             admin_api_key: None,
             log_level: "info".into(),
             json_log: false,
+            kv: KvConfig::default(),
         }
     }
 }
@@ -233,6 +238,7 @@ impl Config {
             admin_api_key,
             log_level,
             json_log: pick!(json_log).unwrap_or(d.json_log),
+            kv: KvConfig::from_sources(&cli.kv, &file.kv.clone().unwrap_or_default())?,
         })
     }
 

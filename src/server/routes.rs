@@ -32,6 +32,7 @@ pub enum Route<'a> {
     AddWorker,
     RemoveWorker,
     ListWorkers,
+    DebugIndex,
     MethodNotAllowed,
     NotFound,
 }
@@ -76,6 +77,7 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         "/add_worker" if post => Route::AddWorker,
         "/remove_worker" if post => Route::RemoveWorker,
         "/list_workers" if get => Route::ListWorkers,
+        "/debug/index" if get => Route::DebugIndex,
         "/generate"
         | "/v1/chat/completions"
         | "/v1/completions"
@@ -95,7 +97,8 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         | "/workers"
         | "/add_worker"
         | "/remove_worker"
-        | "/list_workers" => Route::MethodNotAllowed,
+        | "/list_workers"
+        | "/debug/index" => Route::MethodNotAllowed,
         _ => match path.strip_prefix("/workers/") {
             Some(key) if !key.is_empty() && !key.contains('/') => {
                 if get {
@@ -124,6 +127,7 @@ impl Route<'_> {
             | Route::AddWorker
             | Route::RemoveWorker
             | Route::ListWorkers
+            | Route::DebugIndex
             | Route::FlushCache => Access::Admin,
             _ => Access::Open,
         }
@@ -163,6 +167,15 @@ pub async fn handle(state: &AppState, req: Request<Incoming>) -> Response<Router
         Route::AddWorker => workers_api::add_legacy(state, req).await,
         Route::RemoveWorker => workers_api::remove_legacy(state, req).await,
         Route::ListWorkers => workers_api::list_legacy(state),
+        Route::DebugIndex => match &state.kv {
+            Some(kv) => super::body::json(
+                StatusCode::OK,
+                &crate::routing::kv::debug::index_json(kv, &state.registry),
+            ),
+            None => {
+                ApiError::not_found("not_found", "/debug/index needs --mode kv").into_response()
+            }
+        },
         Route::MethodNotAllowed => ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "method_not_allowed",

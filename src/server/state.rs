@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use crate::config::{Config, Mode};
 use crate::proxy::{build_client, Backoff, UpstreamClient};
+use crate::routing::kv::{KvPolicy, KvPolicySettings, KvRuntime};
 use crate::routing::{policy_for, Policy, Selector, StickyTable};
 use crate::workers::{HealthConfig, Registry, RegistryConfig};
 
@@ -16,6 +17,8 @@ pub struct AppState {
     pub client: UpstreamClient,
     pub backoff: Backoff,
     pub started: Instant,
+    /// KV mode: the index, unit loads and event sources (None in other modes).
+    pub kv: Option<Arc<KvRuntime>>,
 }
 
 /// The fleet registry settings derived from the router configuration.
@@ -36,19 +39,35 @@ pub fn registry_config(config: &Config) -> RegistryConfig {
 
 impl AppState {
     /// Builds the state with the policy for `config.mode` (must run inside a tokio runtime).
+    /// `--mode kv` builds the KV index, follows the fleet's KV event streams and routes with
+    /// [`KvPolicy`].
     pub fn new(config: Config) -> Arc<AppState> {
+        let registry = Registry::new(registry_config(&config));
         if config.mode == Mode::Kv {
-            tracing::warn!(
-                "--mode kv: KV-aware scoring is not available in this build; falling back to least-load"
+            let kv = KvRuntime::start(config.page_size, &config.kv, &registry);
+            let policy = KvPolicy::new(
+                kv.index.clone(),
+                kv.loads.clone(),
+                KvPolicySettings::from_config(&config.kv),
             );
+            return AppState::build(config, Box::new(policy), registry, Some(kv));
         }
         let policy = policy_for(config.mode);
-        AppState::with_policy(config, policy)
+        AppState::build(config, policy, registry, None)
     }
 
     /// Builds the state with an explicit policy (how a KV-aware policy is plugged in).
     pub fn with_policy(config: Config, policy: Box<dyn Policy>) -> Arc<AppState> {
         let registry = Registry::new(registry_config(&config));
+        AppState::build(config, policy, registry, None)
+    }
+
+    fn build(
+        config: Config,
+        policy: Box<dyn Policy>,
+        registry: Registry,
+        kv: Option<Arc<KvRuntime>>,
+    ) -> Arc<AppState> {
         let selector = Selector::new(policy, StickyTable::new(config.sticky_ttl));
         Arc::new(AppState {
             client: build_client(config.connect_timeout),
@@ -60,6 +79,7 @@ impl AppState {
             selector,
             started: Instant::now(),
             config,
+            kv,
         })
     }
 }
