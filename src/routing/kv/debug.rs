@@ -1,4 +1,5 @@
-//! `GET /debug/index` (admin key): per-worker, per-rank resident block counts and a digest
+//! `GET /debug/index` (admin key): per-worker, per-rank resident block counts and digests (XOR of the
+//! resident sequence hashes), and a global digest
 //! that is identical on two routers holding the same index (keyed by worker URL, not by the
 //! router-local worker id), so tests and operators can compare replicas.
 
@@ -11,20 +12,27 @@ use crate::workers::Registry;
 /// The JSON view (see module docs).
 pub fn index_json(kv: &KvRuntime, registry: &Registry) -> Value {
     let index = &kv.index;
-    let mut rows: Vec<(String, u32, usize)> = Vec::new();
+    let mut rows: Vec<(String, u32, usize, u64)> = Vec::new();
     for w in registry.snapshot().iter() {
         for rank in w.ranks() {
-            rows.push((w.url.clone(), rank, index.unit_blocks(w.id, rank)));
+            rows.push((
+                w.url.clone(),
+                rank,
+                index.unit_blocks(w.id, rank),
+                index.unit_digest(w.id, rank),
+            ));
         }
     }
     rows.sort();
     let mut digest_input = String::new();
-    for (url, rank, blocks) in &rows {
-        digest_input.push_str(&format!("{url}#{rank}={blocks};"));
+    for (url, rank, blocks, digest) in &rows {
+        digest_input.push_str(&format!("{url}#{rank}={blocks}:{digest:016x};"));
     }
     let workers: Vec<Value> = rows
         .iter()
-        .map(|(url, rank, blocks)| json!({"worker": url, "rank": rank, "blocks": blocks}))
+        .map(|(url, rank, blocks, digest)| {
+            json!({"worker": url, "rank": rank, "blocks": blocks, "digest": format!("{digest:016x}")})
+        })
         .collect();
     json!({
         "page_size": index.page_size(),
