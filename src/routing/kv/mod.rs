@@ -19,3 +19,6 @@ pub use cost::{CostWeights, UnitInputs};
 pub use feeds::KvRuntime;
 pub use load::UnitLoads;
 pub use policy::{KvPolicy, KvPolicySettings};
+
+#[cfg(test)]
+mod tests;
