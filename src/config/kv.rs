@@ -1,4 +1,4 @@
-//! KV-mode settings: predict-on-route, cost weights, temperature, sticky slack, NATS feed.
+//! KV-mode settings: predict-on-route, cost weights, temperature, sticky overload rule, NATS feed.
 //!
 //! Flags are flattened into [`super::Cli`]; in the `--config` file they live under a `[kv]`
 //! table with the same names (snake_case). Validation names the offending field.
@@ -34,6 +34,9 @@ pub struct KvCli {
     /// A sticky key's worker keeps the request unless it costs more than this many prefill blocks above the best.
     #[arg(long, env = "KVROUTER_STICKY_SLACK_BLOCKS")]
     pub sticky_slack_blocks: Option<f64>,
+    /// A sticky key's worker is overloaded (and yields) when its cost exceeds this factor times the best cost, plus the slack.
+    #[arg(long, env = "KVROUTER_STICKY_OVERLOAD_FACTOR")]
+    pub sticky_overload_factor: Option<f64>,
     /// NATS server to consume KV events from (relayed SGLang batches and Dynamo RouterEvents).
     #[arg(long, env = "KVROUTER_NATS_URL")]
     pub nats_url: Option<String>,
@@ -53,6 +56,7 @@ pub struct KvFile {
     pub kv_queue_weight: Option<f64>,
     pub temperature: Option<f64>,
     pub sticky_slack_blocks: Option<f64>,
+    pub sticky_overload_factor: Option<f64>,
     pub nats_url: Option<String>,
     pub publish_events: Option<bool>,
 }
@@ -68,6 +72,7 @@ pub struct KvConfig {
     pub queue_weight: f64,
     pub temperature: f64,
     pub sticky_slack_blocks: f64,
+    pub sticky_overload_factor: f64,
     pub nats_url: Option<String>,
     pub publish_events: bool,
 }
@@ -82,6 +87,7 @@ impl Default for KvConfig {
             queue_weight: 0.25,
             temperature: 0.0,
             sticky_slack_blocks: 32.0,
+            sticky_overload_factor: 2.0,
             nats_url: None,
             publish_events: false,
         }
@@ -144,6 +150,16 @@ impl KvConfig {
                 pick!(sticky_slack_blocks),
                 d.sticky_slack_blocks,
             )?,
+            sticky_overload_factor: match pick!(sticky_overload_factor) {
+                None => d.sticky_overload_factor,
+                Some(f) if f.is_finite() && f >= 1.0 => f,
+                Some(f) => {
+                    return Err(invalid(
+                        "sticky_overload_factor",
+                        format!("must be a finite number >= 1 (got {f})"),
+                    ))
+                }
+            },
             nats_url,
             publish_events,
         })

@@ -27,6 +27,7 @@ pub struct KvPolicySettings {
     /// `None` = `--no-predict`.
     pub predict_ttl: Option<Duration>,
     pub sticky_slack_blocks: f64,
+    pub sticky_overload_factor: f64,
 }
 
 impl KvPolicySettings {
@@ -40,6 +41,7 @@ impl KvPolicySettings {
             temperature: c.temperature,
             predict_ttl: c.predict.then_some(c.predict_ttl),
             sticky_slack_blocks: c.sticky_slack_blocks,
+            sticky_overload_factor: c.sticky_overload_factor,
         }
     }
 }
@@ -129,7 +131,8 @@ impl KvPolicy {
         let mut rng = rand::rng();
         let mut chosen = scored[pick(&keys, self.settings.temperature, &mut rng)?];
         if let Some(p) = preferred {
-            // Sticky key: its worker's best rank wins unless it costs clearly more than the best.
+            // Sticky key: its worker's best rank wins unless it is overloaded: costlier than
+            // `factor * best + slack` (see docs/kv-routing.md).
             let best = scored.iter().map(|s| s.cost).fold(f64::INFINITY, f64::min);
             let own = scored
                 .iter()
@@ -137,7 +140,11 @@ impl KvPolicy {
                 .min_by(|a, b| a.cost.total_cmp(&b.cost).then(b.overlap.cmp(&a.overlap)))
                 .copied();
             match own {
-                Some(own) if own.cost - best <= self.settings.sticky_slack_blocks * w.prefill => {
+                Some(own)
+                    if own.cost
+                        <= best * self.settings.sticky_overload_factor
+                            + self.settings.sticky_slack_blocks * w.prefill =>
+                {
                     m.sticky.with_label_values(&["kept"]).inc();
                     chosen = own;
                 }
