@@ -22,7 +22,7 @@ pub struct KvCli {
     /// Cost per block of prefill (the request's new blocks plus others' prefill in flight).
     #[arg(long, env = "KVROUTER_KV_PREFILL_WEIGHT")]
     pub kv_prefill_weight: Option<f64>,
-    /// Cost per block of context held by requests in flight on the unit (decode load).
+    /// Cost per block of context held by requests in flight on the unit with another prompt (decode load).
     #[arg(long, env = "KVROUTER_KV_DECODE_WEIGHT")]
     pub kv_decode_weight: Option<f64>,
     /// Cost per request in flight on the unit (queue depth).
@@ -83,8 +83,8 @@ impl Default for KvConfig {
             predict: true,
             predict_ttl: Duration::from_secs(10),
             prefill_weight: 1.0,
-            decode_weight: 1.0 / 64.0,
-            queue_weight: 0.25,
+            decode_weight: 1.0 / 8.0,
+            queue_weight: 0.5,
             temperature: 0.0,
             sticky_slack_blocks: 32.0,
             sticky_overload_factor: 2.0,

@@ -37,7 +37,8 @@ pub struct UnitInputs {
     pub inflight_depth: u32,
     /// Distinct blocks in prefill on the unit (all requests; siblings counted once).
     pub unit_inflight_prefill: u64,
-    /// Sum of the request blocks of every request in flight on the unit.
+    /// Sum of the request blocks of the requests in flight on the unit whose prompt differs
+    /// from this one (identical siblings share KV and a prefill; they cost only a slot).
     pub active_blocks: u64,
     /// Requests in flight on the unit.
     pub active_requests: u64,
@@ -120,53 +121,62 @@ mod tests {
 
     const W: CostWeights = CostWeights {
         prefill: 1.0,
-        decode: 1.0 / 64.0,
-        queue: 0.25,
+        decode: 1.0 / 8.0,
+        queue: 0.5,
     };
 
-    fn inputs(cached: u32, inflight_depth: u32, unit_inflight: u64, reqs: u64) -> UnitInputs {
+    /// 64-block request; `siblings` in flight with the same prompt, `others` (64 blocks each) not.
+    fn inputs(
+        cached: u32,
+        inflight_depth: u32,
+        unit_inflight: u64,
+        siblings: u64,
+        others: u64,
+    ) -> UnitInputs {
         UnitInputs {
             request_blocks: 64,
             cached,
             inflight_depth,
             unit_inflight_prefill: unit_inflight,
-            active_blocks: reqs * 64,
-            active_requests: reqs,
+            active_blocks: others * 64,
+            active_requests: siblings + others,
         }
     }
 
     #[test]
     fn terms() {
-        let u = inputs(16, 0, 10, 2);
+        let u = inputs(16, 0, 10, 0, 2);
         assert_eq!(u.new_prefill(), 48);
         assert_eq!(u.queued_prefill(), 10);
-        assert_eq!(cost(&W, &u), 48.0 + 10.0 + 2.0 + 0.5);
+        assert_eq!(cost(&W, &u), 48.0 + 10.0 + 16.0 + 1.0);
     }
 
     #[test]
     fn a_sibling_joins_the_inflight_prefill_instead_of_starting_another() {
         // First sibling is prefilling all 64 blocks on A; B is idle and cold.
-        let a = inputs(64, 64, 64, 1);
-        let b = inputs(0, 0, 0, 0);
+        let a = inputs(64, 64, 64, 1, 0);
+        let b = inputs(0, 0, 0, 0, 0);
         assert!(cost(&W, &a) < cost(&W, &b));
     }
 
     #[test]
     fn thirty_two_siblings_stay_but_a_new_group_goes_elsewhere() {
-        let a31 = inputs(64, 64, 64, 31);
-        let b = inputs(16, 0, 0, 0); // cold except the shared system prefix
+        let a31 = inputs(64, 64, 64, 31, 0);
+        let b = inputs(16, 0, 0, 0, 0); // cold except the shared system prefix
         assert!(cost(&W, &a31) < cost(&W, &b));
         // A new group sharing only the system prefix with A's busy group: B wins.
-        let a_new_group = inputs(16, 16, 64, 32);
+        let a_new_group = inputs(16, 16, 64, 0, 32);
         assert!(cost(&W, &a_new_group) > cost(&W, &b));
     }
 
     #[test]
     fn shared_system_prompt_does_not_hot_spot() {
-        // Every unit holds the 16-block system prompt; A already runs 8 requests.
-        let a = inputs(16, 0, 0, 8);
-        let b = inputs(16, 0, 0, 0);
+        // Every session shares a 16-block prefix cached on A only; A already runs 4 sessions.
+        let a = inputs(16, 0, 0, 0, 4);
+        let b = inputs(0, 0, 0, 0, 0);
         assert!(cost(&W, &a) > cost(&W, &b));
+        // With no load, the cached prefix wins.
+        assert!(cost(&W, &inputs(16, 0, 0, 0, 0)) < cost(&W, &b));
     }
 
     #[test]

@@ -105,19 +105,21 @@ impl KvPolicy {
         let overlaps = self.index.find_matches(&seqs);
         let t2 = Instant::now();
         let request_blocks = overlaps.request_blocks;
+        // Identical prompts (siblings) share a prefill and their KV: tell their load apart.
+        let prompt_key = seqs.last().copied();
         let w = &self.settings.weights;
         let mut scored: Vec<Scored> = Vec::with_capacity(candidates.len());
         for (i, worker) in candidates.iter().enumerate() {
             for rank in worker.ranks() {
                 let ov = overlaps.get(Unit::new(worker.id, rank)).copied();
-                let (active_requests, active_blocks) = self.loads.get(worker.id, rank);
+                let load = self.loads.view(worker.id, rank, prompt_key);
                 let inputs = UnitInputs {
                     request_blocks,
                     cached: ov.map_or(0, |o| o.cached()),
                     inflight_depth: ov.map_or(0, |o| o.inflight),
                     unit_inflight_prefill: self.index.inflight_blocks(worker.id, rank),
-                    active_blocks,
-                    active_requests,
+                    active_blocks: load.other_blocks,
+                    active_requests: load.requests,
                 };
                 scored.push(Scored {
                     candidate: i,
@@ -176,7 +178,9 @@ impl KvPolicy {
         // SGLang matches the prompt minus its last token, in whole pages.
         let matchable = (tokens.len().saturating_sub(1) / page * page) as u64;
         let predicted = (u64::from(chosen.overlap) * page as u64).min(matchable);
-        let load = self.loads.begin(worker.id, chosen.rank, request_blocks);
+        let load = self
+            .loads
+            .begin(worker.id, chosen.rank, prompt_key, request_blocks);
         let attachment = KvAttachment::new(booking, load, predicted, tokens.len() as u64);
         Some(Choice {
             index: chosen.candidate,

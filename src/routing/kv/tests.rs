@@ -186,12 +186,12 @@ fn sticky_key_is_kept_unless_its_worker_is_overloaded() {
     let home = first.worker().id;
     drop(first);
     // Moderate load on the home worker: the key stays.
-    let _some: Vec<_> = (0..4).map(|_| loads.begin(home, 0, 64)).collect();
+    let _some: Vec<_> = (0..4).map(|_| loads.begin(home, 0, None, 64)).collect();
     let again = selector.select(&input, Some("session"), &ws).unwrap();
     assert_eq!(again.worker().id, home);
     drop(again);
     // Overloaded: yields to the cost model, and the key follows.
-    let _many: Vec<_> = (0..200).map(|_| loads.begin(home, 0, 64)).collect();
+    let _many: Vec<_> = (0..200).map(|_| loads.begin(home, 0, None, 64)).collect();
     let moved = selector.select(&input, Some("session"), &ws).unwrap();
     assert_ne!(moved.worker().id, home);
     let new_home = moved.worker().id;
