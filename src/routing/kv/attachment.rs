@@ -1,7 +1,8 @@
 //! `KvAttachment`: what one KV-routed request carries in its routing `Booking`.
 //!
-//! - the predict-on-route booking in the index (`prefill_done` at the first response byte;
-//!   dropped before that = the request failed before prefill: prediction cancelled),
+//! - the predict-on-route booking in the index (`prefill_done` at the first response byte, or
+//!   at routing for non-streaming requests; dropped before the first byte = the request failed
+//!   before prefill: prediction cancelled),
 //! - its share of the unit's load (requests, context blocks), released on drop,
 //! - a read-only scan of the relayed bytes for the worker-reported `cached_tokens`, exported
 //!   next to the router's own prediction when the response ends.
@@ -73,7 +74,14 @@ impl KvAttachment {
 
 impl Drop for KvAttachment {
     fn drop(&mut self) {
-        if self.failed || !self.first_byte {
+        if !self.first_byte {
+            // Failed (or abandoned) before the first byte: nothing was prefilled.
+            if let Some(b) = self.booking.take() {
+                b.cancel();
+            }
+            return;
+        }
+        if self.failed {
             return;
         }
         let m = KvMetrics::get();

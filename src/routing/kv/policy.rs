@@ -169,12 +169,20 @@ impl KvPolicy {
             m.overlap_ratio
                 .observe(f64::from(chosen.overlap) / f64::from(request_blocks));
         }
-        let booking = match self.settings.predict_ttl {
+        let mut booking = match self.settings.predict_ttl {
             Some(ttl) if !seqs.is_empty() => {
                 self.index.book(worker.id, chosen.rank, &seqs, ttl).ok()
             }
             _ => None,
         };
+        if !input.stream {
+            // A non-streaming response's first byte is its end: the in-flight mark would count
+            // the whole request as queued prefill. End it now; the prediction (which siblings
+            // see as cached) stays, and a failure before the first byte still cancels it.
+            if let Some(b) = booking.as_mut() {
+                b.prefill_done();
+            }
+        }
         // SGLang matches the prompt minus its last token, in whole pages.
         let matchable = (tokens.len().saturating_sub(1) / page * page) as u64;
         let predicted = (u64::from(chosen.overlap) * page as u64).min(matchable);

@@ -45,6 +45,10 @@ fn body(tokens: &[u32]) -> Vec<u8> {
     serde_json::to_vec(&serde_json::json!({ "input_ids": tokens })).unwrap()
 }
 
+fn stream_body(tokens: &[u32]) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({ "input_ids": tokens, "stream": true })).unwrap()
+}
+
 fn store(index: &KvIndex, w: u32, rank: u32, tokens: &[u32]) {
     let n = tokens.len() / PAGE as usize;
     index
@@ -108,15 +112,19 @@ fn a_failed_request_before_prefill_releases_its_prediction() {
     let (p, index) = policy(true);
     let ws = vec![worker(1, 1), worker(2, 1)];
     let t = tokens(3, 64);
-    let b = body(&t);
-    let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
-    let c = p.select(&input, &ws).unwrap();
-    let chosen = ws[c.index].id;
-    assert_eq!(index.inflight_blocks(chosen, 0), 16);
-    drop(c); // dropped before the first byte
-    assert_eq!(index.inflight_blocks(chosen, 0), 0);
     let seqs = crate::tokens::seq_hashes(&t, PAGE as usize);
-    assert!(index.find_matches(&seqs).units.is_empty());
+    for b in [stream_body(&t), body(&t)] {
+        let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
+        let c = p.select(&input, &ws).unwrap();
+        let chosen = ws[c.index].id;
+        // Streaming: in flight until the first byte; non-streaming: only predicted.
+        let inflight = if input.stream { 16 } else { 0 };
+        assert_eq!(index.inflight_blocks(chosen, 0), inflight);
+        assert_eq!(index.find_matches(&seqs).units[0].predicted, 16);
+        drop(c); // dropped before the first byte
+        assert_eq!(index.inflight_blocks(chosen, 0), 0);
+        assert!(index.find_matches(&seqs).units.is_empty());
+    }
 }
 
 #[test]
@@ -124,20 +132,23 @@ fn first_byte_ends_the_inflight_prefill_and_keeps_the_prediction() {
     let (p, index) = policy(true);
     let ws = vec![worker(1, 1)];
     let t = tokens(4, 64);
-    let b = body(&t);
+    let b = stream_body(&t);
     let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
     let mut c = p.select(&input, &ws).unwrap();
+    assert_eq!(index.inflight_blocks(WorkerId(1), 0), 16);
     let att = c
         .attachment
         .as_mut()
         .unwrap()
         .downcast_mut::<KvAttachment>()
         .unwrap();
-    att.observe(br#"{"meta_info":{"cached_tokens":0}}"#);
+    att.observe(br#"data: {"meta_info":{"cached_tokens":0}}"#);
     assert_eq!(index.inflight_blocks(WorkerId(1), 0), 0);
     let seqs = crate::tokens::seq_hashes(&t, PAGE as usize);
     assert_eq!(index.find_matches(&seqs).units[0].predicted, 16);
     assert_eq!(att.reported_tokens(), Some(0));
+    drop(c); // after the first byte: the prediction stays
+    assert_eq!(index.find_matches(&seqs).units[0].predicted, 16);
 }
 
 #[test]
