@@ -204,12 +204,30 @@ impl<'a> Reader<'a> {
         let n = self.array_len()?;
         let mut out = Vec::with_capacity(n.min(self.rest.len()));
         for _ in 0..n {
-            let token = rmp::decode::read_int::<u32, _>(&mut self.rest).map_err(|_| {
-                "token_ids: not a u32 (bigram token pairs are unsupported)".to_owned()
-            })?;
+            let token = match self.fast_u32() {
+                Some(token) => token,
+                None => rmp::decode::read_int::<u32, _>(&mut self.rest).map_err(|_| {
+                    "token_ids: not a u32 (bigram token pairs are unsupported)".to_owned()
+                })?,
+            };
             out.push(token);
         }
         Ok(out)
+    }
+
+    /// Hot path for token ids: positive fixint, uint8, uint16 and uint32 markers
+    /// read in place (msgpack's compact encodings); anything else -> None.
+    #[inline]
+    fn fast_u32(&mut self) -> Option<u32> {
+        let (value, width) = match *self.rest {
+            [b, ..] if b < 0x80 => (u32::from(b), 1),
+            [0xcc, b, ..] => (u32::from(b), 2),
+            [0xcd, b0, b1, ..] => (u32::from(u16::from_be_bytes([b0, b1])), 3),
+            [0xce, b0, b1, b2, b3, ..] => (u32::from_be_bytes([b0, b1, b2, b3]), 5),
+            _ => return None,
+        };
+        self.rest = &self.rest[width..];
+        Some(value)
     }
 
     fn medium(&mut self) -> Result<Option<&'a str>, String> {

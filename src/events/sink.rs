@@ -70,15 +70,16 @@ impl RecordingSink {
     }
 
     /// Waits until `done(records)` holds or `timeout` passes; returns whether it held.
+    /// `done` sees a snapshot, so it may call back into the sink.
     pub async fn wait_until(&self, timeout: Duration, done: impl Fn(&[Record]) -> bool) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let notified = self.changed.notified();
-            if done(&self.records.lock()) {
+            if done(&self.records()) {
                 return true;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return done(&self.records.lock());
+                return done(&self.records());
             }
         }
     }
