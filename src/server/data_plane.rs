@@ -154,18 +154,26 @@ pub async fn handle(
             rids: &rids,
         };
         // KV mode, dp_size > 1: the chosen rank travels as `routed_dp_rank` (docs/kv-routing.md).
-        let body = match booking.rank() {
+        let injected = match booking.rank() {
             Some(rank) if worker.info.dp_size > 1 => {
-                crate::routing::kv::dp::with_routed_rank(&bytes, rank).unwrap_or(bytes.clone())
+                crate::routing::kv::dp::with_routed_rank(&bytes, rank)
             }
-            _ => bytes.clone(),
+            _ => None,
+        };
+        let (headers, body) = match injected {
+            Some(b) => {
+                let mut h = parts.headers.clone();
+                h.insert(header::CONTENT_LENGTH, HeaderValue::from(b.len()));
+                (std::borrow::Cow::Owned(h), b)
+            }
+            None => (std::borrow::Cow::Borrowed(&parts.headers), bytes.clone()),
         };
         let result = forward(
             &state.client,
             Method::POST,
             &worker.url,
             endpoint.path(),
-            &parts.headers,
+            &headers,
             body,
             state.config.request_timeout,
         )
