@@ -36,12 +36,13 @@ async fn the_request_lands_on_the_rank_holding_its_prefix() {
     let (zmq, replay) = loop {
         // Rank r publishes on port + r: pick bases whose next port is free too.
         let (a, b) = (support::free_port(), support::free_port());
-        if a < 65000 && b < 65000 && a.abs_diff(b) > 2 {
-            if std::net::TcpListener::bind(("127.0.0.1", a + 1)).is_ok()
-                && std::net::TcpListener::bind(("127.0.0.1", b + 1)).is_ok()
-            {
-                break (a, b);
-            }
+        if a < 65000
+            && b < 65000
+            && a.abs_diff(b) > 2
+            && std::net::TcpListener::bind(("127.0.0.1", a + 1)).is_ok()
+            && std::net::TcpListener::bind(("127.0.0.1", b + 1)).is_ok()
+        {
+            break (a, b);
         }
     };
     let cfg = format!(
