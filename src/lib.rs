@@ -7,6 +7,7 @@
 //! - event: `events` (decode ZMQ / NATS, check sequence cursors) -> `index`.
 //!
 //! `workers` owns the fleet (registration, health, load, versions, refit gate),
+//! `refit` the RL control plane (pause/drain, fan-out refits, cache invalidation),
 //! `tokens` owns block hashing, `metrics` the Prometheus registry, `config` the
 //! validated configuration, and `sim` the simulated SGLang fleet (`sglang-mock`)
 //! and the workload generator (`loadgen`).
@@ -16,6 +17,7 @@ pub mod events;
 pub mod index;
 pub mod metrics;
 pub mod proxy;
+pub mod refit;
 pub mod routing;
 pub mod server;
 pub mod sim;

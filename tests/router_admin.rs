@@ -284,7 +284,11 @@ async fn info_and_fanout_endpoints() {
         .send()
         .await
         .unwrap();
-    assert_eq!(resp.status(), 500);
+    assert_eq!(
+        resp.status(),
+        502,
+        "refit fan-outs answer 502 on any failure (issue 5)"
+    );
     let v: Value = resp.json().await.unwrap();
     assert_eq!(v["successful"], json!([a.url]));
     assert_eq!(v["failed"][0][0], b.url.as_str(), "{v}");

@@ -70,6 +70,16 @@ pub struct Cli {
     /// Bearer token required on worker-management and admin routes (defaults to `--api-key`).
     #[arg(long, env = "KVROUTER_ADMIN_API_KEY")]
     pub admin_api_key: Option<String>,
+    /// Requests held while the refit gate is closed (paused); beyond it they get 503.
+    #[arg(long, env = "KVROUTER_REFIT_QUEUE_SIZE")]
+    pub refit_queue_size: Option<usize>,
+    /// Refuse requests with 503 while paused instead of holding them.
+    #[arg(long, env = "KVROUTER_REFIT_REFUSE_WHEN_PAUSED", num_args = 0..=1, default_missing_value = "true")]
+    pub refit_refuse_when_paused: Option<bool>,
+    /// Route to a worker that registers or restarts at another weight version than the
+    /// fleet (default: hold it as `awaiting_refit` until a refit levels it).
+    #[arg(long, env = "KVROUTER_ALLOW_VERSION_MISMATCH", num_args = 0..=1, default_missing_value = "true")]
+    pub allow_version_mismatch: Option<bool>,
     /// Log filter: error | warn | info | debug | trace (or a tracing filter directive).
     #[arg(long, env = "KVROUTER_LOG_LEVEL")]
     pub log_level: Option<String>,

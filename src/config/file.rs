@@ -29,6 +29,9 @@ pub struct FileConfig {
     pub sticky_ttl_secs: Option<f64>,
     pub api_key: Option<String>,
     pub admin_api_key: Option<String>,
+    pub refit_queue_size: Option<usize>,
+    pub refit_refuse_when_paused: Option<bool>,
+    pub allow_version_mismatch: Option<bool>,
     pub log_level: Option<String>,
     pub json_log: Option<bool>,
     /// KV-mode settings (`[kv]` table, see src/config/kv.rs).

@@ -54,6 +54,12 @@ pub struct Config {
     pub api_key: Option<String>,
     /// Key for admin and worker-management routes; falls back to `api_key` when unset.
     pub admin_api_key: Option<String>,
+    /// Requests held while the refit gate is closed (beyond: 503).
+    pub refit_queue_size: usize,
+    /// Refuse (503) instead of holding requests while paused.
+    pub refit_refuse_when_paused: bool,
+    /// Route to workers whose weight version differs from the fleet's (no `awaiting_refit` hold).
+    pub allow_version_mismatch: bool,
     pub log_level: String,
     pub json_log: bool,
     /// KV-mode settings.
@@ -81,6 +87,9 @@ impl Default for Config {
             sticky_ttl: Duration::from_secs(14400),
             api_key: None,
             admin_api_key: None,
+            refit_queue_size: 4096,
+            refit_refuse_when_paused: false,
+            allow_version_mismatch: false,
             log_level: "info".into(),
             json_log: false,
             kv: KvConfig::default(),
@@ -236,6 +245,11 @@ impl Config {
             sticky_ttl: secs("sticky_ttl_secs", pick!(sticky_ttl_secs), d.sticky_ttl)?,
             api_key,
             admin_api_key,
+            refit_queue_size: pick!(refit_queue_size).unwrap_or(d.refit_queue_size),
+            refit_refuse_when_paused: pick!(refit_refuse_when_paused)
+                .unwrap_or(d.refit_refuse_when_paused),
+            allow_version_mismatch: pick!(allow_version_mismatch)
+                .unwrap_or(d.allow_version_mismatch),
             log_level,
             json_log: pick!(json_log).unwrap_or(d.json_log),
             kv: KvConfig::from_sources(&cli.kv, &file.kv.clone().unwrap_or_default())?,

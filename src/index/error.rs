@@ -16,6 +16,8 @@ pub enum IndexError {
         tokens: usize,
         block_size: u32,
     },
+    #[error("BlockStored carries {local_hashes} content hashes for {blocks} blocks")]
+    HashCountMismatch { blocks: usize, local_hashes: usize },
     /// The store was dropped whole: its parent is not resident on that unit
     /// (missed events; the caller should treat the unit as needing recovery).
     #[error("BlockStored parent {parent:#x} is unknown on this worker rank; store dropped")]

@@ -118,12 +118,8 @@ impl KvIndex {
                         block_size: *block_size,
                     });
                 }
-                self.store(
-                    id,
-                    *parent,
-                    block_hashes,
-                    token_ids.chunks_exact(bs).map(local_hash),
-                )?
+                let locals = token_ids.chunks_exact(bs).map(local_hash);
+                self.store(id, *parent, block_hashes, locals)?
             }
             KvEvent::StoredHashed {
                 parent,
@@ -131,10 +127,9 @@ impl KvIndex {
                 local_hashes,
             } => {
                 if local_hashes.len() != block_hashes.len() {
-                    return Err(IndexError::TokenCountMismatch {
+                    return Err(IndexError::HashCountMismatch {
                         blocks: block_hashes.len(),
-                        tokens: local_hashes.len(),
-                        block_size: self.page_size,
+                        local_hashes: local_hashes.len(),
                     });
                 }
                 self.store(id, *parent, block_hashes, local_hashes.iter().copied())?

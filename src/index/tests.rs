@@ -491,3 +491,39 @@ fn concurrent_bookings_events_and_queries_release_everything() {
     }
     assert!(idx.find_matches(&q).units.is_empty());
 }
+
+#[test]
+fn content_hashed_stores_match_token_stores() {
+    let t = toks(24, 3);
+    let by_tokens = KvIndex::new(PAGE);
+    by_tokens.apply(w(1), 0, &stored(None, &t)).unwrap();
+    let KvEvent::Stored { block_hashes, .. } = stored(None, &t) else {
+        unreachable!()
+    };
+    let by_hashes = KvIndex::new(PAGE);
+    let local_hashes = t
+        .chunks_exact(PAGE as usize)
+        .map(crate::tokens::local_hash)
+        .collect();
+    let event = KvEvent::StoredHashed {
+        parent: None,
+        block_hashes: block_hashes.clone(),
+        local_hashes,
+    };
+    by_hashes.apply(w(1), 0, &event).unwrap();
+    let q = seq_hashes(&t, PAGE as usize);
+    assert_eq!(depth(&by_hashes.find_matches(&q), 1, 0), 6);
+    assert_eq!(
+        depth(&by_tokens.find_matches(&q), 1, 0),
+        depth(&by_hashes.find_matches(&q), 1, 0)
+    );
+    let short = KvEvent::StoredHashed {
+        parent: None,
+        block_hashes,
+        local_hashes: vec![1],
+    };
+    assert!(matches!(
+        by_hashes.apply(w(2), 0, &short),
+        Err(IndexError::HashCountMismatch { .. })
+    ));
+}

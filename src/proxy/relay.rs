@@ -30,6 +30,9 @@ pub struct RelayContext {
     pub client: UpstreamClient,
     /// Request ids to abort on the worker if the client disconnects early.
     pub rids: Vec<String>,
+    /// Anything that must live exactly as long as the response (e.g. the refit plane's
+    /// rid -> worker entry); dropped with the body.
+    pub hold: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 /// Streams an upstream body to the client (see module docs).

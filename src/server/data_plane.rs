@@ -127,6 +127,10 @@ pub async fn handle(
     let mut last_error = ApiError::no_workers();
     let mut last_worker: Option<Arc<Worker>> = None;
     let mut attempt = 0u32;
+    if let Err(e) = admit(state).await {
+        return error(route, e);
+    }
+    let mut rid_guard = None;
     loop {
         let snapshot = state.registry.snapshot();
         let candidates: Vec<Arc<Worker>> = snapshot
@@ -140,8 +144,17 @@ pub async fn handle(
                 None => error(route, last_error),
             };
         };
+        if !state.refit.still_admitted(booking.worker()) {
+            // A pause closed the gate after this request was admitted: wait again.
+            drop(booking);
+            if let Err(e) = admit(state).await {
+                return error(route, e);
+            }
+            continue;
+        }
         let can_retry = attempt < max_retries && candidates.len() > 1;
         let worker = booking.worker().clone();
+        rid_guard = state.refit.rids.track(&rids, &worker).or(rid_guard);
         if attempt == 0 {
             metrics
                 .overhead
@@ -199,7 +212,9 @@ pub async fn handle(
                         .with_label_values(&[route, status.as_str()])
                         .inc();
                 } else {
-                    return relay(state, route, resp, booking, stream, started, rids);
+                    let hold =
+                        rid_guard.map(|g| Box::new(g) as Box<dyn std::any::Any + Send + Sync>);
+                    return relay(state, route, resp, booking, stream, started, rids, hold);
                 }
             }
             Err(e) => {
@@ -260,6 +275,23 @@ pub async fn handle(
     }
 }
 
+/// Waits at the refit gate (at once when open); 503 when refused, full or held too long.
+async fn admit(state: &AppState) -> Result<(), ApiError> {
+    state
+        .refit
+        .gate
+        .admit(state.refit.config.max_hold)
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "generation_paused",
+                e.to_string(),
+            )
+        })
+}
+
+#[allow(clippy::too_many_arguments)]
 fn relay(
     state: &AppState,
     route: &'static str,
@@ -268,6 +300,7 @@ fn relay(
     stream: bool,
     started: Instant,
     rids: Vec<String>,
+    hold: Option<Box<dyn std::any::Any + Send + Sync>>,
 ) -> Response<RouterBody> {
     let (mut parts, body) = resp.into_parts();
     strip_response_headers(&mut parts.headers);
@@ -295,6 +328,7 @@ fn relay(
         started,
         client: state.client.clone(),
         rids,
+        hold,
     };
     Response::from_parts(
         parts,

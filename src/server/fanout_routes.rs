@@ -1,4 +1,5 @@
-//! Admin fan-outs over every registered worker: `/get_loads`, `/flush_cache`, `/engine_metrics`.
+//! Admin fan-outs over every registered worker: `/get_loads`, `/engine_metrics`
+//! (`/flush_cache` is a refit fan-out: `refit_routes`).
 
 use std::time::Duration;
 
@@ -54,55 +55,6 @@ pub async fn get_loads(state: &AppState) -> Response<RouterBody> {
     json(
         StatusCode::OK,
         &json!({"loads": loads, "total_workers": snapshot.len(), "successful": ok, "failed": failed}),
-    )
-}
-
-/// `POST /flush_cache`: flushes every worker; 200 only if all succeed (else 500), with a
-/// per-worker result list.
-pub async fn flush_cache(state: &AppState) -> Response<RouterBody> {
-    let snapshot = state.registry.snapshot();
-    let calls = snapshot.iter().map(|w| {
-        fanout::call(
-            &state.client,
-            Method::POST,
-            &w.url,
-            "/flush_cache",
-            Bytes::new(),
-            FANOUT_TIMEOUT,
-        )
-    });
-    let results = join_all(calls).await;
-    let mut successful = Vec::new();
-    let mut failed = Vec::new();
-    for (w, r) in snapshot.iter().zip(results) {
-        match r {
-            Ok((s, _, _)) if s.is_success() => successful.push(json!(w.url)),
-            Ok((s, _, b)) => failed.push(json!([
-                w.url,
-                format!("HTTP {}: {}", s.as_u16(), String::from_utf8_lossy(&b))
-            ])),
-            Err(e) => failed.push(json!([w.url, e])),
-        }
-    }
-    let all_ok = failed.is_empty();
-    let message = if all_ok {
-        format!("Cache flushed on all {} workers", successful.len())
-    } else {
-        format!(
-            "Cache flush failed on {} of {} workers",
-            failed.len(),
-            snapshot.len()
-        )
-    };
-    let status = if all_ok {
-        StatusCode::OK
-    } else {
-        StatusCode::INTERNAL_SERVER_ERROR
-    };
-    json(
-        status,
-        &json!({"successful": successful, "failed": failed, "total_workers": snapshot.len(),
-                "http_workers": snapshot.len(), "message": message}),
     )
 }
 

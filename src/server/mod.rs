@@ -11,6 +11,8 @@ pub mod engine_metrics;
 pub mod error;
 pub mod fanout_routes;
 pub mod info;
+pub mod refit_routes;
+pub mod rl_api;
 pub mod routes;
 pub mod state;
 pub mod workers_api;
@@ -82,8 +84,17 @@ pub fn spawn_sticky_sweeper(state: &Arc<AppState>) {
     });
 }
 
-/// Builds everything from `state`, binds `host:port`, prints the readiness line and serves.
-pub async fn run(state: Arc<AppState>) -> anyhow::Result<()> {
+/// A router bound to its port and serving on the current runtime.
+pub struct Started {
+    /// The bound address (the real port when `--port 0`).
+    pub addr: std::net::SocketAddr,
+    /// The accept loop; abort it to stop accepting.
+    pub task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Builds everything from `state`, binds `host:port`, registers the configured workers and
+/// starts serving in a background task (used by [`run`] and by the in-process demo).
+pub async fn start(state: Arc<AppState>) -> anyhow::Result<Started> {
     let addr = format!("{}:{}", state.config.host, state.config.port);
     let listener = TcpListener::bind(&addr)
         .await
@@ -92,11 +103,18 @@ pub async fn run(state: Arc<AppState>) -> anyhow::Result<()> {
     register_startup_workers(&state);
     spawn_sticky_sweeper(&state);
     tracing::info!(%local, mode = %state.config.mode, policy = state.selector.policy_name(), "router started");
+    let task = tokio::spawn(serve(listener, state));
+    Ok(Started { addr: local, task })
+}
+
+/// Starts the router, prints the readiness line and serves until the accept loop ends.
+pub async fn run(state: Arc<AppState>) -> anyhow::Result<()> {
+    let started = start(state).await?;
     {
         let mut out = std::io::stdout().lock();
-        writeln!(out, "listening on http://{local}")?;
+        writeln!(out, "listening on http://{}", started.addr)?;
         out.flush()?;
     }
-    serve(listener, state).await?;
+    started.task.await??;
     Ok(())
 }

@@ -8,7 +8,8 @@ use hyper::body::Incoming;
 use super::body::RouterBody;
 use super::error::ApiError;
 use super::state::AppState;
-use super::{auth, data_plane, fanout_routes, info, workers_api};
+use super::{auth, data_plane, fanout_routes, info, refit_routes, rl_api, workers_api};
+use crate::refit::FANOUT_PATHS;
 use crate::routing::Endpoint;
 
 /// A matched route.
@@ -32,7 +33,19 @@ pub enum Route<'a> {
     AddWorker,
     RemoveWorker,
     ListWorkers,
+    /// `GET /debug/index` (KV mode): per-unit block counts and digests.
     DebugIndex,
+    /// `POST /<sglang control path>` fanned out to every eligible worker (refit plane).
+    RefitFanout(&'static str),
+    /// `ANY /workers/{id}/<sglang path>`: one worker.
+    WorkerControl(&'a str, &'a str),
+    RefitState,
+    RlWorkers,
+    RlWorker(&'a str),
+    /// `ANY /v1/rl/workers/{id}/engine/{path}`.
+    RlWorkerEngine(&'a str, &'a str),
+    /// `ANY /v1/rl/engine/{path}?selector=`.
+    RlEngine(&'a str),
     MethodNotAllowed,
     NotFound,
 }
@@ -78,6 +91,12 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         "/remove_worker" if post => Route::RemoveWorker,
         "/list_workers" if get => Route::ListWorkers,
         "/debug/index" if get => Route::DebugIndex,
+        "/refit/state" if get => Route::RefitState,
+        "/v1/rl/workers" if get => Route::RlWorkers,
+        p if post && FANOUT_PATHS.contains(&p) => match FANOUT_PATHS.iter().find(|f| **f == p) {
+            Some(f) => Route::RefitFanout(f),
+            None => Route::NotFound,
+        },
         "/generate"
         | "/v1/chat/completions"
         | "/v1/completions"
@@ -98,21 +117,53 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         | "/add_worker"
         | "/remove_worker"
         | "/list_workers"
+        | "/refit/state"
+        | "/v1/rl/workers"
         | "/debug/index" => Route::MethodNotAllowed,
-        _ => match path.strip_prefix("/workers/") {
-            Some(key) if !key.is_empty() && !key.contains('/') => {
-                if get {
-                    Route::WorkerGet(key)
-                } else if method == Method::DELETE {
-                    Route::WorkerDelete(key)
-                } else {
-                    Route::MethodNotAllowed
-                }
+        p if FANOUT_PATHS.contains(&p) => Route::MethodNotAllowed,
+        _ => prefixed_route(method, path),
+    };
+    r
+}
+
+/// Routes under `/workers/{id}/...` and `/v1/rl/...`.
+fn prefixed_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
+    if let Some(rest) = path.strip_prefix("/v1/rl/workers/") {
+        return match rest.split_once('/') {
+            None if !rest.is_empty() && method == Method::GET => Route::RlWorker(rest),
+            None if !rest.is_empty() => Route::MethodNotAllowed,
+            Some((key, tail)) if !key.is_empty() => match tail.strip_prefix("engine/") {
+                Some(p) if !p.is_empty() => Route::RlWorkerEngine(key, p),
+                _ => Route::NotFound,
+            },
+            _ => Route::NotFound,
+        };
+    }
+    if let Some(p) = path.strip_prefix("/v1/rl/engine/") {
+        return if p.is_empty() {
+            Route::NotFound
+        } else {
+            Route::RlEngine(p)
+        };
+    }
+    match path.strip_prefix("/workers/") {
+        Some(key) if !key.is_empty() && !key.contains('/') => {
+            if method == Method::GET {
+                Route::WorkerGet(key)
+            } else if method == Method::DELETE {
+                Route::WorkerDelete(key)
+            } else {
+                Route::MethodNotAllowed
+            }
+        }
+        Some(rest) => match rest.split_once('/') {
+            Some((key, tail)) if !key.is_empty() && !tail.is_empty() => {
+                Route::WorkerControl(key, tail)
             }
             _ => Route::NotFound,
         },
-    };
-    r
+        None => Route::NotFound,
+    }
 }
 
 impl Route<'_> {
@@ -127,8 +178,15 @@ impl Route<'_> {
             | Route::AddWorker
             | Route::RemoveWorker
             | Route::ListWorkers
+            | Route::FlushCache
             | Route::DebugIndex
-            | Route::FlushCache => Access::Admin,
+            | Route::RefitFanout(_)
+            | Route::WorkerControl(..)
+            | Route::RefitState
+            | Route::RlWorkers
+            | Route::RlWorker(_)
+            | Route::RlWorkerEngine(..)
+            | Route::RlEngine(_) => Access::Admin,
             _ => Access::Open,
         }
     }
@@ -157,7 +215,14 @@ pub async fn handle(state: &AppState, req: Request<Incoming>) -> Response<Router
         Route::ModelInfo(p) => info::model_info(state, p).await,
         Route::ServerInfo => info::server_info(state),
         Route::GetLoads => fanout_routes::get_loads(state).await,
-        Route::FlushCache => fanout_routes::flush_cache(state).await,
+        Route::FlushCache => refit_routes::fanout(state, "/flush_cache", req).await,
+        Route::RefitFanout(p) => refit_routes::fanout(state, p, req).await,
+        Route::WorkerControl(k, rest) => refit_routes::one_worker(state, k, rest, req).await,
+        Route::RefitState => refit_routes::refit_state(state),
+        Route::RlWorkers => rl_api::list(state),
+        Route::RlWorker(k) => rl_api::get(state, k),
+        Route::RlWorkerEngine(k, p) => rl_api::call_one(state, k, p, req).await,
+        Route::RlEngine(p) => rl_api::fanout(state, p, req).await,
         Route::EngineMetrics => fanout_routes::engine_metrics(state).await,
         Route::Metrics => info::metrics(),
         Route::WorkersCreate => workers_api::create(state, req).await,
@@ -216,5 +281,33 @@ mod tests {
             Access::Admin
         );
         assert_eq!(match_route(&Method::GET, "/metrics").access(), Access::Open);
+        assert_eq!(
+            match_route(&Method::POST, "/pause_generation"),
+            Route::RefitFanout("/pause_generation")
+        );
+        assert_eq!(
+            match_route(&Method::GET, "/pause_generation"),
+            Route::MethodNotAllowed
+        );
+        assert_eq!(
+            match_route(&Method::POST, "/workers/w1/update_weights_from_tensor"),
+            Route::WorkerControl("w1", "update_weights_from_tensor")
+        );
+        assert_eq!(
+            match_route(&Method::POST, "/v1/rl/workers/abc/engine/flush_cache"),
+            Route::RlWorkerEngine("abc", "flush_cache")
+        );
+        assert_eq!(
+            match_route(&Method::GET, "/v1/rl/workers/abc"),
+            Route::RlWorker("abc")
+        );
+        assert_eq!(
+            match_route(&Method::POST, "/v1/rl/engine/pause_generation"),
+            Route::RlEngine("pause_generation")
+        );
+        assert_eq!(
+            match_route(&Method::GET, "/refit/state").access(),
+            Access::Admin
+        );
     }
 }

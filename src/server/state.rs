@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use crate::config::{Config, Mode};
 use crate::proxy::{build_client, Backoff, UpstreamClient};
+use crate::refit::{CacheCleared, CacheInvalidation, RefitConfig, RefitState};
 use crate::routing::kv::{KvPolicy, KvPolicySettings, KvRuntime};
 use crate::routing::{policy_for, Policy, Selector, StickyTable};
 use crate::workers::{HealthConfig, Registry, RegistryConfig};
@@ -17,8 +18,25 @@ pub struct AppState {
     pub client: UpstreamClient,
     pub backoff: Backoff,
     pub started: Instant,
+    /// The RL control plane: admission gate, cache-invalidation hook, rid table.
+    pub refit: Arc<RefitState>,
     /// KV mode: the index, unit loads and event sources (None in other modes).
     pub kv: Option<Arc<KvRuntime>>,
+}
+
+/// Clears a worker's blocks from the KV index when the refit plane reports its cache cleared
+/// (flush, weight update, memory release), before the refit call answers.
+struct KvInvalidation {
+    kv: Arc<KvRuntime>,
+    registry: Registry,
+}
+
+impl CacheInvalidation for KvInvalidation {
+    fn cache_cleared(&self, event: &CacheCleared) {
+        if let Some(w) = self.registry.get(event.worker) {
+            self.kv.clear_worker(&w);
+        }
+    }
 }
 
 /// The fleet registry settings derived from the router configuration.
@@ -33,14 +51,26 @@ pub fn registry_config(config: &Config) -> RegistryConfig {
             ..HealthConfig::default()
         },
         probe_timeout: config.health_check_timeout,
+        hold_version_mismatch: !config.allow_version_mismatch,
         ..RegistryConfig::default()
+    }
+}
+
+/// The refit plane settings derived from the router configuration.
+pub fn refit_config(config: &Config) -> RefitConfig {
+    RefitConfig {
+        queue_size: config.refit_queue_size,
+        refuse_when_paused: config.refit_refuse_when_paused,
+        max_hold: config.request_timeout,
+        call_timeout: config.request_timeout,
+        drain_timeout: config.request_timeout,
     }
 }
 
 impl AppState {
     /// Builds the state with the policy for `config.mode` (must run inside a tokio runtime).
-    /// `--mode kv` builds the KV index, follows the fleet's KV event streams and routes with
-    /// [`KvPolicy`].
+    /// `--mode kv` builds the KV index, follows the fleet's KV event streams, routes with
+    /// [`KvPolicy`] and clears the index when the refit plane reports a cleared cache.
     pub fn new(config: Config) -> Arc<AppState> {
         let registry = Registry::new(registry_config(&config));
         if config.mode == Mode::Kv {
@@ -50,7 +80,12 @@ impl AppState {
                 kv.loads.clone(),
                 KvPolicySettings::from_config(&config.kv),
             );
-            return AppState::build(config, Box::new(policy), registry, Some(kv));
+            let state = AppState::build(config, Box::new(policy), registry, Some(kv.clone()));
+            state.refit.cache.add_listener(Arc::new(KvInvalidation {
+                kv,
+                registry: state.registry.clone(),
+            }));
+            return state;
         }
         let policy = policy_for(config.mode);
         AppState::build(config, policy, registry, None)
@@ -75,6 +110,7 @@ impl AppState {
                 initial: config.retry_initial_backoff,
                 max: config.retry_max_backoff,
             },
+            refit: RefitState::new(refit_config(&config)),
             registry,
             selector,
             started: Instant::now(),

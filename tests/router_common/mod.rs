@@ -215,7 +215,7 @@ async fn stub_answer(
         ),
         "/model_info" | "/get_model_info" => json_resp(
             200,
-            serde_json::json!({"model_path": "stub", "weight_version": "v0"}),
+            serde_json::json!({"model_path": "stub", "weight_version": "default"}),
         ),
         "/generate" | "/v1/chat/completions" | "/v1/completions" => {
             received.lock().push(body);

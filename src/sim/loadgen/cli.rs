@@ -104,6 +104,21 @@ pub enum WorkloadArgs {
     Agent(AgentArgs),
     /// Replay of a Mooncake-format JSONL trace.
     Trace(TraceArgs),
+    /// The embedded demo: a simulated fleet, the router per mode, GRPO + agent load, one table.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// A seconds-long smoke run (2 workers, tiny workloads, no simulated waiting).
+    #[arg(long)]
+    pub tiny: bool,
+    /// Simulated workers per fleet [default: 8; tiny: 2].
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Router modes to compare, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "kv,least-load")]
+    pub modes: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -189,6 +204,8 @@ impl Cli {
                 time_scale: t.time_scale,
                 max_requests: t.max_requests,
             }),
+            // The demo builds its own per-workload configurations (see `execute`).
+            WorkloadArgs::Demo(_) => Workload::Grpo(GrpoConfig::default()),
         };
         LoadgenConfig {
             urls: c.urls.clone(),
@@ -220,6 +237,9 @@ impl Cli {
 /// Exit code 0 when at least one request succeeded, 3 when none did (clap uses 2
 /// for usage errors, the binary 1 for configuration and I/O errors).
 pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
+    if let WorkloadArgs::Demo(d) = &cli.workload {
+        return execute_demo(d, &cli.common).await;
+    }
     let stop = CancellationToken::new();
     cancel_on_interrupt(stop.clone()).context("cannot listen for SIGINT")?;
     let (summary, _) = super::run_until(cli.config(), stop).await?;
@@ -233,6 +253,41 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         OutputArg::Json => println!("{json}"),
     }
     Ok(if summary.requests.ok > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(3)
+    })
+}
+
+/// Runs the embedded demo and prints its comparison table (and `--json`).
+async fn execute_demo(args: &DemoArgs, common: &CommonArgs) -> anyhow::Result<ExitCode> {
+    use crate::sim::demo::{self, DemoConfig};
+    let mut cfg = if args.tiny {
+        DemoConfig::tiny()
+    } else {
+        DemoConfig::default()
+    };
+    if let Some(w) = args.workers {
+        cfg.workers = w;
+    }
+    cfg.modes = args.modes.clone();
+    eprintln!(
+        "demo: {} simulated SGLang workers, modes {:?}; GRPO {}x{} then agent {}x{} per mode",
+        cfg.workers,
+        cfg.modes,
+        cfg.grpo.groups,
+        cfg.grpo.samples,
+        cfg.agent.sessions,
+        cfg.agent.turns
+    );
+    let rows = demo::run(&cfg).await?;
+    if let Some(path) = &common.json {
+        std::fs::write(path, serde_json::to_string_pretty(&rows)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    print!("{}", demo::render_table(&rows));
+    let failed: u64 = rows.iter().map(|r| r.summary.requests.failed).sum();
+    Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(3)

@@ -1,0 +1,396 @@
+#!/usr/bin/env python3
+"""Side-by-side comparison of kvrouter with sgl-router 0.3.2 and SMG 1.13 on one machine.
+
+Loopback only. Starts an `sglang-mock` fleet, puts each router in front of it in turn, drives the
+same `loadgen` workloads through it, and measures hit rate, TTFT/E2E, throughput and the router's
+CPU and memory; then a proxy-overhead run with `wrk` against `--speedup 0` workers. Every process
+it starts is stopped on exit, failure or Ctrl-C. See docs/compare.md.
+
+    python3 scripts/compare/compare.py --quick            # smoke run, seconds
+    python3 scripts/compare/compare.py --update-docs      # the published report (~25 min)
+    python3 scripts/compare/compare.py report RESULTS.json --update-docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+sys.dont_write_bytecode = True  # keep the source tree clean (no __pycache__)
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+sys.path.insert(0, str(HERE))
+
+from kvcompare import fleet as fleet_mod  # noqa: E402
+from kvcompare import overhead, procs, procstat, report, routers, venvs, workloads  # noqa: E402
+
+REQ_COUNTERS = ("sglang:num_requests_total", "sglang:request_count_total", "sglang:requests_total")
+PROMPT_COUNTERS = ("sglang:prompt_tokens_total",)
+CACHED_COUNTERS = ("sglang:cached_tokens_total", "sglang:cache_hit_tokens_total")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("command", nargs="?", default="run", choices=["run", "report"],
+                    help="run (default) measures; report regenerates tables/charts from a results file")
+    ap.add_argument("results", nargs="*",
+                    help="results.json file(s) for `report`; later files replace earlier runs of the same "
+                         "(workload, router) and overhead rows of the same router")
+    ap.add_argument("--quick", action="store_true", help="tiny workloads, 2 workers, seconds (smoke run)")
+    ap.add_argument("--size", choices=["quick", "demo", "full"], default=None,
+                    help="workload size (default full; --quick = --size quick)")
+    ap.add_argument("--only", default=None,
+                    help="routers: groups kvrouter|peers|sglr|smg|demo|all and/or names, comma separated")
+    ap.add_argument("--workloads", default="grpo,agent,trace", help="comma list of grpo,agent,trace")
+    ap.add_argument("--no-overhead", action="store_true", help="skip the proxy-overhead (wrk) run")
+    ap.add_argument("--no-reference", action="store_true",
+                    help="skip the reference run (one worker with the whole fleet's KV, no router)")
+    ap.add_argument("--overhead-only", action="store_true", help="only the proxy-overhead run")
+    ap.add_argument("--overhead-seconds", type=int, default=None, help="wrk duration per point (default 10)")
+    ap.add_argument("--max-conns", type=int, default=32, help="wrk connections for max req/s")
+    ap.add_argument("--out", default=None, help="output dir (default target/compare/<UTC time>)")
+    ap.add_argument("--update-docs", action="store_true",
+                    help="write charts to docs/img/ and regenerate `## Side by side` in docs/benchmarks.md")
+    ap.add_argument("--no-build", action="store_true", help="use existing release binaries")
+    ap.add_argument("--bin-dir", default=None, help="dir with router, sglang-mock, loadgen (implies --no-build)")
+    ap.add_argument("--venv-root", default=str(REPO / ".bench-venv"), help="where the harness creates venvs")
+    ap.add_argument("--sglr-venv", default=os.environ.get("COMPARE_SGLR_VENV"),
+                    help="existing venv with sglang-router 0.3.2 (default: create under --venv-root)")
+    ap.add_argument("--smg-venv", default=os.environ.get("COMPARE_SMG_VENV"),
+                    help="existing venv with smg 1.13 (default: create under --venv-root)")
+    ap.add_argument("--trace", default=str(workloads.TRACE), help="Mooncake-format trace for the trace workload")
+    ap.add_argument("--seed", type=int, default=7)
+    a = ap.parse_args(argv)
+    if a.command == "report" and not a.results:
+        ap.error("report needs a results.json path")
+    a.size = "quick" if a.quick else (a.size or "full")
+    if a.overhead_seconds is None:
+        a.overhead_seconds = 3 if a.size == "quick" else 10
+    if a.bin_dir:
+        a.no_build = True
+    return a
+
+
+# --- setup --------------------------------------------------------------------------------------
+
+def build_binaries(a, log_dir: Path) -> Path:
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+    if a.bin_dir:
+        bin_dir = Path(a.bin_dir)
+    else:
+        bin_dir = target / "release"
+        if not a.no_build:
+            print("[build] cargo build --release --bins", flush=True)
+            rc = procs.run(["cargo", "build", "--release", "--bins"], log_dir / "cargo-build.log",
+                           timeout=1800, cwd=str(REPO))
+            if rc != 0:
+                raise SystemExit(f"cargo build failed (rc {rc}); see {log_dir / 'cargo-build.log'}")
+    for b in ("router", "sglang-mock", "loadgen"):
+        if not (bin_dir / b).exists():
+            raise SystemExit(f"missing binary {bin_dir / b} (build it, or pass --bin-dir)")
+    return bin_dir
+
+
+def git_describe() -> str:
+    r = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True)
+    return r.stdout.strip() or "unknown"
+
+
+def describe_bins(bin_dir: Path, a) -> str:
+    """Where the measured binaries came from (a --bin-dir may hold an older build than HEAD)."""
+    mtime = dt.datetime.utcfromtimestamp((bin_dir / "router").stat().st_mtime).strftime("%Y-%m-%d %H:%M UTC")
+    how = "prebuilt --bin-dir" if a.bin_dir else "cargo build --release --bins"
+    return f"{how} {bin_dir} (router built {mtime})"
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores ({model}), {platform.system()} {platform.release()}"
+
+
+# --- one measured run ---------------------------------------------------------------------------
+
+def measure(spec: routers.RouterSpec, wl: workloads.Workload, fleet: fleet_mod.Fleet, launch: routers.Launch,
+            loadgen: Path, out: Path) -> dict:
+    tag = f"{wl.name}-{spec.name.replace(' ', '-')}"
+    rec = {"workload": wl.name, "router": spec.name, "family": spec.family, "router_args": list(spec.args),
+           "fleet": fleet.spec.describe(), "loadgen_args": wl.argv}
+    router = None
+    try:
+        if spec.family == "reference":  # loadgen straight at the one big worker, no router
+            url = fleet.urls[0]
+        else:
+            router, url = routers.start(spec, fleet.urls, launch, tag)
+        fleet.flush()
+        before = fleet.scrape()
+        cpu0 = procstat.cpu_seconds(router.pid) if router else 0.0
+        js = out / "loadgen" / f"{tag}.json"
+        js.parent.mkdir(parents=True, exist_ok=True)
+        argv = [str(loadgen), *wl.argv, "--url", url, "--json", str(js)]
+        rec["command"] = " ".join(shlex.quote(x) for x in argv)
+        t0 = time.monotonic()
+        rc = procs.run(argv, out / "logs" / f"loadgen-{tag}.log", timeout=wl.timeout_s)
+        rec["wall_s"] = time.monotonic() - t0
+        if router is not None:
+            rec["router_cpu_s"] = procstat.cpu_seconds(router.pid) - cpu0
+            rec["router_peak_rss_mb"] = procstat.peak_rss_mb(router.pid)
+        if router is not None and not router.alive():
+            raise RuntimeError(f"router exited during the run; log: {router.log_path}\n{router.tail()}")
+        if rc != 0:
+            raise RuntimeError(f"loadgen exited {rc}; log: {out / 'logs' / f'loadgen-{tag}.log'}")
+        raw = workloads.load_summary(js)
+        rec["loadgen"] = raw
+        rec["summary"] = workloads.summarize(raw)
+        after = fleet.scrape()
+        reqs = fleet_mod.per_worker_delta(before, after, REQ_COUNTERS)
+        if reqs and sum(reqs) > 0:
+            rec["worker_requests"] = reqs
+            rec["balance_max_over_mean"] = max(reqs) / (sum(reqs) / len(reqs))
+        prompt = fleet_mod.per_worker_delta(before, after, PROMPT_COUNTERS)
+        cached = fleet_mod.per_worker_delta(before, after, CACHED_COUNTERS)
+        if prompt and cached and sum(prompt) > 0:
+            rec["mock_hit_rate"] = sum(cached) / sum(prompt)
+            if rec["summary"].get("hit_rate") is None:
+                rec["summary"]["hit_rate"] = rec["mock_hit_rate"]
+        fleet.check_alive()
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:  # one failing router must not sink the comparison
+        rec["error"] = f"{type(e).__name__}: {e}"
+        print(f"[fail] {wl.name} / {spec.name}: {rec['error']}", flush=True)
+    finally:
+        if router is not None:
+            router.stop()
+            warnings = router_warnings(router.log_path)
+            if warnings:
+                rec["router_warnings"] = warnings
+    return rec
+
+
+def router_warnings(log: Path, limit: int = 3) -> list[str]:
+    """The router's first distinct WARN/ERROR lines (ANSI colours stripped), e.g. a mode fallback."""
+    out: list[str] = []
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        line = re.sub(r"\x1b\[[0-9;]*m", "", line).strip()
+        if (" WARN " in line or " ERROR " in line or "WARN" in line[:40]) and "SECURITY POSTURE" not in line:
+            msg = line[:300]
+            if msg not in out:
+                out.append(msg)
+            if len(out) >= limit:
+                break
+    return out
+
+
+def overhead_run(a, selected, launch: routers.Launch, mock_bin: Path, out: Path) -> dict:
+    if not overhead.wrk_path():
+        return {"error": "wrk not installed (apt-get install wrk)"}
+    spec = fleet_mod.FleetSpec(workers=2 if a.size == "quick" else 4, speedup=0, max_total_tokens=1 << 20)
+    lua = overhead.write_lua(out)
+    secs = a.overhead_seconds
+    res = {"fleet": spec.describe(), "seconds": secs, "max_conns": a.max_conns, "routers": []}
+    fl = fleet_mod.Fleet(mock_bin, spec, launch.model_dir, out / "logs" / "overhead-fleet")
+    try:
+        log = out / "logs" / "wrk.log"
+        direct = fl.urls[0]
+        print(f"[overhead] direct to one mock ({secs} s per point)", flush=True)
+        # Every point starts from empty worker caches: a mock whose cache filled up with earlier
+        # points' random prompts evicts on every insert and would slow later routers down.
+        fl.flush()
+        c1 = overhead.run_wrk(direct, lua, 1, 1, secs, log)
+        fl.flush()
+        res["direct"] = {"c1": c1, "max": overhead.run_wrk(direct, lua, 2, a.max_conns, secs, log)}
+        for spec_r in selected:
+            rec = {"router": spec_r.name, "family": spec_r.family}
+            router = None
+            try:
+                router, url = routers.start(spec_r, fl.urls, launch, f"overhead-{spec_r.name.replace(' ', '-')}")
+                print(f"[overhead] {spec_r.name}", flush=True)
+                fl.flush()
+                rec["c1"] = overhead.run_wrk(url, lua, 1, 1, secs, log)
+                fl.flush()
+                cpu0 = procstat.cpu_seconds(router.pid)
+                rec["max"] = overhead.run_wrk(url, lua, 2, a.max_conns, secs, log)
+                cpu = procstat.cpu_seconds(router.pid) - cpu0
+                n = rec["max"].get("requests") or 0
+                rec["router_cpu_s"] = cpu
+                rec["cpu_us_per_req"] = cpu * 1e6 / n if n else None
+                rec["router_peak_rss_mb"] = procstat.peak_rss_mb(router.pid)
+                d = res["direct"]["c1"]
+                for p in ("p50", "p99"):
+                    if rec["c1"].get(f"{p}_us") is not None and d.get(f"{p}_us") is not None:
+                        rec[f"added_{p}_us"] = rec["c1"][f"{p}_us"] - d[f"{p}_us"]
+                if not router.alive():
+                    raise RuntimeError(f"router exited during wrk; log: {router.log_path}")
+            except KeyboardInterrupt:
+                raise
+            except Exception as e:
+                rec["error"] = f"{type(e).__name__}: {e}"
+                print(f"[fail] overhead / {spec_r.name}: {rec['error']}", flush=True)
+            finally:
+                if router is not None:
+                    router.stop()
+            res["routers"].append(rec)
+    finally:
+        fl.stop()
+    return res
+
+
+# --- orchestration ------------------------------------------------------------------------------
+
+def write_outputs(res: dict, out: Path, update_docs: bool) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(res, indent=1))
+    try:
+        report.charts(res, out / "img")
+        has_charts = True
+    except ImportError:
+        has_charts = False
+    (out / "results.md").write_text(report.markdown(res, "img" if has_charts else None))
+    if update_docs:
+        if has_charts:
+            report.charts(res, REPO / "docs" / "img")
+        report.update_benchmarks_md(REPO / "docs" / "benchmarks.md", report.markdown(res, "img" if has_charts else None))
+
+
+def _peer_venv(root: Path, key: str, override: str | None) -> Path | None:
+    try:
+        return venvs.ensure_peer(root, key, override)
+    except (OSError, subprocess.CalledProcessError, RuntimeError) as e:
+        print(f"[venv] {key}: cannot prepare its venv ({e}); its routers are skipped", flush=True)
+        return None
+
+
+def run(a) -> int:
+    out = Path(a.out or REPO / "target" / "compare" / dt.datetime.utcnow().strftime("%Y%m%d-%H%M%S"))
+    out.mkdir(parents=True, exist_ok=True)
+    logs = out / "logs"
+    selected = routers.select(a.only)
+    bin_dir = build_binaries(a, logs)
+    families = {r.family for r in selected}
+    root = Path(a.venv_root)
+    sglr = _peer_venv(root, "sglr", a.sglr_venv) if "sglr" in families else None
+    smg = _peer_venv(root, "smg", a.smg_venv) if "smg" in families else None
+    missing = {f for f, v in (("sglr", sglr), ("smg", smg)) if f in families and v is None}
+    selected = [r for r in selected if r.family not in missing]
+    if not selected:
+        raise SystemExit("nothing left to measure")
+    launch = routers.Launch(router_bin=bin_dir / "router", sglr_venv=sglr, smg_venv=smg,
+                            model_dir=HERE / "model", page_size=16, log_dir=logs)
+    res = {"meta": {
+        "date": dt.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), "git": git_describe(), "machine": machine(),
+        "size": a.size, "command": "python3 scripts/compare/compare.py " + " ".join(sys.argv[1:]),
+        "sglr_version": venvs.peer_version(sglr, "sglang-router") if sglr else None,
+        "smg_version": venvs.peer_version(smg, "smg") if smg else None,
+        "routers": [{"name": r.name, "args": list(r.args)} for r in selected],
+        "loadavg_start": os.getloadavg(), "binaries": describe_bins(bin_dir, a)},
+        "runs": []}
+    print(f"[compare] out={out} size={a.size} routers={', '.join(r.name for r in selected)}", flush=True)
+
+    wanted = [w.strip() for w in a.workloads.split(",") if w.strip()]
+    wls = [w for w in workloads.build(a.size, Path(a.trace), a.seed) if w.name in wanted]
+    if a.overhead_only:
+        wls = []
+    # Workloads that share a fleet spec share the fleet (flushed between runs).
+    fleets: list[tuple[fleet_mod.FleetSpec, list[workloads.Workload]]] = []
+    for w in wls:
+        for spec, group in fleets:
+            if spec == w.fleet:
+                group.append(w)
+                break
+        else:
+            fleets.append((w.fleet, [w]))
+    for spec, group in fleets:
+        print(f"[fleet] {spec.describe()}", flush=True)
+        fl = fleet_mod.Fleet(bin_dir / "sglang-mock", spec, launch.model_dir, logs / f"fleet-{len(res['runs'])}")
+        try:
+            for w in group:
+                for r in selected:
+                    t0 = time.monotonic()
+                    rec = measure(r, w, fl, launch, bin_dir / "loadgen", out)
+                    res["runs"].append(rec)
+                    s = rec.get("summary") or {}
+                    if not rec.get("error"):
+                        print(f"[run] {w.name:6} {r.name:24} hit={report._f(s.get('hit_rate'), '.1%'):>6} "
+                              f"ttft p50={report._f(s.get('ttft_p50_ms'), '.1f')} ms "
+                              f"p99={report._f(s.get('ttft_p99_ms'), '.1f')} ms "
+                              f"req/s={report._f(s.get('req_per_s'), '.1f')} "
+                              f"cpu={rec.get('router_cpu_s', 0):.2f}s ({time.monotonic() - t0:.0f}s)", flush=True)
+                    (out / "results.json").write_text(json.dumps(res, indent=1))
+        finally:
+            fl.stop()
+        if a.no_reference:
+            continue
+        # Reference: the same load on ONE worker holding the whole fleet's KV and running
+        # N times as fast, i.e. a single shared cache of the fleet's size (only its hit rate counts).
+        cspec = fleet_mod.FleetSpec(workers=1, page_size=spec.page_size, speedup=spec.speedup * spec.workers,
+                                    max_total_tokens=spec.max_total_tokens * spec.workers,
+                                    extra_args=spec.extra_args)
+        print(f"[fleet] reference: {cspec.describe()}", flush=True)
+        cf = fleet_mod.Fleet(bin_dir / "sglang-mock", cspec, launch.model_dir, logs / f"reference-{len(res['runs'])}")
+        try:
+            for w in group:
+                rec = measure(routers.REFERENCE, w, cf, launch, bin_dir / "loadgen", out)
+                res["runs"].append(rec)
+                if not rec.get("error"):
+                    print(f"[run] {w.name:6} {'one shared cache':24} hit={report._f(rec['summary'].get('hit_rate'), '.1%'):>6}",
+                          flush=True)
+                (out / "results.json").write_text(json.dumps(res, indent=1))
+        finally:
+            cf.stop()
+    res["meta"]["loadavg_before_overhead"] = os.getloadavg()
+    if not a.no_overhead:
+        res["overhead"] = overhead_run(a, selected, launch, bin_dir / "sglang-mock", out)
+    res["meta"]["loadavg_end"] = os.getloadavg()
+    write_outputs(res, out, a.update_docs)
+    print((out / "results.md").read_text())
+    print(f"[compare] results: {out / 'results.json'}  tables: {out / 'results.md'}", flush=True)
+    return 1 if any(r.get("error") for r in res["runs"]) else 0
+
+
+def main(argv: list[str]) -> int:
+    a = parse_args(argv)
+    venvs.reexec_in_harness_venv(Path(a.venv_root))
+    procs.install_signal_handlers()
+    try:
+        if a.command == "report":
+            res = report.merge([report.load(Path(p)) for p in a.results])
+            out = Path(a.out) if a.out else REPO / "target" / "compare" / "report"
+            write_outputs(res, out, a.update_docs)
+            print((out / "results.md").read_text())
+            return 0
+        return run(a)
+    except KeyboardInterrupt:
+        print("\n[compare] interrupted; stopping every process started", file=sys.stderr)
+        return 130
+    except SystemExit:
+        raise
+    except Exception:
+        traceback.print_exc()
+        return 1
+    finally:
+        procs.stop_all()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

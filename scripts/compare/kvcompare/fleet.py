@@ -1,0 +1,104 @@
+"""The `sglang-mock` fleet every router is measured in front of: start, health, flush, scrape."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import httpc
+from .procs import Proc
+
+
+@dataclass
+class FleetSpec:
+    workers: int = 4
+    page_size: int = 16
+    speedup: float = 1.0
+    max_total_tokens: int = 1 << 20
+    extra_args: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        return (f"{self.workers} x sglang-mock --page-size {self.page_size} --speedup {self.speedup:g} "
+                f"--max-total-tokens {self.max_total_tokens}" + (" " + " ".join(self.extra_args)
+                                                                 if self.extra_args else ""))
+
+
+class Fleet:
+    def __init__(self, mock_bin: Path, spec: FleetSpec, model_dir: Path, log_dir: Path):
+        self.spec = spec
+        self.procs: list[Proc] = []
+        self.urls: list[str] = []
+        try:
+            for i in range(spec.workers):
+                # SGLang binds (rather than connects) only endpoints with `*`; the mock binds `*` on
+                # --host (127.0.0.1) and port 0 picks a free port, reported in /server_info.
+                kv_cfg = {"publisher": "zmq", "endpoint": "tcp://*:0", "topic": "kv-events"}
+                argv = [str(mock_bin), "--host", "127.0.0.1", "--port", "0",
+                        "--page-size", str(spec.page_size), "--speedup", f"{spec.speedup:g}",
+                        "--max-total-tokens", str(spec.max_total_tokens),
+                        # Trace prompts reach 126k tokens: let the context be the whole KV.
+                        "--context-length", str(spec.max_total_tokens),
+                        "--kv-events-config", json.dumps(kv_cfg),
+                        "--model-path", str(model_dir), "--seed", str(1000 + i), *spec.extra_args]
+                p = Proc(f"mock{i}", argv, log_dir / f"mock{i}.log")
+                self.procs.append(p)
+            for p in self.procs:
+                self.urls.append(p.wait_listening(60))
+            for p, url in zip(self.procs, self.urls):
+                httpc.wait_until(lambda u=url: httpc.request("GET", u + "/health", timeout=2)[0] == 200,
+                                 30, f"{p.name} /health", proc=p)
+        except BaseException:
+            self.stop()
+            raise
+
+    def check_alive(self) -> None:
+        dead = [p.name for p in self.procs if not p.alive()]
+        if dead:
+            raise RuntimeError(f"mock worker(s) died: {', '.join(dead)}")
+
+    def flush(self, timeout: float = 60) -> None:
+        """POST /flush_cache on every worker; SGLang answers 400 while busy, so retry until 200."""
+        for p, url in zip(self.procs, self.urls):
+            httpc.wait_until(lambda u=url: httpc.request("POST", u + "/flush_cache", timeout=5)[0] == 200,
+                             timeout, f"{p.name} /flush_cache to succeed (worker idle)", interval=0.2, proc=p)
+
+    def scrape(self) -> list[dict[str, float]]:
+        """Each worker's /metrics, summed per metric name over labels."""
+        return [scrape_metrics(u) for u in self.urls]
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):
+            p.stop()
+
+
+def scrape_metrics(url: str) -> dict[str, float]:
+    status, body = httpc.request("GET", url + "/metrics", timeout=5)
+    out: dict[str, float] = {}
+    if status != 200:
+        return out
+    for line in body.decode("utf-8", "replace").splitlines():
+        if not line or line.startswith("#"):
+            continue
+        try:
+            name_labels, value = line.rsplit(None, 1)
+            v = float(value)
+        except ValueError:
+            continue
+        name = name_labels.split("{", 1)[0].strip()
+        out[name] = out.get(name, 0.0) + v
+    return out
+
+
+def per_worker_delta(before: list[dict[str, float]], after: list[dict[str, float]],
+                     names: tuple[str, ...]) -> list[float] | None:
+    """The first metric in `names` that every worker exports, as after-before per worker."""
+    for name in names:
+        if all(name in a for a in after):
+            return [a[name] - b.get(name, 0.0) for b, a in zip(before, after)]
+    return None
+
+
+def settle(seconds: float) -> None:
+    time.sleep(seconds)
