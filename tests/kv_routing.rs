@@ -183,3 +183,24 @@ async fn a_restarted_worker_loses_its_blocks_and_gets_them_back() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flush_through_the_router_empties_the_index_before_it_answers() {
+    let w = kv_mock(&["--speedup", "0"]);
+    let router = kv_router(&[&w.url], &[]);
+    let c = client();
+    wait_sources(&c, &router.url, 1).await;
+    warm(&c, &router.url, &w.url).await;
+    assert_eq!(generate(&c, &router.url, &prompt(5, 64), 2).await.0, 200);
+    wait_index(&c, &router.url, "blocks", |v| blocks_of(v, &w.url) >= 16).await;
+    let r = c
+        .post(format!("{}/flush_cache", router.url))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    // The refit plane's cache hook cleared the index synchronously: no waiting for events.
+    let v = debug_index(&c, &router.url).await;
+    assert_eq!(blocks_of(&v, &w.url), 0, "{v}");
+}
