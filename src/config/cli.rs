@@ -86,4 +86,7 @@ pub struct Cli {
     /// Log as JSON lines.
     #[arg(long, env = "KVROUTER_JSON_LOG", num_args = 0..=1, default_missing_value = "true")]
     pub json_log: Option<bool>,
+    /// KV-mode flags (src/config/kv.rs).
+    #[command(flatten)]
+    pub kv: super::kv::KvCli,
 }

@@ -34,6 +34,8 @@ pub struct FileConfig {
     pub allow_version_mismatch: Option<bool>,
     pub log_level: Option<String>,
     pub json_log: Option<bool>,
+    /// KV-mode settings (`[kv]` table, see src/config/kv.rs).
+    pub kv: Option<super::kv::KvFile>,
 }
 
 impl FileConfig {

@@ -5,12 +5,14 @@
 
 pub mod cli;
 pub mod file;
+pub mod kv;
 mod mode;
 
 use std::time::Duration;
 
 pub use cli::Cli;
 pub use file::FileConfig;
+pub use kv::KvConfig;
 pub use mode::Mode;
 
 /// A configuration problem found at start; `field` is the flag/key name (snake_case).
@@ -60,6 +62,8 @@ pub struct Config {
     pub allow_version_mismatch: bool,
     pub log_level: String,
     pub json_log: bool,
+    /// KV-mode settings.
+    pub kv: KvConfig,
 }
 
 impl Default for Config {
@@ -88,6 +92,7 @@ impl Default for Config {
             allow_version_mismatch: false,
             log_level: "info".into(),
             json_log: false,
+            kv: KvConfig::default(),
         }
     }
 }
@@ -247,6 +252,7 @@ impl Config {
                 .unwrap_or(d.allow_version_mismatch),
             log_level,
             json_log: pick!(json_log).unwrap_or(d.json_log),
+            kv: KvConfig::from_sources(&cli.kv, &file.kv.clone().unwrap_or_default())?,
         })
     }
 

@@ -382,6 +382,15 @@ impl KvIndex {
         self.units.read().get(&id).map_or(0, |u| u.lock().len())
     }
 
+    /// Order-independent digest of one unit's resident blocks (0 when empty): two indexes
+    /// fed the same events give the same digest (used by `/debug/index`).
+    pub fn unit_digest(&self, worker: WorkerId, rank: Rank) -> u64 {
+        let Ok(id) = Unit::new(worker, rank).id() else {
+            return 0;
+        };
+        self.units.read().get(&id).map_or(0, |u| u.lock().digest())
+    }
+
     /// Distinct blocks resident on at least one unit.
     pub fn distinct_blocks(&self) -> usize {
         self.blocks.len()

@@ -131,6 +131,13 @@ impl UnitBlocks {
         self.mapped.len() + self.identity
     }
 
+    /// Order-independent digest of the resident sequence hashes (XOR) and the count of
+    /// identity-elided blocks (which are not enumerable per unit); for replica comparison.
+    pub(crate) fn digest(&self) -> u64 {
+        let xor = self.mapped.values().fold(0u64, |acc, s| acc ^ s);
+        xor ^ (self.identity as u64).rotate_left(32)
+    }
+
     pub(crate) fn heap_bytes(&self) -> usize {
         table_bytes(self.mapped.capacity(), 16)
     }

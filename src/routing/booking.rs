@@ -38,6 +38,11 @@ impl Booking {
         &self.worker
     }
 
+    /// The policy's attachment, if it is a `T` (e.g. the KV policy's per-request state).
+    pub fn attachment_mut<T: 'static>(&mut self) -> Option<&mut T> {
+        self._attachment.as_mut()?.downcast_mut::<T>()
+    }
+
     /// The DP rank chosen by the policy, if any.
     pub fn rank(&self) -> Option<Rank> {
         self.rank

@@ -8,6 +8,7 @@
 pub mod basic;
 pub mod booking;
 pub mod input;
+pub mod kv;
 pub mod metrics;
 pub mod policy;
 pub mod selector;

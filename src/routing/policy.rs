@@ -39,4 +39,20 @@ pub trait Policy: Send + Sync {
     fn name(&self) -> &'static str;
     /// Picks one of `candidates` (never empty) for `input`; `None` means "none acceptable".
     fn select(&self, input: &RoutingInput<'_>, candidates: &[Arc<Worker>]) -> Option<Choice>;
+
+    /// A request whose sticky key maps to `candidates[preferred]`. Default: that worker, always.
+    /// The KV policy overrides it: a strong preference that an overloaded worker loses.
+    fn select_preferring(
+        &self,
+        _input: &RoutingInput<'_>,
+        _candidates: &[Arc<Worker>],
+        preferred: usize,
+    ) -> Option<Choice> {
+        Some(Choice::index(preferred))
+    }
+
+    /// Whether new sticky keys are placed by this policy (else by least-load).
+    fn decides_new_keys(&self) -> bool {
+        false
+    }
 }

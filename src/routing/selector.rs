@@ -65,11 +65,24 @@ impl Selector {
         }
         let (choice, label) = match routing_key {
             Some(key) => match self.sticky.lookup(key, candidates) {
-                Some(index) => (Choice::index(index), "sticky"),
+                Some(index) => {
+                    let choice = self.policy.select_preferring(input, candidates, index)?;
+                    if choice.index == index {
+                        (choice, "sticky")
+                    } else {
+                        // The policy overrode an overloaded sticky worker (KV mode only).
+                        self.sticky.assign(key, candidates.get(choice.index)?.id);
+                        (choice, "sticky-yield")
+                    }
+                }
                 None => {
-                    let index = self.least_load.pick(candidates)?;
-                    self.sticky.assign(key, candidates[index].id);
-                    (Choice::index(index), "sticky-new")
+                    let choice = if self.policy.decides_new_keys() {
+                        self.policy.select(input, candidates)?
+                    } else {
+                        Choice::index(self.least_load.pick(candidates)?)
+                    };
+                    self.sticky.assign(key, candidates.get(choice.index)?.id);
+                    (choice, "sticky-new")
                 }
             },
             None => (self.policy.select(input, candidates)?, self.policy.name()),

@@ -166,13 +166,28 @@ pub async fn handle(
             worker: Some(worker.clone()),
             rids: &rids,
         };
+        // KV mode, dp_size > 1: the chosen rank travels as `routed_dp_rank` (docs/kv-routing.md).
+        let injected = match booking.rank() {
+            Some(rank) if worker.info.dp_size > 1 => {
+                crate::routing::kv::dp::with_routed_rank(&bytes, rank)
+            }
+            _ => None,
+        };
+        let (headers, body) = match injected {
+            Some(b) => {
+                let mut h = parts.headers.clone();
+                h.insert(header::CONTENT_LENGTH, HeaderValue::from(b.len()));
+                (std::borrow::Cow::Owned(h), b)
+            }
+            None => (std::borrow::Cow::Borrowed(&parts.headers), bytes.clone()),
+        };
         let result = forward(
             &state.client,
             Method::POST,
             &worker.url,
             endpoint.path(),
-            &parts.headers,
-            bytes.clone(),
+            &headers,
+            body,
             state.config.request_timeout,
         )
         .await;
@@ -281,7 +296,7 @@ fn relay(
     state: &AppState,
     route: &'static str,
     resp: Response<Incoming>,
-    booking: Booking,
+    mut booking: Booking,
     stream: bool,
     started: Instant,
     rids: Vec<String>,
@@ -301,6 +316,12 @@ fn relay(
         // A final error event can only be appended to a stream without a declared length.
         && !parts.headers.contains_key(header::CONTENT_LENGTH);
     record(route, parts.status, &url);
+    if !parts.status.is_success() {
+        // Nothing was prefilled: drop the KV prediction now.
+        if let Some(kv) = booking.attachment_mut::<crate::routing::kv::KvAttachment>() {
+            kv.cancel_prediction();
+        }
+    }
     let ctx = RelayContext {
         route,
         stream,

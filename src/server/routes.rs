@@ -33,6 +33,8 @@ pub enum Route<'a> {
     AddWorker,
     RemoveWorker,
     ListWorkers,
+    /// `GET /debug/index` (KV mode): per-unit block counts and digests.
+    DebugIndex,
     /// `POST /<sglang control path>` fanned out to every eligible worker (refit plane).
     RefitFanout(&'static str),
     /// `ANY /workers/{id}/<sglang path>`: one worker.
@@ -88,6 +90,7 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         "/add_worker" if post => Route::AddWorker,
         "/remove_worker" if post => Route::RemoveWorker,
         "/list_workers" if get => Route::ListWorkers,
+        "/debug/index" if get => Route::DebugIndex,
         "/refit/state" if get => Route::RefitState,
         "/v1/rl/workers" if get => Route::RlWorkers,
         p if post && FANOUT_PATHS.contains(&p) => match FANOUT_PATHS.iter().find(|f| **f == p) {
@@ -115,7 +118,8 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         | "/remove_worker"
         | "/list_workers"
         | "/refit/state"
-        | "/v1/rl/workers" => Route::MethodNotAllowed,
+        | "/v1/rl/workers"
+        | "/debug/index" => Route::MethodNotAllowed,
         p if FANOUT_PATHS.contains(&p) => Route::MethodNotAllowed,
         _ => prefixed_route(method, path),
     };
@@ -175,6 +179,7 @@ impl Route<'_> {
             | Route::RemoveWorker
             | Route::ListWorkers
             | Route::FlushCache
+            | Route::DebugIndex
             | Route::RefitFanout(_)
             | Route::WorkerControl(..)
             | Route::RefitState
@@ -227,6 +232,15 @@ pub async fn handle(state: &AppState, req: Request<Incoming>) -> Response<Router
         Route::AddWorker => workers_api::add_legacy(state, req).await,
         Route::RemoveWorker => workers_api::remove_legacy(state, req).await,
         Route::ListWorkers => workers_api::list_legacy(state),
+        Route::DebugIndex => match &state.kv {
+            Some(kv) => super::body::json(
+                StatusCode::OK,
+                &crate::routing::kv::debug::index_json(kv, &state.registry),
+            ),
+            None => {
+                ApiError::not_found("not_found", "/debug/index needs --mode kv").into_response()
+            }
+        },
         Route::MethodNotAllowed => ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "method_not_allowed",

@@ -5,7 +5,8 @@ use std::time::Instant;
 
 use crate::config::{Config, Mode};
 use crate::proxy::{build_client, Backoff, UpstreamClient};
-use crate::refit::{RefitConfig, RefitState};
+use crate::refit::{CacheCleared, CacheInvalidation, RefitConfig, RefitState};
+use crate::routing::kv::{KvPolicy, KvPolicySettings, KvRuntime};
 use crate::routing::{policy_for, Policy, Selector, StickyTable};
 use crate::workers::{HealthConfig, Registry, RegistryConfig};
 
@@ -19,6 +20,23 @@ pub struct AppState {
     pub started: Instant,
     /// The RL control plane: admission gate, cache-invalidation hook, rid table.
     pub refit: Arc<RefitState>,
+    /// KV mode: the index, unit loads and event sources (None in other modes).
+    pub kv: Option<Arc<KvRuntime>>,
+}
+
+/// Clears a worker's blocks from the KV index when the refit plane reports its cache cleared
+/// (flush, weight update, memory release), before the refit call answers.
+struct KvInvalidation {
+    kv: Arc<KvRuntime>,
+    registry: Registry,
+}
+
+impl CacheInvalidation for KvInvalidation {
+    fn cache_cleared(&self, event: &CacheCleared) {
+        if let Some(w) = self.registry.get(event.worker) {
+            self.kv.clear_worker(&w);
+        }
+    }
 }
 
 /// The fleet registry settings derived from the router configuration.
@@ -51,19 +69,40 @@ pub fn refit_config(config: &Config) -> RefitConfig {
 
 impl AppState {
     /// Builds the state with the policy for `config.mode` (must run inside a tokio runtime).
+    /// `--mode kv` builds the KV index, follows the fleet's KV event streams, routes with
+    /// [`KvPolicy`] and clears the index when the refit plane reports a cleared cache.
     pub fn new(config: Config) -> Arc<AppState> {
+        let registry = Registry::new(registry_config(&config));
         if config.mode == Mode::Kv {
-            tracing::warn!(
-                "--mode kv: KV-aware scoring is not available in this build; falling back to least-load"
+            let kv = KvRuntime::start(config.page_size, &config.kv, &registry);
+            let policy = KvPolicy::new(
+                kv.index.clone(),
+                kv.loads.clone(),
+                KvPolicySettings::from_config(&config.kv),
             );
+            let state = AppState::build(config, Box::new(policy), registry, Some(kv.clone()));
+            state.refit.cache.add_listener(Arc::new(KvInvalidation {
+                kv,
+                registry: state.registry.clone(),
+            }));
+            return state;
         }
         let policy = policy_for(config.mode);
-        AppState::with_policy(config, policy)
+        AppState::build(config, policy, registry, None)
     }
 
     /// Builds the state with an explicit policy (how a KV-aware policy is plugged in).
     pub fn with_policy(config: Config, policy: Box<dyn Policy>) -> Arc<AppState> {
         let registry = Registry::new(registry_config(&config));
+        AppState::build(config, policy, registry, None)
+    }
+
+    fn build(
+        config: Config,
+        policy: Box<dyn Policy>,
+        registry: Registry,
+        kv: Option<Arc<KvRuntime>>,
+    ) -> Arc<AppState> {
         let selector = Selector::new(policy, StickyTable::new(config.sticky_ttl));
         Arc::new(AppState {
             client: build_client(config.connect_timeout),
@@ -76,6 +115,7 @@ impl AppState {
             selector,
             started: Instant::now(),
             config,
+            kv,
         })
     }
 }

@@ -1,0 +1,98 @@
+//! `KvAttachment`: what one KV-routed request carries in its routing `Booking`.
+//!
+//! - the predict-on-route booking in the index (`prefill_done` at the first response byte, or
+//!   at routing for non-streaming requests; dropped before the first byte = the request failed
+//!   before prefill: prediction cancelled),
+//! - its share of the unit's load (requests, context blocks), released on drop,
+//! - a read-only scan of the relayed bytes for the worker-reported `cached_tokens`, exported
+//!   next to the router's own prediction when the response ends.
+
+use super::load::LoadGuard;
+use super::metrics::KvMetrics;
+use super::scan::CachedTokensScan;
+use crate::index;
+
+/// Per-request KV routing state (see module docs).
+pub struct KvAttachment {
+    booking: Option<index::Booking>,
+    _load: LoadGuard,
+    predicted_tokens: u64,
+    prompt_tokens: u64,
+    scan: CachedTokensScan,
+    first_byte: bool,
+    failed: bool,
+}
+
+impl KvAttachment {
+    pub(super) fn new(
+        booking: Option<index::Booking>,
+        load: LoadGuard,
+        predicted_tokens: u64,
+        prompt_tokens: u64,
+    ) -> KvAttachment {
+        KvAttachment {
+            booking,
+            _load: load,
+            predicted_tokens,
+            prompt_tokens,
+            scan: CachedTokensScan::default(),
+            first_byte: false,
+            failed: false,
+        }
+    }
+
+    /// Called with every relayed response chunk (never altered): the first one ends the
+    /// prefill (in-flight marks), all are scanned for `cached_tokens`.
+    pub fn observe(&mut self, chunk: &[u8]) {
+        if !self.first_byte {
+            self.first_byte = true;
+            if let Some(b) = self.booking.as_mut() {
+                b.prefill_done();
+            }
+        }
+        self.scan.feed(chunk);
+    }
+
+    /// The worker answered with an error status: nothing was prefilled, drop the prediction.
+    pub fn cancel_prediction(&mut self) {
+        self.failed = true;
+        if let Some(b) = self.booking.take() {
+            b.cancel();
+        }
+    }
+
+    /// Prefix-hit tokens the router expected for this request.
+    pub fn predicted_tokens(&self) -> u64 {
+        self.predicted_tokens
+    }
+
+    /// The `cached_tokens` the worker reported so far, if any.
+    pub fn reported_tokens(&self) -> Option<u64> {
+        self.scan.value()
+    }
+}
+
+impl Drop for KvAttachment {
+    fn drop(&mut self) {
+        if !self.first_byte {
+            // Failed (or abandoned) before the first byte: nothing was prefilled.
+            if let Some(b) = self.booking.take() {
+                b.cancel();
+            }
+            return;
+        }
+        if self.failed {
+            return;
+        }
+        let m = KvMetrics::get();
+        match self.scan.value() {
+            Some(actual) => {
+                m.predicted_hit_tokens.inc_by(self.predicted_tokens);
+                m.actual_hit_tokens.inc_by(actual);
+                m.prompt_tokens.inc_by(self.prompt_tokens);
+                m.hit_reports.with_label_values(&["reported"]).inc();
+            }
+            None => m.hit_reports.with_label_values(&["missing"]).inc(),
+        }
+    }
+}

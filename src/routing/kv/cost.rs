@@ -1,0 +1,210 @@
+//! The KV cost model: what sending one request to one (worker, rank) unit costs, in
+//! prefill-block units, and the pick among units (lowest cost, ties toward the deeper
+//! overlap, then random; optional softmax temperature).
+//!
+//! ```text
+//! new_prefill     = request_blocks - max(cached, inflight_depth)   // blocks this request would prefill
+//! queued_prefill  = unit_inflight_prefill - inflight_depth         // others' prefill ahead of it
+//! cost = w_prefill * (new_prefill + queued_prefill)
+//!      + w_decode  * active_blocks                                 // context of requests in flight
+//!      + w_queue   * active_requests
+//! ```
+//!
+//! Unlike Dynamo's `w*prefill_blocks + decode_blocks` (where a shared system prompt is counted
+//! once in the decode term, so every request piles onto its holder: Dynamo #737), the load
+//! terms here count every in-flight request's whole context, so a unit's cost grows with each
+//! request sent to it even when they share blocks; siblings still share one prefill because
+//! their own in-flight blocks are not "queued" work for them.
+
+use rand::Rng;
+
+/// Weights of the cost terms (see module docs); defaults in `config::KvConfig`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CostWeights {
+    pub prefill: f64,
+    pub decode: f64,
+    pub queue: f64,
+}
+
+/// The inputs of one unit's cost for one request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnitInputs {
+    /// Full pages in the request.
+    pub request_blocks: u32,
+    /// Leading request blocks cached there (deeper of confirmed and predicted).
+    pub cached: u32,
+    /// Leading request blocks whose prefill is in flight there.
+    pub inflight_depth: u32,
+    /// Distinct blocks in prefill on the unit (all requests; siblings counted once).
+    pub unit_inflight_prefill: u64,
+    /// Sum of the request blocks of the requests in flight on the unit whose prompt differs
+    /// from this one (identical siblings share KV and a prefill; they cost only a slot).
+    pub active_blocks: u64,
+    /// Requests in flight on the unit.
+    pub active_requests: u64,
+}
+
+impl UnitInputs {
+    /// Blocks this request would add to the unit's prefill work.
+    pub fn new_prefill(&self) -> u32 {
+        self.request_blocks
+            .saturating_sub(self.cached.max(self.inflight_depth))
+    }
+
+    /// Prefill work of other requests already in flight on the unit.
+    pub fn queued_prefill(&self) -> u64 {
+        self.unit_inflight_prefill
+            .saturating_sub(u64::from(self.inflight_depth))
+    }
+
+    /// The overlap used for tie-breaking.
+    pub fn overlap(&self) -> u32 {
+        self.cached.max(self.inflight_depth)
+    }
+}
+
+/// Cost of sending the request to this unit (lower is better).
+pub fn cost(w: &CostWeights, u: &UnitInputs) -> f64 {
+    w.prefill * (f64::from(u.new_prefill()) + u.queued_prefill() as f64)
+        + w.decode * u.active_blocks as f64
+        + w.queue * u.active_requests as f64
+}
+
+/// Index of the chosen unit among `scored` (`(cost, overlap)` per unit), or None if empty.
+/// `temperature == 0`: the lowest cost, ties toward the deeper overlap, then uniformly random.
+/// `temperature > 0`: softmax over `-(cost - min) / (max - min) / temperature`.
+pub fn pick(scored: &[(f64, u32)], temperature: f64, rng: &mut impl Rng) -> Option<usize> {
+    if scored.is_empty() {
+        return None;
+    }
+    let min = scored.iter().map(|s| s.0).fold(f64::INFINITY, f64::min);
+    let max = scored.iter().map(|s| s.0).fold(f64::NEG_INFINITY, f64::max);
+    if temperature > 0.0 && max > min {
+        let span = max - min;
+        let weights: Vec<f64> = scored
+            .iter()
+            .map(|s| (-(s.0 - min) / span / temperature).exp())
+            .collect();
+        let total: f64 = weights.iter().sum();
+        let mut x = rng.random_range(0.0..total);
+        for (i, w) in weights.iter().enumerate() {
+            if x < *w {
+                return Some(i);
+            }
+            x -= w;
+        }
+        return Some(scored.len() - 1);
+    }
+    const EPS: f64 = 1e-9;
+    let best_overlap = scored
+        .iter()
+        .filter(|s| s.0 <= min + EPS)
+        .map(|s| s.1)
+        .max()?;
+    // Reservoir-sample uniformly among the units tied on both keys.
+    let mut chosen = None;
+    let mut seen = 0u32;
+    for (i, s) in scored.iter().enumerate() {
+        if s.0 <= min + EPS && s.1 == best_overlap {
+            seen += 1;
+            if rng.random_range(0..seen) == 0 {
+                chosen = Some(i);
+            }
+        }
+    }
+    chosen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const W: CostWeights = CostWeights {
+        prefill: 1.0,
+        decode: 1.0 / 8.0,
+        queue: 0.5,
+    };
+
+    /// 64-block request; `siblings` in flight with the same prompt, `others` (64 blocks each) not.
+    fn inputs(
+        cached: u32,
+        inflight_depth: u32,
+        unit_inflight: u64,
+        siblings: u64,
+        others: u64,
+    ) -> UnitInputs {
+        UnitInputs {
+            request_blocks: 64,
+            cached,
+            inflight_depth,
+            unit_inflight_prefill: unit_inflight,
+            active_blocks: others * 64,
+            active_requests: siblings + others,
+        }
+    }
+
+    #[test]
+    fn terms() {
+        let u = inputs(16, 0, 10, 0, 2);
+        assert_eq!(u.new_prefill(), 48);
+        assert_eq!(u.queued_prefill(), 10);
+        assert_eq!(cost(&W, &u), 48.0 + 10.0 + 16.0 + 1.0);
+    }
+
+    #[test]
+    fn a_sibling_joins_the_inflight_prefill_instead_of_starting_another() {
+        // First sibling is prefilling all 64 blocks on A; B is idle and cold.
+        let a = inputs(64, 64, 64, 1, 0);
+        let b = inputs(0, 0, 0, 0, 0);
+        assert!(cost(&W, &a) < cost(&W, &b));
+    }
+
+    #[test]
+    fn thirty_two_siblings_stay_but_a_new_group_goes_elsewhere() {
+        let a31 = inputs(64, 64, 64, 31, 0);
+        let b = inputs(16, 0, 0, 0, 0); // cold except the shared system prefix
+        assert!(cost(&W, &a31) < cost(&W, &b));
+        // A new group sharing only the system prefix with A's busy group: B wins.
+        let a_new_group = inputs(16, 16, 64, 0, 32);
+        assert!(cost(&W, &a_new_group) > cost(&W, &b));
+    }
+
+    #[test]
+    fn shared_system_prompt_does_not_hot_spot() {
+        // Every session shares a 16-block prefix cached on A only; A already runs 4 sessions.
+        let a = inputs(16, 0, 0, 0, 4);
+        let b = inputs(0, 0, 0, 0, 0);
+        assert!(cost(&W, &a) > cost(&W, &b));
+        // With no load, the cached prefix wins.
+        assert!(cost(&W, &inputs(16, 0, 0, 0, 0)) < cost(&W, &b));
+    }
+
+    #[test]
+    fn pick_lowest_then_deeper_overlap_then_random() {
+        let mut rng = rand::rng();
+        assert_eq!(
+            pick(&[(3.0, 0), (1.0, 0), (2.0, 9)], 0.0, &mut rng),
+            Some(1)
+        );
+        assert_eq!(
+            pick(&[(1.0, 0), (1.0, 5), (2.0, 9)], 0.0, &mut rng),
+            Some(1)
+        );
+        let mut hits = [0u32; 2];
+        for _ in 0..400 {
+            hits[pick(&[(1.0, 3), (1.0, 3)], 0.0, &mut rng).unwrap()] += 1;
+        }
+        assert!(hits[0] > 100 && hits[1] > 100, "{hits:?}");
+        assert_eq!(pick(&[], 0.0, &mut rng), None);
+    }
+
+    #[test]
+    fn temperature_spreads_but_prefers_cheap() {
+        let mut rng = rand::rng();
+        let mut hits = [0u32; 2];
+        for _ in 0..2000 {
+            hits[pick(&[(0.0, 0), (10.0, 0)], 1.0, &mut rng).unwrap()] += 1;
+        }
+        assert!(hits[1] > 0 && hits[0] > hits[1] * 2, "{hits:?}");
+    }
+}

@@ -1,0 +1,152 @@
+//! Per-(worker, rank) load the KV policy itself books: requests in flight and the sum of their
+//! request blocks, in total and per prompt (keyed by the prompt's last sequence hash), so a
+//! request can tell its siblings' load (identical prompt: one shared prefill, shared KV) from
+//! other requests' load. Released by [`LoadGuard`] on drop.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use dashmap::DashMap;
+
+use crate::workers::{Rank, WorkerId};
+
+/// Counters of one unit (or of one prompt on one unit).
+#[derive(Debug, Default)]
+pub struct UnitLoad {
+    pub requests: AtomicU64,
+    pub blocks: AtomicU64,
+}
+
+impl UnitLoad {
+    fn add(&self, blocks: u64) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.blocks.fetch_add(blocks, Ordering::Relaxed);
+    }
+    fn sub(&self, blocks: u64) {
+        self.requests.fetch_sub(1, Ordering::Relaxed);
+        self.blocks.fetch_sub(blocks, Ordering::Relaxed);
+    }
+    fn read(&self) -> (u64, u64) {
+        (
+            self.requests.load(Ordering::Relaxed),
+            self.blocks.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// What a request sees of a unit's load.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadView {
+    /// All requests in flight on the unit.
+    pub requests: u64,
+    /// Request blocks of the requests in flight whose prompt differs from this one.
+    pub other_blocks: u64,
+}
+
+type PromptKey = (WorkerId, Rank, u64);
+
+/// All units' counters.
+#[derive(Debug, Default)]
+pub struct UnitLoads {
+    units: DashMap<(WorkerId, Rank), Arc<UnitLoad>>,
+    prompts: Arc<DashMap<PromptKey, Arc<UnitLoad>>>,
+}
+
+impl UnitLoads {
+    /// The unit's load as seen by a request whose prompt key is `prompt` (None: no tokens).
+    pub fn view(&self, worker: WorkerId, rank: Rank, prompt: Option<u64>) -> LoadView {
+        let (requests, blocks) = self.units.get(&(worker, rank)).map_or((0, 0), |u| u.read());
+        let same = prompt
+            .and_then(|p| self.prompts.get(&(worker, rank, p)).map(|u| u.read().1))
+            .unwrap_or(0);
+        LoadView {
+            requests,
+            other_blocks: blocks.saturating_sub(same),
+        }
+    }
+
+    /// Counts one request of `blocks` blocks (prompt key `prompt`) until the guard drops.
+    pub fn begin(
+        &self,
+        worker: WorkerId,
+        rank: Rank,
+        prompt: Option<u64>,
+        blocks: u32,
+    ) -> LoadGuard {
+        let blocks = u64::from(blocks);
+        let cell = self.units.entry((worker, rank)).or_default().clone();
+        cell.add(blocks);
+        let prompt = prompt.map(|p| {
+            let key = (worker, rank, p);
+            self.prompts.entry(key).or_default().add(blocks);
+            key
+        });
+        LoadGuard {
+            cell,
+            prompts: self.prompts.clone(),
+            prompt,
+            blocks,
+        }
+    }
+
+    /// Forgets a removed worker's counters (outstanding guards keep their own cell).
+    pub fn remove_worker(&self, worker: WorkerId) {
+        self.units.retain(|(w, _), _| *w != worker);
+        self.prompts.retain(|(w, _, _), _| *w != worker);
+    }
+}
+
+/// One request's share of a unit's load.
+#[derive(Debug)]
+pub struct LoadGuard {
+    cell: Arc<UnitLoad>,
+    prompts: Arc<DashMap<PromptKey, Arc<UnitLoad>>>,
+    prompt: Option<PromptKey>,
+    blocks: u64,
+}
+
+impl Drop for LoadGuard {
+    fn drop(&mut self) {
+        self.cell.sub(self.blocks);
+        if let Some(key) = self.prompt {
+            if let Some(e) = self.prompts.get(&key) {
+                e.sub(self.blocks);
+            }
+            self.prompts
+                .remove_if(&key, |_, e| e.requests.load(Ordering::Relaxed) == 0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guards_count_and_release_and_siblings_are_told_apart() {
+        let loads = UnitLoads::default();
+        let w = WorkerId(1);
+        let a = loads.begin(w, 0, Some(7), 10);
+        let b = loads.begin(w, 0, Some(7), 10);
+        let c = loads.begin(w, 0, Some(8), 5);
+        let _d = loads.begin(w, 1, None, 7);
+        let v = loads.view(w, 0, Some(7));
+        assert_eq!((v.requests, v.other_blocks), (3, 5));
+        assert_eq!(loads.view(w, 0, Some(8)).other_blocks, 20);
+        assert_eq!(loads.view(w, 0, None).other_blocks, 25);
+        drop(a);
+        drop(b);
+        assert_eq!(
+            loads.view(w, 0, Some(7)),
+            LoadView {
+                requests: 1,
+                other_blocks: 5
+            }
+        );
+        drop(c);
+        assert_eq!(loads.view(w, 0, Some(8)), LoadView::default());
+        assert!(loads.prompts.get(&(w, 0, 7)).is_none());
+        assert_eq!(loads.view(w, 1, None).requests, 1);
+        assert_eq!(loads.view(WorkerId(9), 0, None), LoadView::default());
+    }
+}

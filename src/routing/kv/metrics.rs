@@ -1,0 +1,126 @@
+//! KV routing metrics: per-decision timings, predicted vs worker-reported prefix hits,
+//! requests routed without token ids, sticky yields.
+
+use std::sync::OnceLock;
+
+use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts};
+
+use crate::metrics::register;
+
+/// Handles registered once per process.
+#[derive(Clone)]
+pub struct KvMetrics {
+    /// `kvrouter_kv_decision_seconds{stage=hash|match|score}`.
+    pub stage: HistogramVec,
+    /// `kvrouter_kv_request_blocks`: full pages per routed request.
+    pub request_blocks: Histogram,
+    /// `kvrouter_kv_overlap_ratio`: chosen unit's cached blocks / request blocks.
+    pub overlap_ratio: Histogram,
+    /// `kvrouter_kv_predicted_hit_tokens_total`: cached tokens the router expected.
+    pub predicted_hit_tokens: IntCounter,
+    /// `kvrouter_kv_actual_hit_tokens_total`: `cached_tokens` the workers reported.
+    pub actual_hit_tokens: IntCounter,
+    /// `kvrouter_kv_prompt_tokens_total`: prompt tokens of those same responses.
+    pub prompt_tokens: IntCounter,
+    /// `kvrouter_kv_hit_reports_total{result=reported|missing}`.
+    pub hit_reports: IntCounterVec,
+    /// `kvrouter_kv_no_tokens_total{reason}`: routed by load (no token ids).
+    pub no_tokens: IntCounterVec,
+    /// `kvrouter_kv_sticky_total{result=kept|yielded}`.
+    pub sticky: IntCounterVec,
+}
+
+impl KvMetrics {
+    pub fn get() -> &'static KvMetrics {
+        static M: OnceLock<KvMetrics> = OnceLock::new();
+        M.get_or_init(|| {
+            let buckets = vec![
+                1e-7, 2.5e-7, 5e-7, 1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3,
+            ];
+            KvMetrics {
+                stage: register(
+                    HistogramVec::new(
+                        HistogramOpts::new(
+                            "kvrouter_kv_decision_seconds",
+                            "Time per KV routing decision stage (hash, match, score)",
+                        )
+                        .buckets(buckets),
+                        &["stage"],
+                    )
+                    .expect("valid metric"),
+                ),
+                request_blocks: register(
+                    Histogram::with_opts(
+                        HistogramOpts::new(
+                            "kvrouter_kv_request_blocks",
+                            "Full KV pages per request routed in KV mode",
+                        )
+                        .buckets(prometheus::exponential_buckets(1.0, 2.0, 14).expect("buckets")),
+                    )
+                    .expect("valid metric"),
+                ),
+                overlap_ratio: register(
+                    Histogram::with_opts(
+                        HistogramOpts::new(
+                            "kvrouter_kv_overlap_ratio",
+                            "Cached (confirmed or predicted) fraction of the request on the chosen unit",
+                        )
+                        .buckets(vec![0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0]),
+                    )
+                    .expect("valid metric"),
+                ),
+                predicted_hit_tokens: register(
+                    IntCounter::new(
+                        "kvrouter_kv_predicted_hit_tokens_total",
+                        "Prefix-hit tokens the router expected on the chosen unit (responses that reported cached_tokens)",
+                    )
+                    .expect("valid metric"),
+                ),
+                actual_hit_tokens: register(
+                    IntCounter::new(
+                        "kvrouter_kv_actual_hit_tokens_total",
+                        "Prefix-hit tokens the workers reported (cached_tokens) for the same responses",
+                    )
+                    .expect("valid metric"),
+                ),
+                prompt_tokens: register(
+                    IntCounter::new(
+                        "kvrouter_kv_prompt_tokens_total",
+                        "Prompt tokens of the responses counted in the hit counters",
+                    )
+                    .expect("valid metric"),
+                ),
+                hit_reports: register(
+                    IntCounterVec::new(
+                        Opts::new(
+                            "kvrouter_kv_hit_reports_total",
+                            "KV-routed responses with (reported) or without (missing) cached_tokens",
+                        ),
+                        &["result"],
+                    )
+                    .expect("valid metric"),
+                ),
+                no_tokens: register(
+                    IntCounterVec::new(
+                        Opts::new(
+                            "kvrouter_kv_no_tokens_total",
+                            "Requests routed by load in KV mode because they carry no token ids",
+                        ),
+                        &["reason"],
+                    )
+                    .expect("valid metric"),
+                ),
+                sticky: register(
+                    IntCounterVec::new(
+                        Opts::new(
+                            "kvrouter_kv_sticky_total",
+                            "Sticky-key requests in KV mode: kept on their worker, or yielded to the cost model",
+                        ),
+                        &["result"],
+                    )
+                    .expect("valid metric"),
+                ),
+            }
+        })
+    }
+}

@@ -1,0 +1,24 @@
+//! KV-aware routing: the cost model, the `KvPolicy` over (worker, DP rank) units, the
+//! per-request attachment (predict-on-route booking, unit load, `cached_tokens` scan), the
+//! index's event sink, the event-source wiring and the `/debug/index` view.
+//! Design and defaults: docs/kv-routing.md.
+
+pub mod attachment;
+pub mod cost;
+pub mod debug;
+pub mod dp;
+pub mod feeds;
+pub mod load;
+pub mod metrics;
+pub mod policy;
+pub mod scan;
+pub mod sink;
+
+pub use attachment::KvAttachment;
+pub use cost::{CostWeights, UnitInputs};
+pub use feeds::KvRuntime;
+pub use load::UnitLoads;
+pub use policy::{KvPolicy, KvPolicySettings};
+
+#[cfg(test)]
+mod tests;

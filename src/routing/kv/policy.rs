@@ -1,0 +1,222 @@
+//! `KvPolicy`: KV-aware routing over (worker, DP rank) units.
+//!
+//! Per request: hash the `input_ids` into chained block hashes, `find_matches` in the index,
+//! score every candidate unit with the cost model (`cost.rs`), pick, then book: the unit's
+//! load (`load.rs`) and, with predict-on-route, the blocks in the index (`KvIndex::book`).
+//! Requests without token ids are scored by load alone and counted.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::attachment::KvAttachment;
+use super::cost::{cost, pick, CostWeights, UnitInputs};
+use super::load::UnitLoads;
+use super::metrics::KvMetrics;
+use crate::config::KvConfig;
+use crate::index::{KvIndex, Unit};
+use crate::routing::input::RoutingInput;
+use crate::routing::policy::{Choice, Policy};
+use crate::tokens::seq_hashes;
+use crate::workers::{Rank, Worker};
+
+/// Settings of the KV policy (from `config::KvConfig`).
+#[derive(Debug, Clone, Copy)]
+pub struct KvPolicySettings {
+    pub weights: CostWeights,
+    pub temperature: f64,
+    /// `None` = `--no-predict`.
+    pub predict_ttl: Option<Duration>,
+    pub sticky_slack_blocks: f64,
+    pub sticky_overload_factor: f64,
+}
+
+impl KvPolicySettings {
+    pub fn from_config(c: &KvConfig) -> Self {
+        KvPolicySettings {
+            weights: CostWeights {
+                prefill: c.prefill_weight,
+                decode: c.decode_weight,
+                queue: c.queue_weight,
+            },
+            temperature: c.temperature,
+            predict_ttl: c.predict.then_some(c.predict_ttl),
+            sticky_slack_blocks: c.sticky_slack_blocks,
+            sticky_overload_factor: c.sticky_overload_factor,
+        }
+    }
+}
+
+/// One scored unit.
+#[derive(Debug, Clone, Copy)]
+struct Scored {
+    candidate: usize,
+    rank: Rank,
+    cost: f64,
+    overlap: u32,
+}
+
+/// The KV-aware policy (see module docs).
+pub struct KvPolicy {
+    index: Arc<KvIndex>,
+    loads: Arc<UnitLoads>,
+    settings: KvPolicySettings,
+}
+
+impl KvPolicy {
+    pub fn new(index: Arc<KvIndex>, loads: Arc<UnitLoads>, settings: KvPolicySettings) -> Self {
+        KvPolicy {
+            index,
+            loads,
+            settings,
+        }
+    }
+
+    /// The index this policy reads and books.
+    pub fn index(&self) -> &Arc<KvIndex> {
+        &self.index
+    }
+
+    fn choose(
+        &self,
+        input: &RoutingInput<'_>,
+        candidates: &[Arc<Worker>],
+        preferred: Option<usize>,
+    ) -> Option<Choice> {
+        if candidates.is_empty() {
+            return None;
+        }
+        let m = KvMetrics::get();
+        let page = self.index.page_size() as usize;
+        let t0 = Instant::now();
+        let tokens = match input.token_ids() {
+            Some(Ok(t)) => t,
+            other => {
+                let reason = match other {
+                    Some(Err(_)) => "invalid_token_ids",
+                    _ if input.is_batch() => "batch",
+                    _ => "no_token_ids",
+                };
+                m.no_tokens.with_label_values(&[reason]).inc();
+                Vec::new()
+            }
+        };
+        let seqs = seq_hashes(&tokens, page);
+        let t1 = Instant::now();
+        let overlaps = self.index.find_matches(&seqs);
+        let t2 = Instant::now();
+        let request_blocks = overlaps.request_blocks;
+        // Identical prompts (siblings) share a prefill and their KV: tell their load apart.
+        let prompt_key = seqs.last().copied();
+        let w = &self.settings.weights;
+        let mut scored: Vec<Scored> = Vec::with_capacity(candidates.len());
+        for (i, worker) in candidates.iter().enumerate() {
+            for rank in worker.ranks() {
+                let ov = overlaps.get(Unit::new(worker.id, rank)).copied();
+                let load = self.loads.view(worker.id, rank, prompt_key);
+                let inputs = UnitInputs {
+                    request_blocks,
+                    cached: ov.map_or(0, |o| o.cached()),
+                    inflight_depth: ov.map_or(0, |o| o.inflight),
+                    unit_inflight_prefill: self.index.inflight_blocks(worker.id, rank),
+                    active_blocks: load.other_blocks,
+                    active_requests: load.requests,
+                };
+                scored.push(Scored {
+                    candidate: i,
+                    rank,
+                    cost: cost(w, &inputs),
+                    overlap: inputs.overlap(),
+                });
+            }
+        }
+        let keys: Vec<(f64, u32)> = scored.iter().map(|s| (s.cost, s.overlap)).collect();
+        let mut rng = rand::rng();
+        let mut chosen = scored[pick(&keys, self.settings.temperature, &mut rng)?];
+        if let Some(p) = preferred {
+            // Sticky key: its worker's best rank wins unless it is overloaded: costlier than
+            // `factor * best + slack` (see docs/kv-routing.md).
+            let best = scored.iter().map(|s| s.cost).fold(f64::INFINITY, f64::min);
+            let own = scored
+                .iter()
+                .filter(|s| s.candidate == p)
+                .min_by(|a, b| a.cost.total_cmp(&b.cost).then(b.overlap.cmp(&a.overlap)))
+                .copied();
+            match own {
+                Some(own)
+                    if own.cost
+                        <= best * self.settings.sticky_overload_factor
+                            + self.settings.sticky_slack_blocks * w.prefill =>
+                {
+                    m.sticky.with_label_values(&["kept"]).inc();
+                    chosen = own;
+                }
+                _ => m.sticky.with_label_values(&["yielded"]).inc(),
+            }
+        }
+        let t3 = Instant::now();
+        m.stage
+            .with_label_values(&["hash"])
+            .observe((t1 - t0).as_secs_f64());
+        m.stage
+            .with_label_values(&["match"])
+            .observe((t2 - t1).as_secs_f64());
+        m.stage
+            .with_label_values(&["score"])
+            .observe((t3 - t2).as_secs_f64());
+        let worker = &candidates[chosen.candidate];
+        if request_blocks > 0 {
+            m.request_blocks.observe(f64::from(request_blocks));
+            m.overlap_ratio
+                .observe(f64::from(chosen.overlap) / f64::from(request_blocks));
+        }
+        let mut booking = match self.settings.predict_ttl {
+            Some(ttl) if !seqs.is_empty() => {
+                self.index.book(worker.id, chosen.rank, &seqs, ttl).ok()
+            }
+            _ => None,
+        };
+        if !input.stream {
+            // A non-streaming response's first byte is its end: the in-flight mark would count
+            // the whole request as queued prefill. End it now; the prediction (which siblings
+            // see as cached) stays, and a failure before the first byte still cancels it.
+            if let Some(b) = booking.as_mut() {
+                b.prefill_done();
+            }
+        }
+        // SGLang matches the prompt minus its last token, in whole pages.
+        let matchable = (tokens.len().saturating_sub(1) / page * page) as u64;
+        let predicted = (u64::from(chosen.overlap) * page as u64).min(matchable);
+        let load = self
+            .loads
+            .begin(worker.id, chosen.rank, prompt_key, request_blocks);
+        let attachment = KvAttachment::new(booking, load, predicted, tokens.len() as u64);
+        Some(Choice {
+            index: chosen.candidate,
+            rank: (worker.info.dp_size > 1).then_some(chosen.rank),
+            attachment: Some(Box::new(attachment)),
+        })
+    }
+}
+
+impl Policy for KvPolicy {
+    fn name(&self) -> &'static str {
+        "kv"
+    }
+
+    fn select(&self, input: &RoutingInput<'_>, candidates: &[Arc<Worker>]) -> Option<Choice> {
+        self.choose(input, candidates, None)
+    }
+
+    fn select_preferring(
+        &self,
+        input: &RoutingInput<'_>,
+        candidates: &[Arc<Worker>],
+        preferred: usize,
+    ) -> Option<Choice> {
+        self.choose(input, candidates, Some(preferred))
+    }
+
+    fn decides_new_keys(&self) -> bool {
+        true
+    }
+}

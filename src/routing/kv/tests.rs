@@ -1,0 +1,213 @@
+//! In-process tests of `KvPolicy` and the KV-mode `Selector`: overlap, predict-on-route,
+//! sticky preference and yield, DP ranks, requests without token ids.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use crate::index::{KvEvent, KvIndex};
+use crate::routing::{Endpoint, Policy, RoutingInput, Selector, StickyTable};
+use crate::workers::{Worker, WorkerId, WorkerInfo};
+
+const PAGE: u32 = 4;
+
+fn worker(id: u32, dp: u32) -> Arc<Worker> {
+    let info = WorkerInfo {
+        page_size: PAGE,
+        dp_size: dp,
+        ..WorkerInfo::default()
+    };
+    Arc::new(Worker::new(
+        WorkerId(id),
+        &format!("http://10.0.0.{id}:30000"),
+        info,
+    ))
+}
+
+fn settings(predict: bool) -> KvPolicySettings {
+    KvPolicySettings::from_config(&crate::config::KvConfig {
+        predict,
+        ..crate::config::KvConfig::default()
+    })
+}
+
+fn policy(predict: bool) -> (KvPolicy, Arc<KvIndex>) {
+    let index = Arc::new(KvIndex::new(PAGE));
+    let p = KvPolicy::new(
+        index.clone(),
+        Arc::new(UnitLoads::default()),
+        settings(predict),
+    );
+    (p, index)
+}
+
+fn body(tokens: &[u32]) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({ "input_ids": tokens })).unwrap()
+}
+
+fn stream_body(tokens: &[u32]) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({ "input_ids": tokens, "stream": true })).unwrap()
+}
+
+fn store(index: &KvIndex, w: u32, rank: u32, tokens: &[u32]) {
+    let n = tokens.len() / PAGE as usize;
+    index
+        .apply(
+            WorkerId(w),
+            rank,
+            &KvEvent::Stored {
+                parent: None,
+                block_hashes: (0..n as u64).map(|i| 1000 + i).collect(),
+                token_ids: tokens[..n * PAGE as usize].to_vec(),
+                block_size: PAGE,
+            },
+        )
+        .unwrap();
+}
+
+fn tokens(seed: u32, len: u32) -> Vec<u32> {
+    (0..len).map(|i| seed * 100_000 + i).collect()
+}
+
+#[test]
+fn the_cached_worker_wins() {
+    let (p, index) = policy(true);
+    let ws = vec![worker(1, 1), worker(2, 1), worker(3, 1)];
+    let t = tokens(1, 64);
+    store(&index, 2, 0, &t);
+    let b = body(&t);
+    let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
+    for _ in 0..5 {
+        let c = p.select(&input, &ws).unwrap();
+        assert_eq!(ws[c.index].id, WorkerId(2));
+        assert_eq!(c.rank, None);
+    }
+}
+
+#[test]
+fn predict_on_route_keeps_siblings_together_and_no_predict_spreads_them() {
+    for predict in [true, false] {
+        let (p, _) = policy(predict);
+        let ws = vec![worker(1, 1), worker(2, 1), worker(3, 1), worker(4, 1)];
+        let b = body(&tokens(2, 256));
+        let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
+        let held: Vec<_> = (0..16).map(|_| p.select(&input, &ws).unwrap()).collect();
+        let mut used: Vec<usize> = held.iter().map(|c| c.index).collect();
+        used.sort_unstable();
+        used.dedup();
+        if predict {
+            assert_eq!(used.len(), 1, "siblings spread with prediction: {used:?}");
+        } else {
+            assert_eq!(
+                used.len(),
+                4,
+                "no-predict burst should use every worker: {used:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_failed_request_before_prefill_releases_its_prediction() {
+    let (p, index) = policy(true);
+    let ws = vec![worker(1, 1), worker(2, 1)];
+    let t = tokens(3, 64);
+    let seqs = crate::tokens::seq_hashes(&t, PAGE as usize);
+    for b in [stream_body(&t), body(&t)] {
+        let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
+        let c = p.select(&input, &ws).unwrap();
+        let chosen = ws[c.index].id;
+        // Streaming: in flight until the first byte; non-streaming: only predicted.
+        let inflight = if input.stream { 16 } else { 0 };
+        assert_eq!(index.inflight_blocks(chosen, 0), inflight);
+        assert_eq!(index.find_matches(&seqs).units[0].predicted, 16);
+        drop(c); // dropped before the first byte
+        assert_eq!(index.inflight_blocks(chosen, 0), 0);
+        assert!(index.find_matches(&seqs).units.is_empty());
+    }
+}
+
+#[test]
+fn first_byte_ends_the_inflight_prefill_and_keeps_the_prediction() {
+    let (p, index) = policy(true);
+    let ws = vec![worker(1, 1)];
+    let t = tokens(4, 64);
+    let b = stream_body(&t);
+    let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
+    let mut c = p.select(&input, &ws).unwrap();
+    assert_eq!(index.inflight_blocks(WorkerId(1), 0), 16);
+    let att = c
+        .attachment
+        .as_mut()
+        .unwrap()
+        .downcast_mut::<KvAttachment>()
+        .unwrap();
+    att.observe(br#"data: {"meta_info":{"cached_tokens":0}}"#);
+    assert_eq!(index.inflight_blocks(WorkerId(1), 0), 0);
+    let seqs = crate::tokens::seq_hashes(&t, PAGE as usize);
+    assert_eq!(index.find_matches(&seqs).units[0].predicted, 16);
+    assert_eq!(att.reported_tokens(), Some(0));
+    drop(c); // after the first byte: the prediction stays
+    assert_eq!(index.find_matches(&seqs).units[0].predicted, 16);
+}
+
+#[test]
+fn dp_ranks_are_units_and_the_rank_is_returned() {
+    let (p, index) = policy(true);
+    let ws = vec![worker(1, 2), worker(2, 1)];
+    let t = tokens(5, 64);
+    store(&index, 1, 1, &t);
+    let b = body(&t);
+    let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
+    let c = p.select(&input, &ws).unwrap();
+    assert_eq!((ws[c.index].id, c.rank), (WorkerId(1), Some(1)));
+}
+
+#[test]
+fn requests_without_token_ids_are_routed_by_load() {
+    let (p, _) = policy(true);
+    let ws = vec![worker(1, 1), worker(2, 1)];
+    let b = br#"{"text":"hello"}"#;
+    let input = RoutingInput::parse(Endpoint::Generate, b).unwrap();
+    let before = metrics::KvMetrics::get()
+        .no_tokens
+        .with_label_values(&["no_token_ids"])
+        .get();
+    let first = p.select(&input, &ws).unwrap();
+    let second = p.select(&input, &ws).unwrap();
+    assert_ne!(first.index, second.index, "load must spread text requests");
+    let after = metrics::KvMetrics::get()
+        .no_tokens
+        .with_label_values(&["no_token_ids"])
+        .get();
+    assert!(after >= before + 2);
+}
+
+#[test]
+fn sticky_key_is_kept_unless_its_worker_is_overloaded() {
+    let index = Arc::new(KvIndex::new(PAGE));
+    let loads = Arc::new(UnitLoads::default());
+    let p = KvPolicy::new(index.clone(), loads.clone(), settings(true));
+    let selector = Selector::new(Box::new(p), StickyTable::new(Duration::from_secs(60)));
+    let ws = vec![worker(1, 1), worker(2, 1)];
+    let t = tokens(6, 64);
+    let b = body(&t);
+    let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
+    let first = selector.select(&input, Some("session"), &ws).unwrap();
+    let home = first.worker().id;
+    drop(first);
+    // Moderate load on the home worker: the key stays.
+    let _some: Vec<_> = (0..4).map(|_| loads.begin(home, 0, None, 64)).collect();
+    let again = selector.select(&input, Some("session"), &ws).unwrap();
+    assert_eq!(again.worker().id, home);
+    drop(again);
+    // Overloaded: yields to the cost model, and the key follows.
+    let _many: Vec<_> = (0..200).map(|_| loads.begin(home, 0, None, 64)).collect();
+    let moved = selector.select(&input, Some("session"), &ws).unwrap();
+    assert_ne!(moved.worker().id, home);
+    let new_home = moved.worker().id;
+    drop(moved);
+    drop(_many);
+    let back = selector.select(&input, Some("session"), &ws).unwrap();
+    assert_eq!(back.worker().id, new_home, "the key moved with the yield");
+}
