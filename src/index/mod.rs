@@ -25,4 +25,6 @@ pub use pending::PredictionId;
 pub use unit::{Unit, MAX_RANK, MAX_WORKER_ID};
 
 #[cfg(test)]
+mod model_check;
+#[cfg(test)]
 mod tests;
