@@ -45,12 +45,10 @@ fn shard_of(seq: SeqHash) -> usize {
     ((seq >> 40) as usize) & (SHARDS - 1)
 }
 
-impl BlockMap {
+impl Shard {
     /// Adds `unit` as a holder of `seq`; returns false if it already was one.
-    pub(crate) fn insert(&self, seq: SeqHash, unit: UnitId) -> bool {
-        let mut guard = self.shards[shard_of(seq)].0.write();
-        let shard = &mut *guard;
-        let v = match shard.map.entry(seq) {
+    fn insert(&mut self, seq: SeqHash, unit: UnitId) -> bool {
+        let v = match self.map.entry(seq) {
             Entry::Vacant(e) => {
                 e.insert(unit_set::one(unit));
                 return true;
@@ -67,26 +65,24 @@ impl BlockMap {
             View::Two(a, b) => {
                 let mut set = vec![a, b, unit];
                 set.sort_unstable();
-                *v = unit_set::spilled(shard.spill.alloc(set));
+                *v = unit_set::spilled(self.spill.alloc(set));
                 true
             }
-            View::Spilled(slot) => shard.spill.insert(slot, unit),
+            View::Spilled(slot) => self.spill.insert(slot, unit),
         }
     }
 
     /// Removes `unit` from the holders of `seq`; returns false if it was not one.
-    pub(crate) fn remove(&self, seq: SeqHash, unit: UnitId) -> bool {
-        let mut guard = self.shards[shard_of(seq)].0.write();
-        let shard = &mut *guard;
-        let Some(v) = shard.map.get_mut(&seq) else {
+    fn remove(&mut self, seq: SeqHash, unit: UnitId) -> bool {
+        let Some(v) = self.map.get_mut(&seq) else {
             return false;
         };
         match unit_set::view(*v) {
             View::One(a) if a == unit => {
-                shard.map.remove(&seq);
-                let (len, cap) = (shard.map.len(), shard.map.capacity());
+                self.map.remove(&seq);
+                let (len, cap) = (self.map.len(), self.map.capacity());
                 if len * 4 < cap {
-                    shard.map.shrink_to(len * 2);
+                    self.map.shrink_to(len * 2);
                 }
                 true
             }
@@ -96,7 +92,7 @@ impl BlockMap {
                 true
             }
             View::Two(..) => false,
-            View::Spilled(slot) => match shard.spill.remove(slot, unit) {
+            View::Spilled(slot) => match self.spill.remove(slot, unit) {
                 Removal::Absent => false,
                 Removal::Kept => true,
                 Removal::Repacked(p) => {
@@ -105,6 +101,39 @@ impl BlockMap {
                 }
             },
         }
+    }
+}
+
+/// One deferred change of a batch: add (`true`) or drop (`false`) a holder of a block.
+pub(crate) type Op = (SeqHash, bool);
+
+impl BlockMap {
+    /// Adds `unit` as a holder of `seq`; returns false if it already was one.
+    pub(crate) fn insert(&self, seq: SeqHash, unit: UnitId) -> bool {
+        self.shards[shard_of(seq)].0.write().insert(seq, unit)
+    }
+
+    /// Removes `unit` from the holders of `seq`; returns false if it was not one.
+    pub(crate) fn remove(&self, seq: SeqHash, unit: UnitId) -> bool {
+        self.shards[shard_of(seq)].0.write().remove(seq, unit)
+    }
+
+    /// Applies one event's changes for `unit`: ops are grouped by shard (a
+    /// stable sort, so changes of one block keep their order) and each shard's
+    /// lock is taken once per batch instead of once per block. Empties `ops`.
+    pub(crate) fn apply_batch(&self, unit: UnitId, ops: &mut Vec<Op>) {
+        ops.sort_by_key(|&(seq, _)| shard_of(seq));
+        for group in ops.chunk_by(|a, b| shard_of(a.0) == shard_of(b.0)) {
+            let mut shard = self.shards[shard_of(group[0].0)].0.write();
+            for &(seq, add) in group {
+                if add {
+                    shard.insert(seq, unit);
+                } else {
+                    shard.remove(seq, unit);
+                }
+            }
+        }
+        ops.clear();
     }
 
     /// Whether `unit` holds `seq`.

@@ -31,24 +31,63 @@ pub(crate) fn prefix_depths<S: DepthSource + ?Sized>(
     seqs: &[SeqHash],
     out: &mut Vec<(UnitId, u32)>,
 ) {
-    let n = seqs.len();
-    if n == 0 {
+    if seqs.is_empty() {
         return;
     }
-    let mut active: Vec<UnitId> = Vec::new();
-    src.units(seqs[0], &mut active);
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut scratch) => search(src, seqs, out, &mut scratch),
+        // Re-entered from inside a search (never done today): fresh buffers.
+        Err(_) => search(src, seqs, out, &mut Scratch::default()),
+    });
+}
+
+/// Per-thread buffers of the search, kept between calls so a query does not
+/// allocate for its working sets.
+#[derive(Default)]
+struct Scratch {
+    active: Vec<UnitId>,
+    here: Vec<UnitId>,
+    /// For each active unit, where its entry sits in `out` (entries are written
+    /// with the depth of the change point and raised while the unit stays).
+    slot: Vec<u32>,
+    next: Vec<UnitId>,
+    next_slot: Vec<u32>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
+}
+
+fn search<S: DepthSource + ?Sized>(
+    src: &S,
+    seqs: &[SeqHash],
+    out: &mut Vec<(UnitId, u32)>,
+    sc: &mut Scratch,
+) {
+    let n = seqs.len();
+    let Scratch {
+        active,
+        here,
+        slot,
+        next,
+        next_slot,
+    } = sc;
+    src.units(seqs[0], active);
     if active.is_empty() {
         return;
     }
-    let mut here: Vec<UnitId> = Vec::new();
-    let mut next: Vec<UnitId> = Vec::new();
+    // Every active unit gets its entry now; its depth is settled when it leaves.
+    let base = out.len() as u32;
+    out.extend(active.iter().map(|&u| (u, 0)));
+    slot.clear();
+    slot.extend((0..active.len() as u32).map(|i| base + i));
     // Holder count at `pos`, including units that are not active (holes).
     let mut ref_count = active.len();
     let mut pos = 0;
     loop {
         // The common hit holds the whole rest: one probe of the last block settles it.
         if pos + 1 < n && src.count(seqs[n - 1]) == ref_count {
-            out.extend(active.iter().map(|&u| (u, n as u32)));
+            settle(out, slot, n);
             return;
         }
         // Gallop: lo = last position known to have ref_count holders, hi = first
@@ -72,32 +111,51 @@ pub(crate) fn prefix_depths<S: DepthSource + ?Sized>(
                 hi = mid;
             }
         }
+        // Every active unit holds [0, hi).
+        settle(out, slot, hi);
         if hi == n {
-            out.extend(active.iter().map(|&u| (u, n as u32)));
             return;
         }
-        // The holders change at `hi`: intersect, record the units that left.
-        src.units(seqs[hi], &mut here);
+        // The holders change at `hi`: the active units that still hold it go on.
+        src.units(seqs[hi], here);
         next.clear();
-        let (mut i, mut j) = (0, 0);
-        while i < active.len() {
-            if j < here.len() && here[j] < active[i] {
-                j += 1;
-            } else if j < here.len() && here[j] == active[i] {
-                next.push(active[i]);
-                i += 1;
-                j += 1;
-            } else {
-                out.push((active[i], hi as u32));
-                i += 1;
+        next_slot.clear();
+        if here.len() * 8 < active.len() {
+            // Few stay: look each of them up instead of walking all the active ones.
+            for u in here.iter() {
+                if let Ok(i) = active.binary_search(u) {
+                    next.push(*u);
+                    next_slot.push(slot[i]);
+                }
+            }
+        } else {
+            let mut j = 0;
+            for (i, u) in active.iter().enumerate() {
+                while j < here.len() && here[j] < *u {
+                    j += 1;
+                }
+                if j < here.len() && here[j] == *u {
+                    next.push(*u);
+                    next_slot.push(slot[i]);
+                    j += 1;
+                }
             }
         }
         if next.is_empty() {
             return;
         }
-        std::mem::swap(&mut active, &mut next);
+        std::mem::swap(active, next);
+        std::mem::swap(slot, next_slot);
         ref_count = here.len();
         pos = hi;
+    }
+}
+
+/// Raises the depth of every unit in `slot` to `depth`.
+#[inline]
+fn settle(out: &mut [(UnitId, u32)], slot: &[u32], depth: usize) {
+    for &i in slot {
+        out[i as usize].1 = depth as u32;
     }
 }
 

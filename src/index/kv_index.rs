@@ -163,20 +163,36 @@ impl KvIndex {
         let mut out = Applied::default();
         let mut new = 0i64;
         let predicting = !self.pending.is_empty();
-        for (e, page) in engine.iter().zip(tokens.chunks_exact(bs)) {
+        // Hash the whole event first (pure compute), then touch the tables.
+        let mut seqs = Vec::with_capacity(engine.len());
+        for page in tokens.chunks_exact(bs) {
             let seq = next_seq(prev, local_hash(page));
             prev = Some(seq);
-            match unit.insert(&self.blocks, *e, seq) {
-                Insert::Present => out.unchanged += 1,
-                Insert::Replaced => out.stored += 1,
-                Insert::Merged => out.removed += 1,
-                Insert::New => {
-                    new += 1;
-                    out.stored += 1;
-                }
+            seqs.push(seq);
+        }
+        let mut count = |outcome| match outcome {
+            Insert::Present => out.unchanged += 1,
+            Insert::Replaced => out.stored += 1,
+            Insert::Merged => out.removed += 1,
+            Insert::New => {
+                new += 1;
+                out.stored += 1;
             }
-            if predicting {
-                self.pending.supersede(seq, id);
+        };
+        if unit.batchable() && engine.iter().zip(&seqs).all(|(e, s)| e != s) {
+            let mut ops = Vec::with_capacity(seqs.len());
+            for (e, seq) in engine.iter().zip(&seqs) {
+                count(unit.insert_deferred(*e, *seq, &mut ops));
+            }
+            self.blocks.apply_batch(id, &mut ops);
+        } else {
+            for (e, seq) in engine.iter().zip(&seqs) {
+                count(unit.insert(&self.blocks, *e, *seq));
+            }
+        }
+        if predicting {
+            for seq in &seqs {
+                self.pending.supersede(*seq, id);
             }
         }
         self.resident
@@ -193,14 +209,21 @@ impl KvIndex {
         };
         let mut unit = handle.lock();
         let mut out = Applied::default();
+        let mut ops = Vec::new();
         for e in engine {
-            if unit.remove(&self.blocks, *e) {
+            let removed = if unit.batchable() {
+                unit.remove_deferred(*e, &mut ops)
+            } else {
+                unit.remove(&self.blocks, *e)
+            };
+            if removed {
                 out.removed += 1;
             } else {
                 self.unknown_removals.fetch_add(1, Ordering::Relaxed);
                 out.unchanged += 1;
             }
         }
+        self.blocks.apply_batch(id, &mut ops);
         self.resident
             .fetch_sub(out.removed as i64, Ordering::Relaxed);
         out

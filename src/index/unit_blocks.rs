@@ -9,7 +9,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
-use super::block_map::{table_bytes, BlockMap};
+use super::block_map::{table_bytes, BlockMap, Op};
 use super::event::EngineHash;
 use super::hashers::MulBuild;
 use super::unit::UnitId;
@@ -96,13 +96,60 @@ impl UnitBlocks {
         }
     }
 
+    /// Whether this unit's block-map changes can be deferred into a batch
+    /// ([`BlockMap::apply_batch`]): only when no identity record exists, since
+    /// identity records are decided by the block map itself.
+    pub(crate) fn batchable(&self) -> bool {
+        self.identity == 0
+    }
+
+    /// [`UnitBlocks::insert`] for an opaque engine hash (`engine != seq`) on a
+    /// [`batchable`](Self::batchable) unit: the block-map changes are pushed to `ops`.
+    pub(crate) fn insert_deferred(
+        &mut self,
+        engine: EngineHash,
+        seq: SeqHash,
+        ops: &mut Vec<Op>,
+    ) -> Insert {
+        debug_assert!(engine != seq && self.identity == 0);
+        match self.mapped.entry(engine) {
+            Entry::Occupied(o) if *o.get() == seq => Insert::Present,
+            Entry::Occupied(mut o) => {
+                let old = o.insert(seq);
+                ops.extend([(old, false), (seq, true)]);
+                Insert::Replaced
+            }
+            Entry::Vacant(v) => {
+                v.insert(seq);
+                ops.push((seq, true));
+                Insert::New
+            }
+        }
+    }
+
+    /// [`UnitBlocks::remove`] on a [`batchable`](Self::batchable) unit: the
+    /// block-map change is pushed to `ops`.
+    pub(crate) fn remove_deferred(&mut self, engine: EngineHash, ops: &mut Vec<Op>) -> bool {
+        debug_assert!(self.identity == 0);
+        let Some(seq) = self.mapped.remove(&engine) else {
+            return false;
+        };
+        self.shrink_if_sparse();
+        ops.push((seq, false));
+        true
+    }
+
+    fn shrink_if_sparse(&mut self) {
+        let (len, cap) = (self.mapped.len(), self.mapped.capacity());
+        if len * 4 < cap {
+            self.mapped.shrink_to(len * 2);
+        }
+    }
+
     /// Evicts `engine` from this unit; returns whether it was resident.
     pub(crate) fn remove(&mut self, blocks: &BlockMap, engine: EngineHash) -> bool {
         if let Some(seq) = self.mapped.remove(&engine) {
-            let (len, cap) = (self.mapped.len(), self.mapped.capacity());
-            if len * 4 < cap {
-                self.mapped.shrink_to(len * 2);
-            }
+            self.shrink_if_sparse();
             blocks.remove(seq, self.id);
             return true;
         }
