@@ -1,13 +1,13 @@
 //! The confirmed-residency map: SeqHash -> packed holder set, split in shards
 //! behind `parking_lot::RwLock`s so lookups never take a global lock.
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
+use hashbrown::hash_map::Entry;
 
 use parking_lot::RwLock;
 
 use super::find::DepthSource;
 use super::hashers::IdBuild;
+use super::table::{self, Table};
 use super::unit::UnitId;
 use super::unit_set::{self, Packed, Removal, Spill, View};
 use crate::tokens::SeqHash;
@@ -16,7 +16,7 @@ const SHARDS: usize = 128;
 
 #[derive(Default)]
 struct Shard {
-    map: HashMap<SeqHash, Packed, IdBuild>,
+    map: Table<SeqHash, Packed, IdBuild>,
     spill: Spill,
 }
 
@@ -80,10 +80,7 @@ impl Shard {
         match unit_set::view(*v) {
             View::One(a) if a == unit => {
                 self.map.remove(&seq);
-                let (len, cap) = (self.map.len(), self.map.capacity());
-                if len * 4 < cap {
-                    self.map.shrink_to(len * 2);
-                }
+                table::shrink_if_sparse(&mut self.map);
                 true
             }
             View::One(_) => false,
@@ -182,7 +179,7 @@ impl BlockMap {
             .iter()
             .map(|s| {
                 let s = s.0.read();
-                table_bytes(s.map.capacity(), 16) + s.spill.heap_bytes()
+                table::heap_bytes(&s.map) + s.spill.heap_bytes()
             })
             .sum()
     }
@@ -210,19 +207,6 @@ impl DepthSource for BlockMap {
             Some(View::Spilled(slot)) => out.extend_from_slice(shard.spill.get(slot)),
         }
     }
-}
-
-/// Heap bytes of a std (hashbrown) table of `capacity` with `entry` bytes per slot.
-pub(crate) fn table_bytes(capacity: usize, entry: usize) -> usize {
-    if capacity == 0 {
-        return 0;
-    }
-    let buckets = if capacity < 8 {
-        capacity + 1
-    } else {
-        (capacity * 8 / 7).next_power_of_two()
-    };
-    buckets * (entry + 1) + 16
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ mod kv_index;
 mod metrics;
 mod overlap;
 mod pending;
+mod table;
 mod unit;
 mod unit_blocks;
 mod unit_set;

@@ -6,12 +6,12 @@
 //! block map's membership is the record, and only a count is kept. Enumerating
 //! those blocks (clear / remove worker) then scans the block map.
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
+use hashbrown::hash_map::Entry;
 
-use super::block_map::{table_bytes, BlockMap, Op};
+use super::block_map::{BlockMap, Op};
 use super::event::EngineHash;
 use super::hashers::MulBuild;
+use super::table::{self, Table};
 use super::unit::UnitId;
 use crate::tokens::SeqHash;
 
@@ -19,7 +19,7 @@ pub(crate) struct UnitBlocks {
     id: UnitId,
     /// Set once the unit was removed; late events on a stale handle are ignored.
     pub(crate) removed: bool,
-    mapped: HashMap<EngineHash, SeqHash, MulBuild>,
+    mapped: Table<EngineHash, SeqHash, MulBuild>,
     identity: usize,
 }
 
@@ -39,7 +39,7 @@ impl UnitBlocks {
         Self {
             id,
             removed: false,
-            mapped: HashMap::default(),
+            mapped: Table::default(),
             identity: 0,
         }
     }
@@ -140,10 +140,7 @@ impl UnitBlocks {
     }
 
     fn shrink_if_sparse(&mut self) {
-        let (len, cap) = (self.mapped.len(), self.mapped.capacity());
-        if len * 4 < cap {
-            self.mapped.shrink_to(len * 2);
-        }
+        table::shrink_if_sparse(&mut self.mapped);
     }
 
     /// Evicts `engine` from this unit; returns whether it was resident.
@@ -166,7 +163,7 @@ impl UnitBlocks {
         for (_, seq) in self.mapped.drain() {
             blocks.remove(seq, self.id);
         }
-        self.mapped = HashMap::default();
+        self.mapped = Table::default();
         if self.identity > 0 {
             blocks.remove_unit_everywhere(self.id);
             self.identity = 0;
@@ -179,6 +176,6 @@ impl UnitBlocks {
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        table_bytes(self.mapped.capacity(), 16)
+        table::heap_bytes(&self.mapped)
     }
 }
