@@ -83,14 +83,25 @@ pub fn owner(i: usize, workers: usize) -> u32 {
     (i % workers) as u32
 }
 
-/// CPU seconds this process has used (user + system, from /proc/self/stat;
-/// 10 ms resolution). The bench machine is shared, so throughput is reported
-/// per CPU second next to wall-clock figures.
+/// CPU seconds this process has used. The bench machine is shared, so
+/// throughput is reported per CPU second next to wall-clock figures. Read from
+/// `/proc/self/schedstat` (nanoseconds on CPU); falls back to utime + stime of
+/// `/proc/self/stat` (10 ms ticks).
 pub fn cpu_secs() -> f64 {
+    let sched = std::fs::read_to_string("/proc/self/schedstat").unwrap_or_default();
+    if let Some(ns) = sched.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()) {
+        return ns / 1e9;
+    }
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
     let rest = stat.rsplit_once(") ").map_or("", |(_, r)| r);
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Whether a report section should run: all of them unless `KVROUTER_BENCH_ONLY`
+/// lists names (comma-separated).
+pub fn section(name: &str) -> bool {
+    std::env::var("KVROUTER_BENCH_ONLY").map_or(true, |v| v.split(',').any(|s| s == name))
 }
