@@ -48,6 +48,7 @@ fn shard_of(seq: SeqHash) -> usize {
 impl Shard {
     /// Adds `unit` as a holder of `seq`; returns false if it already was one.
     fn insert(&mut self, seq: SeqHash, unit: UnitId) -> bool {
+        table::make_room(&mut self.map);
         let v = match self.map.entry(seq) {
             Entry::Vacant(e) => {
                 e.insert(unit_set::one(unit));

@@ -55,6 +55,7 @@ impl UnitBlocks {
     pub(crate) fn insert(&mut self, blocks: &BlockMap, engine: EngineHash, seq: SeqHash) -> Insert {
         if engine != seq {
             // Opaque engine hash: one probe of the unit's table decides.
+            table::make_room(&mut self.mapped);
             match self.mapped.entry(engine) {
                 Entry::Occupied(o) if *o.get() == seq => return Insert::Present,
                 Entry::Occupied(mut o) => {
@@ -112,6 +113,7 @@ impl UnitBlocks {
         ops: &mut Vec<Op>,
     ) -> Insert {
         debug_assert!(engine != seq && self.identity == 0);
+        table::make_room(&mut self.mapped);
         match self.mapped.entry(engine) {
             Entry::Occupied(o) if *o.get() == seq => Insert::Present,
             Entry::Occupied(mut o) => {
