@@ -13,7 +13,8 @@
 //! event batch) is not noticed where the holder count is otherwise unchanged,
 //! and its depth can be over-reported.
 
-use super::unit::UnitId;
+use super::overlap::UnitOverlap;
+use super::unit::{Unit, UnitId};
 use crate::tokens::SeqHash;
 
 /// Something that knows, per block, how many and which units hold it.
@@ -23,13 +24,50 @@ pub(crate) trait DepthSource {
     fn units(&self, seq: SeqHash, out: &mut Vec<UnitId>);
 }
 
+/// One output entry of the search: a unit and its depth, written once when the
+/// unit is first seen and raised in place. Lets `find_matches` collect straight
+/// into its `UnitOverlap`s (no intermediate list, no conversion pass).
+pub(crate) trait DepthEntry {
+    fn start(unit: UnitId) -> Self;
+    fn set_depth(&mut self, depth: u32);
+}
+
+impl DepthEntry for (UnitId, u32) {
+    #[inline]
+    fn start(unit: UnitId) -> Self {
+        (unit, 0)
+    }
+    #[inline]
+    fn set_depth(&mut self, depth: u32) {
+        self.1 = depth;
+    }
+}
+
+impl DepthEntry for UnitOverlap {
+    #[inline]
+    fn start(unit: UnitId) -> Self {
+        UnitOverlap {
+            unit: Unit::from_id(unit),
+            confirmed: 0,
+            predicted: 0,
+            inflight: 0,
+        }
+    }
+    /// The search's depth lands in `confirmed`; callers searching the pending
+    /// layer read it back from there.
+    #[inline]
+    fn set_depth(&mut self, depth: u32) {
+        self.confirmed = depth;
+    }
+}
+
 /// Appends `(unit, depth)` for every unit holding a non-empty prefix of `seqs`
 /// (depth = number of leading blocks held). Exits after one lookup when no unit
 /// holds the first block.
-pub(crate) fn prefix_depths<S: DepthSource + ?Sized>(
+pub(crate) fn prefix_depths<S: DepthSource + ?Sized, E: DepthEntry>(
     src: &S,
     seqs: &[SeqHash],
-    out: &mut Vec<(UnitId, u32)>,
+    out: &mut Vec<E>,
 ) {
     if seqs.is_empty() {
         return;
@@ -58,10 +96,10 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
 }
 
-fn search<S: DepthSource + ?Sized>(
+fn search<S: DepthSource + ?Sized, E: DepthEntry>(
     src: &S,
     seqs: &[SeqHash],
-    out: &mut Vec<(UnitId, u32)>,
+    out: &mut Vec<E>,
     sc: &mut Scratch,
 ) {
     let n = seqs.len();
@@ -78,7 +116,7 @@ fn search<S: DepthSource + ?Sized>(
     }
     // Every active unit gets its entry now; its depth is settled when it leaves.
     let base = out.len() as u32;
-    out.extend(active.iter().map(|&u| (u, 0)));
+    out.extend(active.iter().map(|&u| E::start(u)));
     slot.clear();
     slot.extend((0..active.len() as u32).map(|i| base + i));
     // Holder count at `pos`, including units that are not active (holes).
@@ -153,9 +191,9 @@ fn search<S: DepthSource + ?Sized>(
 
 /// Raises the depth of every unit in `slot` to `depth`.
 #[inline]
-fn settle(out: &mut [(UnitId, u32)], slot: &[u32], depth: usize) {
+fn settle<E: DepthEntry>(out: &mut [E], slot: &[u32], depth: usize) {
     for &i in slot {
-        out[i as usize].1 = depth as u32;
+        out[i as usize].set_depth(depth as u32);
     }
 }
 
@@ -204,7 +242,7 @@ mod tests {
         }
         let f = Fake(map);
         for len in [0, 1, 2, 5, 64, 200, 300] {
-            let mut got = Vec::new();
+            let mut got: Vec<(UnitId, u32)> = Vec::new();
             prefix_depths(&f, &seqs[..len], &mut got);
             got.sort_unstable();
             let mut want = naive(&f, &seqs[..len]);
@@ -216,7 +254,7 @@ mod tests {
     #[test]
     fn no_holder_of_the_first_block_means_no_result() {
         let f = Fake(HashMap::from([(2, BTreeSet::from([1]))]));
-        let mut got = Vec::new();
+        let mut got: Vec<(UnitId, u32)> = Vec::new();
         prefix_depths(&f, &[1, 2, 3], &mut got);
         assert!(got.is_empty());
     }

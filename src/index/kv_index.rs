@@ -282,26 +282,25 @@ impl KvIndex {
 
     /// [`KvIndex::find_matches`] with predictions judged live at `now`.
     pub fn find_matches_at(&self, seqs: &[SeqHash], now: Instant) -> Overlaps {
-        let mut confirmed = Vec::new();
-        prefix_depths(&self.blocks, seqs, &mut confirmed);
+        let mut units: Vec<UnitOverlap> = Vec::new();
+        prefix_depths(&self.blocks, seqs, &mut units);
         let request_blocks = seqs.len() as u32;
+        if self.pending.is_empty() {
+            return Overlaps {
+                request_blocks,
+                units,
+            };
+        }
         let as_overlap = |(u, d): (UnitId, u32)| UnitOverlap {
             unit: Unit::from_id(u),
             confirmed: d,
             predicted: 0,
             inflight: 0,
         };
-        if self.pending.is_empty() {
-            return Overlaps {
-                request_blocks,
-                units: confirmed.into_iter().map(as_overlap).collect(),
-            };
-        }
-        let mut predicted = Vec::new();
+        let mut predicted: Vec<(UnitId, u32)> = Vec::new();
         prefix_depths(&self.pending.predicted_view(now), seqs, &mut predicted);
-        let mut inflight = Vec::new();
+        let mut inflight: Vec<(UnitId, u32)> = Vec::new();
         prefix_depths(&self.pending.inflight_view(), seqs, &mut inflight);
-        let mut units: Vec<UnitOverlap> = confirmed.into_iter().map(as_overlap).collect();
         units.sort_unstable_by_key(|o| o.unit);
         let mut extra = Vec::new();
         for (list, predicted_side) in [(predicted, true), (inflight, false)] {
