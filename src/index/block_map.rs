@@ -116,13 +116,43 @@ impl BlockMap {
         self.shards[shard_of(seq)].0.write().remove(seq, unit)
     }
 
-    /// Applies one event's changes for `unit`: ops are grouped by shard (a
-    /// stable sort, so changes of one block keep their order) and each shard's
-    /// lock is taken once per batch instead of once per block. Empties `ops`.
+    /// Applies one event's changes for `unit`: ops are grouped by shard with a
+    /// counting sort (stable, so changes of one block keep their order) and
+    /// each shard's lock is taken once per batch instead of once per block.
+    /// Empties `ops`.
     pub(crate) fn apply_batch(&self, unit: UnitId, ops: &mut Vec<Op>) {
-        ops.sort_by_key(|&(seq, _)| shard_of(seq));
-        for group in ops.chunk_by(|a, b| shard_of(a.0) == shard_of(b.0)) {
-            let mut shard = self.shards[shard_of(group[0].0)].0.write();
+        if ops.len() <= 2 {
+            for &(seq, add) in ops.iter() {
+                let mut shard = self.shards[shard_of(seq)].0.write();
+                if add {
+                    shard.insert(seq, unit);
+                } else {
+                    shard.remove(seq, unit);
+                }
+            }
+            ops.clear();
+            return;
+        }
+        let mut start = [0u32; SHARDS + 1];
+        for &(seq, _) in ops.iter() {
+            start[shard_of(seq) + 1] += 1;
+        }
+        for i in 0..SHARDS {
+            start[i + 1] += start[i];
+        }
+        let mut sorted = vec![(0, false); ops.len()];
+        let mut at = start;
+        for &op in ops.iter() {
+            let s = shard_of(op.0);
+            sorted[at[s] as usize] = op;
+            at[s] += 1;
+        }
+        for s in 0..SHARDS {
+            let group = &sorted[start[s] as usize..start[s + 1] as usize];
+            if group.is_empty() {
+                continue;
+            }
+            let mut shard = self.shards[s].0.write();
             for &(seq, add) in group {
                 if add {
                     shard.insert(seq, unit);
