@@ -20,6 +20,11 @@ struct Shard {
     spill: Spill,
 }
 
+thread_local! {
+    /// Per-thread buffer of [`BlockMap::apply_batch`]'s shard-grouped ops.
+    static SORTED: std::cell::Cell<Vec<Op>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 /// Keeps shards on their own cache lines.
 #[repr(align(128))]
 #[derive(Default)]
@@ -140,13 +145,24 @@ impl BlockMap {
         for i in 0..SHARDS {
             start[i + 1] += start[i];
         }
-        let mut sorted = vec![(0, false); ops.len()];
-        let mut at = start;
-        for &op in ops.iter() {
-            let s = shard_of(op.0);
-            sorted[at[s] as usize] = op;
-            at[s] += 1;
-        }
+        SORTED.with(|cell| {
+            let mut sorted = cell.take();
+            sorted.clear();
+            sorted.resize(ops.len(), (0, false));
+            let mut at = start;
+            for &op in ops.iter() {
+                let s = shard_of(op.0);
+                sorted[at[s] as usize] = op;
+                at[s] += 1;
+            }
+            self.apply_grouped(unit, &sorted, &start);
+            cell.set(sorted);
+        });
+        ops.clear();
+    }
+
+    /// Applies `sorted` ops, shard `s` owning `sorted[start[s]..start[s + 1]]`.
+    fn apply_grouped(&self, unit: UnitId, sorted: &[Op], start: &[u32; SHARDS + 1]) {
         for s in 0..SHARDS {
             let group = &sorted[start[s] as usize..start[s + 1] as usize];
             if group.is_empty() {
@@ -161,7 +177,6 @@ impl BlockMap {
                 }
             }
         }
-        ops.clear();
     }
 
     /// Whether `unit` holds `seq`.
