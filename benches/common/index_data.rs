@@ -83,13 +83,23 @@ pub fn owner(i: usize, workers: usize) -> u32 {
     (i % workers) as u32
 }
 
-/// CPU seconds this process has used. The bench machine is shared, so
-/// throughput is reported per CPU second next to wall-clock figures. Read from
-/// `/proc/self/schedstat` (nanoseconds on CPU); falls back to utime + stime of
+/// CPU seconds this process has used, all threads (some peers ingest on
+/// background threads). The bench machine is shared, so throughput is reported
+/// per CPU second next to wall-clock figures. Sums `/proc/self/task/*/schedstat`
+/// (nanoseconds on CPU; threads that already exited are not counted, so keep
+/// index threads alive across a measurement); falls back to utime + stime of
 /// `/proc/self/stat` (10 ms ticks).
 pub fn cpu_secs() -> f64 {
-    let sched = std::fs::read_to_string("/proc/self/schedstat").unwrap_or_default();
-    if let Some(ns) = sched.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()) {
+    let mut ns = 0.0;
+    let mut found = false;
+    for task in std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten() {
+        let sched = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+        if let Some(v) = sched.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()) {
+            ns += v;
+            found = true;
+        }
+    }
+    if found {
         return ns / 1e9;
     }
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
