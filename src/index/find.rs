@@ -114,18 +114,18 @@ fn search<S: DepthSource + ?Sized, E: DepthEntry>(
     if active.is_empty() {
         return;
     }
-    // Every active unit gets its entry now; its depth is settled when it leaves.
+    // The first block's holders get their entries once the first change point is
+    // known (one pass writing final depths; most of them stop there); the units
+    // that go on are tracked by their entry's index (`slot`) and raised in place.
     let base = out.len() as u32;
-    out.extend(active.iter().map(|&u| E::start(u)));
-    slot.clear();
-    slot.extend((0..active.len() as u32).map(|i| base + i));
+    let mut first = true;
     // Holder count at `pos`, including units that are not active (holes).
     let mut ref_count = active.len();
     let mut pos = 0;
     loop {
         // The common hit holds the whole rest: one probe of the last block settles it.
         if pos + 1 < n && src.count(seqs[n - 1]) == ref_count {
-            settle(out, slot, n);
+            record(out, active, slot, first, n);
             return;
         }
         // Gallop: lo = last position known to have ref_count holders, hi = first
@@ -150,7 +150,7 @@ fn search<S: DepthSource + ?Sized, E: DepthEntry>(
             }
         }
         // Every active unit holds [0, hi).
-        settle(out, slot, hi);
+        record(out, active, slot, first, hi);
         if hi == n {
             return;
         }
@@ -163,7 +163,7 @@ fn search<S: DepthSource + ?Sized, E: DepthEntry>(
             for u in here.iter() {
                 if let Ok(i) = active.binary_search(u) {
                     next.push(*u);
-                    next_slot.push(slot[i]);
+                    next_slot.push(if first { base + i as u32 } else { slot[i] });
                 }
             }
         } else {
@@ -174,7 +174,7 @@ fn search<S: DepthSource + ?Sized, E: DepthEntry>(
                 }
                 if j < here.len() && here[j] == *u {
                     next.push(*u);
-                    next_slot.push(slot[i]);
+                    next_slot.push(if first { base + i as u32 } else { slot[i] });
                     j += 1;
                 }
             }
@@ -184,8 +184,30 @@ fn search<S: DepthSource + ?Sized, E: DepthEntry>(
         }
         std::mem::swap(active, next);
         std::mem::swap(slot, next_slot);
+        first = false;
         ref_count = here.len();
         pos = hi;
+    }
+}
+
+/// All active units hold the request up to `depth`: on the first round their
+/// entries are appended with it, later their entries (`slot`) are raised to it.
+#[inline]
+fn record<E: DepthEntry>(
+    out: &mut Vec<E>,
+    active: &[UnitId],
+    slot: &[u32],
+    first: bool,
+    depth: usize,
+) {
+    if first {
+        out.extend(active.iter().map(|&u| {
+            let mut e = E::start(u);
+            e.set_depth(depth as u32);
+            e
+        }));
+    } else {
+        settle(out, slot, depth);
     }
 }
 
