@@ -92,9 +92,17 @@ pub fn owner(i: usize, workers: usize) -> u32 {
 pub fn cpu_secs() -> f64 {
     let mut ns = 0.0;
     let mut found = false;
-    for task in std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten() {
+    for task in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
         let sched = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
-        if let Some(v) = sched.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()) {
+        if let Some(v) = sched
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+        {
             ns += v;
             found = true;
         }
