@@ -235,7 +235,7 @@ mod tests {
 
     fn random_body(rng: &mut impl Rng) -> String {
         let ws = [" ", "", "", "\n  ", "\t", "\r\n"];
-        let mut w = |rng: &mut dyn rand::RngCore| ws[rng.random_range(0..ws.len())];
+        let w = |rng: &mut dyn rand::RngCore| ws[rng.random_range(0..ws.len())];
         let values = [
             r#"[1, 2, 3]"#,
             r#"[]"#,
