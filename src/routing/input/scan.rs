@@ -78,7 +78,10 @@ pub(super) fn scan(body: &[u8]) -> Option<(Fields<'_>, Option<Vec<u32>>)> {
                         2 => fields.prompt = raw,
                         3 => fields.messages = raw,
                         4 => fields.input_embeds = raw,
-                        5 => fields.stream = serde_json::from_str::<Option<bool>>(raw.unwrap_or("null")).ok()?,
+                        5 => {
+                            fields.stream =
+                                serde_json::from_str::<Option<bool>>(raw.unwrap_or("null")).ok()?
+                        }
                         _ => fields.rid = raw,
                     }
                     p += len;
@@ -132,6 +135,14 @@ fn raw_value(rest: &[u8]) -> Option<(&str, usize)> {
 /// object serde would reject it, so the whole body goes to serde for the exact error.
 fn too_deep(value: &[u8]) -> bool {
     if !matches!(value.first(), Some(b'[' | b'{')) {
+        return false;
+    }
+    // Cheap exact prefilter: that depth needs as many openers (a vectorised count).
+    let openers = value
+        .iter()
+        .map(|&b| usize::from(b == b'[' || b == b'{'))
+        .sum::<usize>();
+    if openers + 1 < SERDE_DEPTH_LIMIT {
         return false;
     }
     let mut depth = 0usize;
