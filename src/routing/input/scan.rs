@@ -137,11 +137,10 @@ fn too_deep(value: &[u8]) -> bool {
     if !matches!(value.first(), Some(b'[' | b'{')) {
         return false;
     }
-    // Cheap exact prefilter: that depth needs as many openers (a vectorised count).
-    let openers = value
-        .iter()
-        .map(|&b| usize::from(b == b'[' || b == b'{'))
-        .sum::<usize>();
+    // Cheap exact prefilter: that depth needs as many openers (SIMD search, stops early).
+    let openers = memchr::memchr2_iter(b'[', b'{', value)
+        .take(SERDE_DEPTH_LIMIT)
+        .count();
     if openers + 1 < SERDE_DEPTH_LIMIT {
         return false;
     }
