@@ -57,8 +57,10 @@ fn chat_ids_body(tokens: usize) -> Vec<u8> {
     let ids: Vec<u32> = (0..tokens as u32).map(|i| (i * 7919) % 151_000).collect();
     let turns = 8;
     let messages: Vec<_> = (0..turns)
-        .map(|i| serde_json::json!({"role": if i % 2 == 0 {"user"} else {"assistant"},
-            "content": "lorem ipsum \"quoted\" text\n".repeat(tokens * 4 / turns / 24)}))
+        .map(|i| {
+            serde_json::json!({"role": if i % 2 == 0 {"user"} else {"assistant"},
+            "content": "lorem ipsum \"quoted\" text\n".repeat(tokens * 4 / turns / 24)})
+        })
         .collect();
     let compact = serde_json::to_string(&serde_json::json!({
         "model": "default", "messages": messages, "input_ids": ids,
