@@ -1,5 +1,7 @@
 //! Per-request routing path without network: parse the routing inputs of a body, select a
-//! worker among 8 candidates, book it and release the booking.
+//! worker among 8 candidates, book it and release the booking. The `parse_ids_*` cases measure
+//! what KV mode pays per request: parse plus decoding `input_ids` (16k/64k-token agent contexts,
+//! as `/generate` and as a chat body carrying both `messages` and `input_ids`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,6 +49,47 @@ fn chat_body() -> Vec<u8> {
         "model": "default", "messages": messages, "logprobs": true, "return_meta_info": true
     }))
     .expect("serialisable")
+}
+
+/// A chat body as miles sends it: the conversation (about 4 bytes of text per token) plus its
+/// tokenisation, serialised with Python's default `", "` separators.
+fn chat_ids_body(tokens: usize) -> Vec<u8> {
+    let ids: Vec<u32> = (0..tokens as u32).map(|i| (i * 7919) % 151_000).collect();
+    let turns = 8;
+    let messages: Vec<_> = (0..turns)
+        .map(|i| {
+            serde_json::json!({"role": if i % 2 == 0 {"user"} else {"assistant"},
+            "content": "lorem ipsum \"quoted\" text\n".repeat(tokens * 4 / turns / 24)})
+        })
+        .collect();
+    let compact = serde_json::to_string(&serde_json::json!({
+        "model": "default", "messages": messages, "input_ids": ids,
+        "logprobs": true, "return_meta_info": true, "stream": true
+    }))
+    .expect("serialisable");
+    compact.replace(",", ", ").into_bytes()
+}
+
+fn bench_large(c: &mut Criterion) {
+    let mut g = c.benchmark_group("routing_parse");
+    g.warm_up_time(Duration::from_secs(1));
+    g.measurement_time(Duration::from_secs(3));
+    for tokens in [16_384usize, 65_536] {
+        for (name, endpoint, body) in [
+            ("generate", Endpoint::Generate, generate_body(tokens)),
+            ("chat", Endpoint::ChatCompletions, chat_ids_body(tokens)),
+        ] {
+            g.throughput(Throughput::Elements(tokens as u64));
+            g.bench_function(format!("parse_ids_{name}_{tokens}_tokens"), |b| {
+                b.iter(|| {
+                    let input =
+                        RoutingInput::parse(endpoint, std::hint::black_box(&body)).expect("valid");
+                    input.token_ids().expect("ids").expect("valid ids").len()
+                })
+            });
+        }
+    }
+    g.finish();
 }
 
 fn bench(c: &mut Criterion) {
@@ -102,5 +145,5 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, bench, bench_large);
 criterion_main!(benches);

@@ -1,15 +1,20 @@
 //! The routing inputs of one request, read from the body bytes without building a DOM.
 //!
-//! Only the top-level keys the router needs are captured, as borrowed raw JSON slices
-//! (`&RawValue`); every other key is skipped by serde. Token ids, texts and rids are decoded
-//! lazily, only when a policy asks for them. The body itself is never re-serialised: the
-//! proxy forwards the original bytes.
+//! Only the top-level keys the router needs are captured, as raw JSON slices borrowed from
+//! the body; every other key is skipped. A fast scanner (`scan`) reads the common shape and
+//! decodes a plain `input_ids` array while delimiting it (the bulk of a tokenised body);
+//! any body it does not fully understand is read by serde_json instead (`fields`), so errors
+//! are serde's. Texts and rids are decoded lazily, only when a policy asks for them. The body
+//! itself is never re-serialised: the proxy forwards the original bytes.
+
+mod fields;
+mod ids;
+mod scan;
 
 use std::borrow::Cow;
+use std::sync::Mutex;
 
 use serde::de::IgnoredAny;
-use serde::Deserialize;
-use serde_json::value::RawValue;
 
 /// The data-plane endpoint a request arrived on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -53,24 +58,6 @@ pub enum InputError {
     },
 }
 
-#[derive(Deserialize)]
-struct Wire<'a> {
-    #[serde(borrow, default)]
-    input_ids: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    text: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    prompt: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    messages: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    input_embeds: Option<&'a RawValue>,
-    #[serde(default)]
-    stream: Option<bool>,
-    #[serde(borrow, default)]
-    rid: Option<&'a RawValue>,
-}
-
 /// Routing inputs borrowed from a request body (see module docs).
 #[derive(Debug, Clone)]
 pub struct RoutingInput<'a> {
@@ -79,28 +66,46 @@ pub struct RoutingInput<'a> {
     pub stream: bool,
     /// Number of prompts (1 unless `text`/`input_ids`/`prompt` is a batch).
     pub batch_size: usize,
-    input_ids: Option<&'a RawValue>,
+    input_ids: Option<&'a str>,
     /// `text` (generate) or `prompt` (completions) when it is text.
-    text: Option<&'a RawValue>,
-    messages: Option<&'a RawValue>,
-    rid: Option<&'a RawValue>,
+    text: Option<&'a str>,
+    messages: Option<&'a str>,
+    rid: Option<&'a str>,
+    /// `input_ids` decoded while scanning, handed over by the first `token_ids()` call.
+    decoded_ids: DecodedIds,
 }
 
-fn is_null(v: Option<&RawValue>) -> Option<&RawValue> {
-    v.filter(|r| r.get() != "null")
+/// Token ids decoded at parse time (a `Mutex` so `RoutingInput` stays `Sync`).
+#[derive(Debug, Default)]
+struct DecodedIds(Mutex<Option<Vec<u32>>>);
+
+impl DecodedIds {
+    fn take(&self) -> Option<Vec<u32>> {
+        self.0.lock().ok()?.take()
+    }
+}
+
+impl Clone for DecodedIds {
+    fn clone(&self) -> Self {
+        DecodedIds(Mutex::new(self.0.lock().ok().and_then(|v| v.clone())))
+    }
+}
+
+fn is_null(v: Option<&str>) -> Option<&str> {
+    v.filter(|r| *r != "null")
 }
 
 /// First byte after an opening `[` (skipping whitespace), if `raw` is an array.
-fn array_first_byte(raw: &RawValue) -> Option<u8> {
-    let s = raw.get().as_bytes();
+fn array_first_byte(raw: &str) -> Option<u8> {
+    let s = raw.as_bytes();
     if s.first() != Some(&b'[') {
         return None;
     }
     s[1..].iter().copied().find(|b| !b.is_ascii_whitespace())
 }
 
-fn array_len(field: &'static str, raw: &RawValue) -> Result<usize, InputError> {
-    serde_json::from_str::<Vec<IgnoredAny>>(raw.get())
+fn array_len(field: &'static str, raw: &str) -> Result<usize, InputError> {
+    serde_json::from_str::<Vec<IgnoredAny>>(raw)
         .map(|v| v.len())
         .map_err(|e| InputError::BadField {
             field,
@@ -110,7 +115,7 @@ fn array_len(field: &'static str, raw: &RawValue) -> Result<usize, InputError> {
 
 impl<'a> RoutingInput<'a> {
     /// Reads the routing inputs of `body` for `endpoint`. Fails on malformed JSON, a non-object
-    /// body or a body with no prompt field; never allocates per token.
+    /// body or a body with no prompt field. A plain `input_ids` array is decoded here, once.
     pub fn parse(endpoint: Endpoint, body: &'a [u8]) -> Result<Self, InputError> {
         // serde would also accept a JSON array as a struct (fields by position): only objects route.
         if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
@@ -118,8 +123,13 @@ impl<'a> RoutingInput<'a> {
                 "expected a JSON object at the top level".into(),
             ));
         }
-        let wire: Wire<'a> =
-            serde_json::from_slice(body).map_err(|e| InputError::Malformed(e.to_string()))?;
+        let (wire, decoded) = match scan::scan(body) {
+            Some(found) => found,
+            None => (
+                fields::read_with_serde(body).map_err(|e| InputError::Malformed(e.to_string()))?,
+                None,
+            ),
+        };
         let input_ids = is_null(wire.input_ids);
         let text = match endpoint {
             Endpoint::Completions => is_null(wire.prompt),
@@ -166,6 +176,7 @@ impl<'a> RoutingInput<'a> {
             text,
             messages,
             rid: is_null(wire.rid),
+            decoded_ids: DecodedIds(Mutex::new(decoded.filter(|_| input_ids.is_some()))),
         })
     }
 
@@ -178,7 +189,8 @@ impl<'a> RoutingInput<'a> {
 
     /// The token ids of a single (non-batch) prompt, decoded on demand: `input_ids` on any
     /// endpoint, or a tokenised completions `prompt`. `None` when the request has no token ids
-    /// or is a batch; `Some(Err)` when the field is not a list of u32.
+    /// or is a batch; `Some(Err)` when the field is not a list of u32. The first call hands over
+    /// the ids decoded by `parse` (no copy); later calls decode again.
     pub fn token_ids(&self) -> Option<Result<Vec<u32>, InputError>> {
         let (field, raw) = match (self.input_ids, self.text) {
             (Some(ids), _) => ("input_ids", ids),
@@ -193,8 +205,18 @@ impl<'a> RoutingInput<'a> {
         if array_first_byte(raw) == Some(b'[') {
             return None;
         }
+        if field == "input_ids" {
+            if let Some(ids) = self.decoded_ids.take() {
+                return Some(Ok(ids));
+            }
+        }
+        if let Some((ids, len)) = ids::decode_u32_array(raw.as_bytes()) {
+            if len == raw.len() {
+                return Some(Ok(ids));
+            }
+        }
         Some(
-            serde_json::from_str::<Vec<u32>>(raw.get()).map_err(|e| InputError::BadField {
+            serde_json::from_str::<Vec<u32>>(raw).map_err(|e| InputError::BadField {
                 field,
                 message: e.to_string(),
             }),
@@ -207,7 +229,7 @@ impl<'a> RoutingInput<'a> {
             .input_ids
             .filter(|r| array_first_byte(r) == Some(b'['))?;
         Some(
-            serde_json::from_str::<Vec<Vec<u32>>>(raw.get()).map_err(|e| InputError::BadField {
+            serde_json::from_str::<Vec<Vec<u32>>>(raw).map_err(|e| InputError::BadField {
                 field: "input_ids",
                 message: e.to_string(),
             }),
@@ -217,15 +239,15 @@ impl<'a> RoutingInput<'a> {
     /// The prompt text of a single text prompt (`text` / `prompt`), unescaped on demand.
     pub fn text(&self) -> Option<Cow<'a, str>> {
         let raw = self.text?;
-        if !raw.get().starts_with('"') {
+        if !raw.starts_with('"') {
             return None;
         }
-        serde_json::from_str::<Cow<'a, str>>(raw.get()).ok()
+        serde_json::from_str::<Cow<'a, str>>(raw).ok()
     }
 
     /// The raw `messages` array of a chat request (for policies that hash it as text).
     pub fn messages_json(&self) -> Option<&'a str> {
-        self.messages.map(RawValue::get)
+        self.messages
     }
 
     /// Request ids from `rid` (a string or a list of strings), for `/abort_request`.
@@ -233,10 +255,10 @@ impl<'a> RoutingInput<'a> {
         let Some(raw) = self.rid else {
             return Vec::new();
         };
-        if let Ok(one) = serde_json::from_str::<String>(raw.get()) {
+        if let Ok(one) = serde_json::from_str::<String>(raw) {
             return vec![one];
         }
-        serde_json::from_str::<Vec<Option<String>>>(raw.get())
+        serde_json::from_str::<Vec<Option<String>>>(raw)
             .map(|v| v.into_iter().flatten().collect())
             .unwrap_or_default()
     }
