@@ -94,6 +94,18 @@ async fn miles_sequence_under_load(mode: &str) {
     let pause_started = Instant::now();
     let (s, v) = post(&format!("{url}/pause_generation"), json!({"mode": mode})).await;
     let pause_done = Instant::now();
+    // A request that arrives while the gate is closed must wait for continue, then be served.
+    let held = tokio::spawn({
+        let url = url.clone();
+        async move {
+            let reply = post(
+                &format!("{url}/generate"),
+                json!({"input_ids": [1, 2, 3, 4, 5], "sampling_params": {"max_new_tokens": 2}}),
+            )
+            .await;
+            (reply, Instant::now())
+        }
+    });
     assert_eq!(s, 200, "pause: {v}");
     let st = refit_state(&url).await;
     assert_eq!(st["gate"]["closed"], true, "{st}");
@@ -165,6 +177,11 @@ async fn miles_sequence_under_load(mode: &str) {
         "{st}"
     );
 
+    router_common::wait_for("a request held at the closed gate", || {
+        let url = url.clone();
+        async move { refit_state(&url).await["gate"]["queued"].as_u64() >= Some(1) }
+    })
+    .await;
     let continue_started = Instant::now();
     let (s, v) = post(&format!("{url}/continue_generation"), json!({})).await;
     assert_eq!(s, 200, "continue: {v}");
@@ -208,11 +225,11 @@ async fn miles_sequence_under_load(mode: &str) {
         records.iter().any(|r| r.start_ms < ms(pause_started)),
         "load ran before the pause"
     );
+    let ((held_status, held_body), held_done) = held.await.expect("held request task");
+    assert_eq!(held_status, 200, "held request served: {held_body}");
     assert!(
-        records.iter().any(|r| r.is_ok()
-            && r.start_ms < ms(pause_done)
-            && r.start_ms + r.e2e_ms > ms(continue_started)),
-        "loadgen requests were held at the gate across the refit, then served"
+        held_done > continue_started,
+        "the request sent while paused was held at the gate until continue"
     );
     assert!(
         records
