@@ -2,12 +2,12 @@
 //! what it reads from the workers' ZMQ streams (`--publish-events`); replicas A and B read only
 //! NATS (`--nats-url`). Real `nats-server` and `sglang-mock` processes on loopback.
 
-mod kv_common;
 mod support;
 
 use std::time::Duration;
 
-use kv_common::*;
+use support::http::client;
+use support::kv::*;
 use support::wait::poll;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
