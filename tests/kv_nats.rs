@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use support::http::client;
 use support::kv::*;
-use support::wait::poll;
+use support::wait::Deadline;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_fed_by_one_nats_stream_converge() {
@@ -37,28 +37,20 @@ async fn two_replicas_fed_by_one_nats_stream_converge() {
     let (status, _, _) = generate(&c, &w2.url, &prompt(99, 64), 3).await;
     assert_eq!(status, 200);
     // All three indexes agree (polled with a deadline: events are asynchronous).
-    let (c_ref, relay_url, a_url, b_url) = (&c, relay.url.as_str(), a.url.as_str(), b.url.as_str());
-    let last = poll(
-        "replicas to converge",
-        Duration::from_secs(30),
-        Duration::from_millis(25),
-        move || async move {
-            let r = debug_index(c_ref, relay_url).await;
-            let (va, vb) = (
-                debug_index(c_ref, a_url).await,
-                debug_index(c_ref, b_url).await,
-            );
-            if r["resident_blocks"].as_u64().unwrap_or(0) > 50
-                && va["digest"] == r["digest"]
-                && vb["digest"] == r["digest"]
-            {
-                Ok(r)
-            } else {
-                Err(format!("relay {r} a {va} b {vb}"))
-            }
-        },
-    )
-    .await;
+    let deadline = Deadline::after(Duration::from_secs(30));
+    let last = loop {
+        let r = debug_index(&c, &relay.url).await;
+        let (va, vb) = (debug_index(&c, &a.url).await, debug_index(&c, &b.url).await);
+        if r["resident_blocks"].as_u64().unwrap_or(0) > 50
+            && va["digest"] == r["digest"]
+            && vb["digest"] == r["digest"]
+        {
+            break r;
+        }
+        deadline.check(&format!("replicas to converge: relay {r} a {va} b {vb}"));
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+
     let va = debug_index(&c, &a.url).await;
     let vb = debug_index(&c, &b.url).await;
     assert_eq!(va["units"], vb["units"]);

@@ -53,15 +53,8 @@ impl FakePublisher {
 
     /// Buffers and publishes batch `seq`.
     pub async fn publish(&mut self, seq: u64, payload: Vec<u8>) {
-        let payload = Bytes::from(payload);
-        self.buffer.lock().push((seq, payload.clone()));
-        let frames = vec![
-            self.topic.clone(),
-            Bytes::copy_from_slice(&seq.to_be_bytes()),
-            payload,
-        ];
-        let message = ZmqMessage::try_from(frames).expect("non-empty");
-        self.socket.send(message).await.expect("PUB send");
+        self.lose(seq, payload.clone());
+        self.republish(seq, payload).await;
     }
 
     /// Publishes batch `seq` again without buffering (readiness probes).

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::procs::{self, Proc};
-use super::wait::{poll, Deadline};
+use super::wait::Deadline;
 
 pub const ADMIN: &str = "admin-key";
 pub const PAGE: usize = 4;
@@ -75,21 +75,15 @@ pub async fn wait_index(
     what: &str,
     done: impl Fn(&Value) -> bool,
 ) -> Value {
-    let done = &done;
-    poll(
-        what,
-        Duration::from_secs(30),
-        Duration::from_millis(25),
-        move || async move {
-            let v = debug_index(c, router).await;
-            if done(&v) {
-                Ok(v)
-            } else {
-                Err(format!("/debug/index: {v}"))
-            }
-        },
-    )
-    .await
+    let deadline = Deadline::after(Duration::from_secs(30));
+    loop {
+        let v = debug_index(c, router).await;
+        if done(&v) {
+            return v;
+        }
+        deadline.check(&format!("{what}; last /debug/index: {v}"));
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
 }
 
 /// Waits until the router subscribed to `n` ZMQ rank streams (workers registered).

@@ -77,19 +77,22 @@ impl Drop for Proc {
     }
 }
 
+/// Starts `bin` on 127.0.0.1:`port` (`0`: ephemeral) with extra `args`.
+fn spawn_on(bin: &str, port: u16, args: &[&str]) -> Proc {
+    let port = port.to_string();
+    let mut all = vec!["--host", "127.0.0.1", "--port", port.as_str()];
+    all.extend_from_slice(args);
+    Proc::spawn(bin, &all)
+}
+
 /// Starts one `sglang-mock` on an ephemeral port with extra `args`.
 pub fn mock(args: &[&str]) -> Proc {
-    let mut all = vec!["--host", "127.0.0.1", "--port", "0"];
-    all.extend_from_slice(args);
-    Proc::spawn(env!("CARGO_BIN_EXE_sglang-mock"), &all)
+    mock_on(0, args)
 }
 
 /// Starts `sglang-mock` on a fixed `port` (so it can be restarted behind the same URL).
 pub fn mock_on(port: u16, args: &[&str]) -> Proc {
-    let port = port.to_string();
-    let mut all = vec!["--host", "127.0.0.1", "--port", port.as_str()];
-    all.extend_from_slice(args);
-    Proc::spawn(env!("CARGO_BIN_EXE_sglang-mock"), &all)
+    spawn_on(env!("CARGO_BIN_EXE_sglang-mock"), port, args)
 }
 
 /// A fast `sglang-mock` (`--speedup 0`).
@@ -99,9 +102,7 @@ pub fn fast_mock() -> Proc {
 
 /// Starts one `router` on an ephemeral port with extra `args`.
 pub fn router(args: &[&str]) -> Proc {
-    let mut all = vec!["--host", "127.0.0.1", "--port", "0"];
-    all.extend_from_slice(args);
-    Proc::spawn(env!("CARGO_BIN_EXE_router"), &all)
+    spawn_on(env!("CARGO_BIN_EXE_router"), 0, args)
 }
 
 /// Flags that make health checks fast in tests.

@@ -36,6 +36,10 @@ fn as_i64(v: &V) -> i64 {
         .expect("integer")
 }
 
+fn hashes(v: &V) -> Vec<i64> {
+    v.as_array().expect("hashes").iter().map(as_i64).collect()
+}
+
 /// Decodes a msgpack payload with rmpv, following the spec (tag string first, arrays).
 pub fn decode_payload(payload: &[u8]) -> (f64, Vec<Ev>, Option<i64>) {
     let v = rmpv::decode::read_value(&mut Cursor::new(payload)).expect("valid msgpack");
@@ -51,12 +55,7 @@ pub fn decode_payload(payload: &[u8]) -> (f64, Vec<Ev>, Option<i64>) {
             let a = e.as_array().expect("event is an array (array_like)");
             match a[0].as_str().expect("tag string first") {
                 "BlockStored" => Ev::Stored {
-                    hashes: a[1]
-                        .as_array()
-                        .expect("hashes")
-                        .iter()
-                        .map(as_i64)
-                        .collect(),
+                    hashes: hashes(&a[1]),
                     parent: if a[2].is_nil() {
                         None
                     } else {
@@ -72,12 +71,7 @@ pub fn decode_payload(payload: &[u8]) -> (f64, Vec<Ev>, Option<i64>) {
                     medium: a.get(6).and_then(|m| m.as_str().map(str::to_string)),
                 },
                 "BlockRemoved" => Ev::Removed {
-                    hashes: a[1]
-                        .as_array()
-                        .expect("hashes")
-                        .iter()
-                        .map(as_i64)
-                        .collect(),
+                    hashes: hashes(&a[1]),
                 },
                 "AllBlocksCleared" => Ev::Cleared,
                 other => panic!("unknown tag {other}"),
