@@ -10,7 +10,10 @@ use kvrouter::events::metrics::metrics;
 use kvrouter::events::{rank_endpoint, Record, RecordingSink, ZmqSource, ZmqSourceConfig};
 use kvrouter::index::KvEvent;
 use kvrouter::workers::WorkerId;
-use serde_json::{json, Value};
+use serde_json::json;
+use support::http::{client, post};
+use support::wait::Deadline;
+use support::zmq::kv_config;
 
 const PAGE: u32 = 4;
 const WAIT: Duration = Duration::from_secs(20);
@@ -32,14 +35,7 @@ fn start_mock(endpoint: &str, replay: &str) -> support::Proc {
 
 /// (endpoint, replay endpoint) as the mock reports them in `/server_info`.
 async fn kv_endpoints(url: &str) -> (String, String) {
-    let info: Value = reqwest::get(format!("{url}/server_info"))
-        .await
-        .expect("server_info")
-        .json()
-        .await
-        .expect("json");
-    let config: Value =
-        serde_json::from_str(info["kv_events_config"].as_str().expect("string")).expect("json");
+    let config = kv_config(url).await;
     let endpoint = config["endpoint"].as_str().expect("endpoint");
     let replay = config["replay_endpoint"].as_str().expect("replay_endpoint");
     (
@@ -49,22 +45,16 @@ async fn kv_endpoints(url: &str) -> (String, String) {
 }
 
 async fn generate(url: &str, prompt: &[u32]) {
-    let response = reqwest::Client::new()
-        .post(format!("{url}/generate"))
-        .json(&json!({"input_ids": prompt, "sampling_params": {"max_new_tokens": 2}}))
-        .send()
-        .await
-        .expect("generate");
-    assert_eq!(response.status(), 200);
+    let body = json!({"input_ids": prompt, "sampling_params": {"max_new_tokens": 2}});
+    assert_eq!(post(url, "/generate", body).await.0, 200);
 }
 
 /// Flushes the idle mock until the sink holds more than `known` records: the
 /// subscription is live (ZMQ slow-joiner handshake, no sleeps).
 async fn sync(url: &str, sink: &RecordingSink, known: usize) {
-    let client = reqwest::Client::new();
-    let deadline = tokio::time::Instant::now() + WAIT;
+    let deadline = Deadline::after(WAIT);
     loop {
-        let r = client
+        let r = client()
             .post(format!("{url}/flush_cache"))
             .send()
             .await
@@ -76,10 +66,7 @@ async fn sync(url: &str, sink: &RecordingSink, known: usize) {
         {
             return;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "subscription never became live"
-        );
+        deadline.check("the subscription to become live");
     }
 }
 

@@ -4,12 +4,11 @@
 //! same event sequence as the relay. Dynamo `RouterEvent`s (JSON and event-plane
 //! msgpack envelopes) are consumed the same way.
 
-mod events_support;
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use events_support::{batch, cleared, stored, FakePublisher, NatsServer};
 use kvrouter::events::nats_envelope::{
     encode_headers, relay_subject, RelayedBatch, DEFAULT_RELAY_PREFIX,
 };
@@ -20,6 +19,9 @@ use kvrouter::events::{
 use kvrouter::index::KvEvent;
 use kvrouter::workers::{Rank, WorkerId};
 use serde_json::json;
+use support::fake_publisher::{handshake, FakePublisher};
+use support::nats::NatsServer;
+use support::sglang_wire::{batch, cleared, stored};
 
 const PAGE: u32 = 2;
 const WAIT: Duration = Duration::from_secs(10);
@@ -63,29 +65,6 @@ fn normalized(records: &[Record]) -> Vec<(Rank, Option<KvEvent>, Option<bool>)> 
         .collect()
 }
 
-async fn handshake(
-    publisher: &mut FakePublisher,
-    sink: &RecordingSink,
-    payload: Vec<u8>,
-    count: usize,
-) {
-    publisher.lose(0, payload.clone());
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        publisher.republish(0, payload.clone()).await;
-        if sink
-            .wait_until(Duration::from_millis(50), |r| r.len() >= count)
-            .await
-        {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "relay never received batch 0"
-        );
-    }
-}
-
 #[tokio::test]
 async fn relayed_stream_converges_on_two_replicas() {
     let server = NatsServer::start().await;
@@ -119,7 +98,14 @@ async fn relayed_stream_converges_on_two_replicas() {
     let cfg = ZmqSourceConfig::new(WorkerId(1), WORKER_URL, 0, endpoint.clone(), PAGE);
     let _zmq = ZmqSource::spawn(cfg, relay_sink.clone(), Some(relay.sender()));
 
-    handshake(&mut publisher, &relay_sink, batch(vec![cleared()]), 1).await;
+    handshake(
+        &mut publisher,
+        &relay_sink,
+        batch(vec![cleared()]),
+        1,
+        "relay",
+    )
+    .await;
     publisher.publish(1, batch(vec![stored(1, &[1, 2])])).await;
     publisher.lose(2, batch(vec![stored(2, &[3, 4])])); // lost, no replay endpoint: gap
     publisher.publish(3, batch(vec![stored(3, &[5, 6])])).await;
@@ -134,6 +120,7 @@ async fn relayed_stream_converges_on_two_replicas() {
         &relay_sink,
         batch(vec![stored(40, &[1, 2])]),
         before_restart + 2,
+        "relay",
     )
     .await;
     restarted.publish(1, batch(vec![stored(41, &[3, 4])])).await;

@@ -2,14 +2,15 @@
 //! format) feeding `ZmqSource`, showing contiguous application, gap -> replay,
 //! gap without replay -> clear + recovering, and worker restart -> clear.
 
-mod events_support;
+mod support;
 
 use std::time::Duration;
 
-use events_support::{batch, cleared, removed, stored, FakePublisher};
 use kvrouter::events::{Record, RecordingSink, ZmqSource, ZmqSourceConfig};
 use kvrouter::index::KvEvent;
 use kvrouter::workers::WorkerId;
+use support::fake_publisher::{handshake, FakePublisher};
+use support::sglang_wire::{batch, cleared, removed, stored};
 
 const PAGE: u32 = 2;
 const WAIT: Duration = Duration::from_secs(10);
@@ -42,31 +43,6 @@ fn config(publisher: &FakePublisher) -> ZmqSourceConfig {
     .with_topic("kv-events")
 }
 
-/// Publishes batch 0 (a cache reset, as SGLang does at start) until the source has
-/// applied it: the subscription is live from then on (ZMQ slow-joiner safe).
-async fn handshake(
-    publisher: &mut FakePublisher,
-    sink: &RecordingSink,
-    payload: Vec<u8>,
-    count: usize,
-) {
-    publisher.lose(0, payload.clone());
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        publisher.republish(0, payload.clone()).await;
-        if sink
-            .wait_until(Duration::from_millis(50), |r| r.len() >= count)
-            .await
-        {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "source never received batch 0"
-        );
-    }
-}
-
 async fn wait_for_events(sink: &RecordingSink, n: usize) -> Vec<Option<u64>> {
     let reached = sink
         .wait_until(WAIT, |r| {
@@ -83,7 +59,7 @@ async fn gap_is_filled_from_the_replay_endpoint() {
     let sink = RecordingSink::new();
     let cfg = config(&publisher).with_replay(publisher.replay_endpoint.clone());
     let _source = ZmqSource::spawn(cfg, sink.clone(), None);
-    handshake(&mut publisher, &sink, batch(vec![cleared()]), 1).await;
+    handshake(&mut publisher, &sink, batch(vec![cleared()]), 1, "source").await;
 
     publisher.publish(1, batch(vec![stored(11, &[1, 2])])).await;
     publisher.lose(2, batch(vec![stored(12, &[3, 4])]));
@@ -122,7 +98,7 @@ async fn gap_without_replay_clears_the_rank_until_a_cache_reset() {
         PAGE,
     );
     let _source = ZmqSource::spawn(cfg, sink.clone(), None);
-    handshake(&mut publisher, &sink, batch(vec![cleared()]), 1).await;
+    handshake(&mut publisher, &sink, batch(vec![cleared()]), 1, "source").await;
 
     publisher.publish(1, batch(vec![stored(21, &[1, 2])])).await;
     publisher.lose(2, batch(vec![removed(21)]));
@@ -150,7 +126,7 @@ async fn worker_restart_clears_the_rank_and_restarts_the_cursor() {
     let sink = RecordingSink::new();
     let cfg = ZmqSourceConfig::new(WORKER, "http://127.0.0.1:1", 0, endpoint.clone(), PAGE);
     let _source = ZmqSource::spawn(cfg, sink.clone(), None);
-    handshake(&mut publisher, &sink, batch(vec![cleared()]), 1).await;
+    handshake(&mut publisher, &sink, batch(vec![cleared()]), 1, "source").await;
     for seq in 1..=5u64 {
         publisher
             .publish(seq, batch(vec![stored(30 + seq as i64, &[1, 2])]))
@@ -161,7 +137,14 @@ async fn worker_restart_clears_the_rank_and_restarts_the_cursor() {
     // The worker restarts: same port, sequence back to 0, first batch a store.
     publisher.shut_down().await;
     let mut restarted = FakePublisher::bind_at(&endpoint, "tcp://127.0.0.1:0", "").await;
-    handshake(&mut restarted, &sink, batch(vec![stored(40, &[1, 2])]), 8).await;
+    handshake(
+        &mut restarted,
+        &sink,
+        batch(vec![stored(40, &[1, 2])]),
+        8,
+        "source",
+    )
+    .await;
     restarted.publish(1, batch(vec![stored(41, &[3, 4])])).await;
 
     let events = wait_for_events(&sink, 9).await;

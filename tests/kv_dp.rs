@@ -2,13 +2,13 @@
 //! (worker, rank) units and sends the request to the rank holding its prefix by injecting
 //! `routed_dp_rank`; a body that already names a rank keeps it.
 
-mod kv_common;
 mod support;
 
 use std::time::Duration;
 
-use kv_common::*;
 use serde_json::{json, Value};
+use support::http::client;
+use support::kv::*;
 
 async fn post(c: &reqwest::Client, base: &str, body: Value) -> Value {
     let r = c

@@ -2,17 +2,17 @@
 //! what it reads from the workers' ZMQ streams (`--publish-events`); replicas A and B read only
 //! NATS (`--nats-url`). Real `nats-server` and `sglang-mock` processes on loopback.
 
-mod events_support;
-mod kv_common;
 mod support;
 
 use std::time::Duration;
 
-use kv_common::*;
+use support::http::client;
+use support::kv::*;
+use support::wait::Deadline;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_fed_by_one_nats_stream_converge() {
-    let nats = events_support::NatsServer::start().await;
+    let nats = support::nats::NatsServer::start().await;
     let w1 = kv_mock(&["--speedup", "0"]);
     let w2 = kv_mock(&["--speedup", "0"]);
     let workers = [w1.url.as_str(), w2.url.as_str()];
@@ -37,7 +37,7 @@ async fn two_replicas_fed_by_one_nats_stream_converge() {
     let (status, _, _) = generate(&c, &w2.url, &prompt(99, 64), 3).await;
     assert_eq!(status, 200);
     // All three indexes agree (polled with a deadline: events are asynchronous).
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let deadline = Deadline::after(Duration::from_secs(30));
     let last = loop {
         let r = debug_index(&c, &relay.url).await;
         let (va, vb) = (debug_index(&c, &a.url).await, debug_index(&c, &b.url).await);
@@ -47,12 +47,10 @@ async fn two_replicas_fed_by_one_nats_stream_converge() {
         {
             break r;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "replicas did not converge: relay {r} a {va} b {vb}"
-        );
+        deadline.check(&format!("replicas to converge: relay {r} a {va} b {vb}"));
         tokio::time::sleep(Duration::from_millis(25)).await;
     };
+
     let va = debug_index(&c, &a.url).await;
     let vb = debug_index(&c, &b.url).await;
     assert_eq!(va["units"], vb["units"]);

@@ -2,13 +2,13 @@
 //! routing by overlap, sibling stickiness under predict-on-route (and spreading without it),
 //! worker restart (blocks vanish and return). Conditions are polled with deadlines.
 
-mod kv_common;
 mod support;
 
 use std::collections::HashMap;
 
 use futures::future::join_all;
-use kv_common::*;
+use support::http::client;
+use support::kv::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_cached_on_worker_b_goes_to_b() {

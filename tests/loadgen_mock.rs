@@ -2,13 +2,12 @@
 //! it prints the summary table, every request succeeds, and its hit rate and
 //! per-worker token counts agree with the mocks' own `sglang:*_tokens_total`.
 
-mod loadgen_common;
 mod support;
 
 use std::path::Path;
 
 use kvrouter::sim::loadgen::Summary;
-use loadgen_common::{direct_label, run_and_compare};
+use support::loadgen::{direct_label, run_and_compare};
 use support::{mock, Proc};
 
 fn two_mocks() -> (Proc, Proc) {

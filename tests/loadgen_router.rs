@@ -2,11 +2,10 @@
 //! named by the router's `x-kvrouter-worker` header, and every row's token counts
 //! equal that mock's own counters.
 
-mod loadgen_common;
-mod router_common;
+mod support;
 
-use loadgen_common::run_and_compare;
-use router_common::{mock, router_with};
+use support::loadgen::run_and_compare;
+use support::procs::{mock, router_with};
 
 #[tokio::test]
 async fn loadgen_through_the_router_attributes_workers_from_its_header() {

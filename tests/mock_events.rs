@@ -2,11 +2,12 @@
 //! BlockStored with chained hashes, BlockRemoved on eviction, AllBlocksCleared on start
 //! and flush, replay of missed batches, and per-DP-rank endpoints.
 
-mod mock_common;
 mod support;
 
-use mock_common::*;
 use serde_json::json;
+use support::http::post;
+use support::sglang_wire::{decode_payload, Ev};
+use support::zmq::{kv_config, port_of, replay, server_info, synced_sub};
 
 fn events_cfg(topic: &str) -> String {
     json!({"publisher": "zmq", "endpoint": "tcp://*:0", "replay_endpoint": "tcp://*:0", "topic": topic}).to_string()

@@ -2,11 +2,12 @@
 //! batch /generate, SSE framing (generate and chat), weight updates, pause/continue,
 //! info/load/metrics shapes, test hooks and error shapes.
 
-mod mock_common;
 mod support;
 
-use mock_common::*;
 use serde_json::{json, Value};
+use support::http::post;
+use support::sglang_rules::{cached_rule, sse_events};
+use support::zmq::server_info;
 
 fn cached(v: &Value) -> u64 {
     v["meta_info"]["cached_tokens"]

@@ -3,35 +3,34 @@
 //! weight version (no traffic until refit), a new worker at another version, per-rid abort,
 //! one-worker control calls and admin-key enforcement.
 
-mod refit_common;
-mod router_common;
+mod support;
 
 use std::time::Duration;
 
 use serde_json::json;
 
-use refit_common::{generate, get, mock_on, post, refit_state};
-use router_common::{client, fast_mock, mock, router_with, support::free_port, wait_for};
+use support::http::{client, get, post};
+use support::procs::{fast_mock, free_port, mock, mock_on, router_with};
+use support::refit::{generate, refit_state};
+use support::wait::wait_for;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_failing_worker_gives_502_naming_it_and_keeps_the_gate_closed() {
     let a = fast_mock();
     let b = fast_mock();
     let r = router_with(&[&a.url, &b.url], &[]).await;
-    let (s, v) = post(
-        &format!("{}/pause_generation", r.url),
-        json!({"mode": "abort"}),
-    )
-    .await;
+    let (s, v) = post(&r.url, "/pause_generation", json!({"mode": "abort"})).await;
     assert_eq!(s, 200, "{v}");
     let (s, _) = post(
-        &format!("{}/mock/fail_next", b.url),
+        &b.url,
+        "/mock/fail_next",
         json!({"path": "/update_weights_from_disk"}),
     )
     .await;
     assert_eq!(s, 200);
     let (s, v) = post(
-        &format!("{}/update_weights_from_disk", r.url),
+        &r.url,
+        "/update_weights_from_disk",
         json!({"model_path": "/models/x", "weight_version": "v2"}),
     )
     .await;
@@ -71,7 +70,7 @@ async fn one_failing_worker_gives_502_naming_it_and_keeps_the_gate_closed() {
     })
     .await;
     assert!(!held.is_finished());
-    let (s, v) = post(&format!("{}/continue_generation", r.url), json!({})).await;
+    let (s, v) = post(&r.url, "/continue_generation", json!({})).await;
     assert_eq!(s, 200, "{v}");
     let (status, _, _) = held.await.expect("task");
     assert_eq!(status, 200);
@@ -85,7 +84,8 @@ async fn restarted_worker_at_an_old_version_gets_no_traffic_until_refit() {
     let b_url = b.url.clone();
     let r = router_with(&[&a.url, &b_url], &[]).await;
     let (s, v) = post(
-        &format!("{}/update_weight_version", r.url),
+        &r.url,
+        "/update_weight_version",
         json!({"new_version": "v2"}),
     )
     .await;
@@ -132,7 +132,8 @@ async fn restarted_worker_at_an_old_version_gets_no_traffic_until_refit() {
     }
     // Refit through the router brings it level; then it serves again.
     let (s, v) = post(
-        &format!("{}/update_weights_from_disk", r.url),
+        &r.url,
+        "/update_weights_from_disk",
         json!({"model_path": "/m", "weight_version": "v3"}),
     )
     .await;
@@ -158,7 +159,7 @@ async fn new_worker_at_another_version_is_held_unless_allowed() {
     let late = mock(&["--speedup", "0", "--weight-version", "v4"]);
     for (extra, held) in [(&[][..], true), (&["--allow-version-mismatch"][..], false)] {
         let r = router_with(&[&a.url], extra).await;
-        let (s, _) = post(&format!("{}/workers", r.url), json!({"url": late.url})).await;
+        let (s, _) = post(&r.url, "/workers", json!({"url": late.url})).await;
         assert_eq!(s, 202);
         wait_for("late worker registered", || {
             let u = r.url.clone();
@@ -195,11 +196,7 @@ async fn abort_by_rid_reaches_only_the_holder() {
         async move { refit_state(&u).await["in_flight_rids"] == 1 }
     })
     .await;
-    let (s, v) = post(
-        &format!("{}/abort_request", r.url),
-        json!({"rid": "rid-abort-1"}),
-    )
-    .await;
+    let (s, v) = post(&r.url, "/abort_request", json!({"rid": "rid-abort-1"})).await;
     assert_eq!(s, 200, "{v}");
     let results = v["results"].as_array().expect("results");
     assert_eq!(results.len(), 1, "sent to one worker only: {v}");
@@ -219,16 +216,12 @@ async fn abort_by_rid_reaches_only_the_holder() {
     })
     .await;
     // Unknown rid: nothing to call, SGLang-style 200.
-    let (s, v) = post(&format!("{}/abort_request", r.url), json!({"rid": "nope"})).await;
+    let (s, v) = post(&r.url, "/abort_request", json!({"rid": "nope"})).await;
     assert_eq!((s, v["total"].as_u64()), (200, Some(0)), "{v}");
     // Bad bodies are 400s naming the problem.
-    let (s, v) = post(&format!("{}/abort_request", r.url), json!({})).await;
+    let (s, v) = post(&r.url, "/abort_request", json!({})).await;
     assert_eq!(s, 400, "{v}");
-    let (s, v) = post(
-        &format!("{}/pause_generation", r.url),
-        json!({"mode": "nap"}),
-    )
-    .await;
+    let (s, v) = post(&r.url, "/pause_generation", json!({"mode": "nap"})).await;
     assert_eq!(s, 400, "{v}");
     assert_eq!(
         refit_state(&r.url).await["gate"]["closed"],
@@ -242,7 +235,7 @@ async fn one_worker_calls_and_admin_key() {
     let a = fast_mock();
     let b = fast_mock();
     let joined = format!("{},{}", a.url, b.url);
-    let r = router_common::start_router(&["--worker-urls", &joined, "--admin-api-key", "sekret"]);
+    let r = support::procs::start_router(&["--worker-urls", &joined, "--admin-api-key", "sekret"]);
     wait_for("both workers routable", || {
         let u = r.url.clone();
         async move {
@@ -261,9 +254,9 @@ async fn one_worker_calls_and_admin_key() {
         }
     })
     .await;
-    let (s, _) = post(&format!("{}/flush_cache", r.url), json!({})).await;
+    let (s, _) = post(&r.url, "/flush_cache", json!({})).await;
     assert_eq!(s, 401, "admin routes need the key");
-    let (s, _) = get(&format!("{}/refit/state", r.url)).await;
+    let (s, _) = get(&r.url, "/refit/state").await;
     assert_eq!(s, 401);
     let authed = |path: &str| {
         client()
@@ -295,8 +288,8 @@ async fn one_worker_calls_and_admin_key() {
     assert_eq!(resp.status(), 200);
     let body: serde_json::Value = resp.json().await.expect("json");
     assert_eq!(body["success"], true, "the worker's own body: {body}");
-    let (_, ia) = get(&format!("{}/model_info", a.url)).await;
-    let (_, ib) = get(&format!("{}/model_info", b.url)).await;
+    let (_, ia) = get(&a.url, "/model_info").await;
+    let (_, ib) = get(&b.url, "/model_info").await;
     assert_eq!(
         (ia["weight_version"].as_str(), ib["weight_version"].as_str()),
         (Some("w9"), Some("default"))

@@ -4,8 +4,7 @@
 //! nothing is served mid-update, the cache hook fires before the flush answers, and the
 //! versions agree afterwards.
 
-mod refit_common;
-mod router_common;
+mod support;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,8 +14,10 @@ use serde_json::json;
 
 use kvrouter::refit::ClearReason;
 use kvrouter::sim::loadgen::{self, CancellationToken, GrpoConfig, LoadgenConfig, Workload};
-use refit_common::{generate, in_process_router, post, refit_state};
-use router_common::mock;
+use support::http::{get, post};
+use support::procs::mock;
+use support::refit::{generate, in_process_router, refit_state};
+use support::wait::wait_for;
 
 #[derive(Debug, Clone)]
 struct Probe {
@@ -85,14 +86,14 @@ async fn miles_sequence_under_load(mode: &str) {
         }
     });
     // Let traffic flow before the refit.
-    router_common::wait_for("probe traffic before the refit", || {
+    wait_for("probe traffic before the refit", || {
         let p = probes.clone();
         async move { p.lock().len() >= 5 }
     })
     .await;
 
     let pause_started = Instant::now();
-    let (s, v) = post(&format!("{url}/pause_generation"), json!({"mode": mode})).await;
+    let (s, v) = post(&url, "/pause_generation", json!({"mode": mode})).await;
     let pause_done = Instant::now();
     // A request that arrives while the gate is closed must wait for continue, then be served.
     let held = tokio::spawn({
@@ -120,7 +121,7 @@ async fn miles_sequence_under_load(mode: &str) {
         );
     }
 
-    let (s, v) = post(&format!("{url}/flush_cache"), json!({})).await;
+    let (s, v) = post(&url, "/flush_cache", json!({})).await;
     assert_eq!(s, 200, "flush: {v}");
     let flushed = Instant::now();
     {
@@ -136,7 +137,8 @@ async fn miles_sequence_under_load(mode: &str) {
     }
 
     let (s, v) = post(
-        &format!("{url}/init_weights_update_group"),
+        &url,
+        "/init_weights_update_group",
         json!({"master_address": "127.0.0.1", "master_port": 29500, "rank_offset": 1,
                "world_size": 4, "group_name": "g", "backend": "nccl"}),
     )
@@ -155,14 +157,16 @@ async fn miles_sequence_under_load(mode: &str) {
     );
 
     let (s, v) = post(
-        &format!("{url}/update_weights_from_distributed"),
+        &url,
+        "/update_weights_from_distributed",
         json!({"names": ["w"], "dtypes": ["bfloat16"], "shapes": [[4, 4]], "group_name": "g",
                "flush_cache": true, "weight_version": "v2"}),
     )
     .await;
     assert_eq!(s, 200, "update: {v}");
     let (s, v) = post(
-        &format!("{url}/update_weight_version"),
+        &url,
+        "/update_weight_version",
         json!({"new_version": "v2", "abort_all_requests": false}),
     )
     .await;
@@ -183,7 +187,7 @@ async fn miles_sequence_under_load(mode: &str) {
     })
     .await;
     let continue_started = Instant::now();
-    let (s, v) = post(&format!("{url}/continue_generation"), json!({})).await;
+    let (s, v) = post(&url, "/continue_generation", json!({})).await;
     assert_eq!(s, 200, "continue: {v}");
     let continue_done = Instant::now();
     assert_eq!(refit_state(&url).await["gate"]["closed"], false);
@@ -198,7 +202,7 @@ async fn miles_sequence_under_load(mode: &str) {
 
     // Keep probing a little after continue, then stop.
     let n = probes.lock().len();
-    router_common::wait_for("probe traffic after the refit", || {
+    wait_for("probe traffic after the refit", || {
         let p = probes.clone();
         async move { p.lock().len() >= n + 5 }
     })
@@ -276,7 +280,7 @@ async fn miles_sequence_under_load(mode: &str) {
 
     // The workers agree too.
     for m in [&a, &b] {
-        let (_, info) = refit_common::get(&format!("{}/model_info", m.url)).await;
+        let (_, info) = get(&m.url, "/model_info").await;
         assert_eq!(info["weight_version"], "v2", "{}", m.url);
     }
 }

@@ -5,12 +5,13 @@
 //! `.ci/run` creates). It must import `smg.rl`: when
 //! none does, the test fails with the install command (it never skips).
 
-mod router_common;
+mod support;
 
 use std::path::PathBuf;
 use std::process::Command;
 
-use router_common::{mock, start_router, wait_for};
+use support::procs::{mock, start_router};
+use support::wait::wait_for;
 
 fn smg_python() -> PathBuf {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -45,7 +46,7 @@ async fn smg_rl_client_drives_a_refit() {
     wait_for("both workers routable", || {
         let u = r.url.clone();
         async move {
-            let resp = router_common::client()
+            let resp = support::http::client()
                 .get(format!("{u}/refit/state"))
                 .bearer_auth("k")
                 .send()

@@ -1,10 +1,13 @@
 //! Router endpoints and the three generations of the worker-management API, against real
 //! `sglang-mock` workers.
 
-mod router_common;
+mod support;
 
-use router_common::*;
 use serde_json::{json, Value};
+use support::admin::*;
+use support::http::client;
+use support::procs::*;
+use support::wait::wait_for;
 
 async fn get_json(url: String) -> (u16, Value) {
     let resp = client().get(url).send().await.unwrap();

@@ -1,11 +1,12 @@
 //! Configuration of the `router` binary: flags, environment and TOML file precedence, and
 //! start-up failures that name the offending field.
 
-mod router_common;
+mod support;
 
 use std::process::Command;
 
-use router_common::*;
+use support::http::client;
+use support::procs::*;
 
 fn run_expect_failure(args: &[&str], envs: &[(&str, &str)]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_router"))

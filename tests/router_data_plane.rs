@@ -1,12 +1,16 @@
 //! Data plane through a real router: byte-exact bodies both ways, SSE relay, the worker
 //! header, sticky routing keys, the three endpoints against `sglang-mock`, and error shapes.
 
-mod router_common;
+mod support;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use router_common::*;
 use serde_json::{json, Value};
+use support::admin::*;
+use support::http::client;
+use support::procs::*;
+use support::stub::*;
+use support::wait::wait_for;
 
 /// A body with unknown fields, odd spacing, key order, escapes and a number serde would
 /// re-format: it must reach the worker byte for byte, and the answer must come back so.

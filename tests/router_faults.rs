@@ -2,14 +2,18 @@
 //! a worker that never answers, all workers down, client disconnects, and workers added and
 //! removed under load.
 
-mod router_common;
+mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use futures::StreamExt;
-use router_common::*;
 use serde_json::{json, Value};
+use support::admin::*;
+use support::http::client;
+use support::procs::*;
+use support::stub::*;
+use support::wait::wait_for;
 
 fn small() -> Value {
     json!({"text":"hello","sampling_params":{"max_new_tokens":2}})

@@ -1,101 +1,26 @@
-//! Shared helpers for integration tests: start one of the crate's binaries on an
-//! ephemeral loopback port, wait for its readiness line, and kill it on drop.
-//!
-//! Readiness contract of every server binary (`router`, `sglang-mock`): once it
-//! accepts connections it prints `listening on http://HOST:PORT` on stdout.
-#![allow(dead_code)]
+//! The one support module of the integration tests (`mod support;` in each test file).
+//! Each file has one job: processes (`procs`), HTTP calls (`http`), polling with a
+//! deadline (`wait`), the router's admin view (`admin`), an in-process stub worker
+//! (`stub`), SGLang's event wire format decoded and built independently of `src/`
+//! (`sglang_wire`), ZMQ subscriber/replay clients (`zmq`), a fake SGLang publisher
+//! (`fake_publisher`), a real `nats-server` (`nats`), SGLang HTTP rules (`sglang_rules`),
+//! and area helpers for KV routing (`kv`), refit (`refit`) and loadgen (`loadgen`).
+//! Each test binary uses a subset, hence `dead_code` (and unused re-exports) are allowed here.
+#![allow(dead_code, unused_imports)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+pub mod admin;
+pub mod fake_publisher;
+pub mod http;
+pub mod kv;
+pub mod loadgen;
+pub mod nats;
+pub mod procs;
+pub mod refit;
+pub mod sglang_rules;
+pub mod sglang_wire;
+pub mod stub;
+pub mod wait;
+pub mod zmq;
 
-/// A running child process that is killed (and reaped) when dropped.
-pub struct Proc {
-    child: Child,
-    /// Base URL announced by the readiness line, e.g. `http://127.0.0.1:40123`.
-    pub url: String,
-    /// Remaining stdout lines after the readiness line.
-    pub stdout: mpsc::Receiver<String>,
-}
-
-impl Proc {
-    /// Starts `bin` with `args` (add `--port 0` yourself) and waits up to 60 s for
-    /// its `listening on URL` line.
-    pub fn spawn(bin: &str, args: &[&str]) -> Proc {
-        let mut child = Command::new(bin)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {bin}: {e}"));
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let url = loop {
-            match rx.recv_timeout(Duration::from_secs(60)) {
-                Ok(line) => {
-                    if let Some(url) = line.strip_prefix("listening on ") {
-                        break url.trim().to_string();
-                    }
-                }
-                Err(e) => {
-                    let _ = child.kill();
-                    panic!("{bin} {args:?} did not announce readiness: {e}");
-                }
-            }
-        };
-        Proc {
-            child,
-            url,
-            stdout: rx,
-        }
-    }
-
-    /// OS process id (for signals in fault tests).
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Kills the process now and waits for it.
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Starts one `sglang-mock` on an ephemeral port with extra `args`.
-pub fn mock(args: &[&str]) -> Proc {
-    let mut all = vec!["--host", "127.0.0.1", "--port", "0"];
-    all.extend_from_slice(args);
-    Proc::spawn(env!("CARGO_BIN_EXE_sglang-mock"), &all)
-}
-
-/// Starts one `router` on an ephemeral port with extra `args`.
-pub fn router(args: &[&str]) -> Proc {
-    let mut all = vec!["--host", "127.0.0.1", "--port", "0"];
-    all.extend_from_slice(args);
-    Proc::spawn(env!("CARGO_BIN_EXE_router"), &all)
-}
-
-/// A free TCP port on 127.0.0.1 (for endpoints a binary cannot bind to port 0,
-/// such as per-DP-rank ZMQ port ranges). Racy by nature; use only when needed.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind an ephemeral port")
-}
+/// The entry points most tests need (the original `support` API).
+pub use procs::{free_port, mock, router, Proc};

@@ -1,6 +1,5 @@
-//! Helpers shared by the `loadgen_*` integration tests: read the mocks' own token
-//! counters and run the `loadgen` binary, checking its summary against them.
-#![allow(dead_code)]
+//! Loadgen helpers: read the mocks' own token counters and run the `loadgen` binary,
+//! checking its summary against them.
 
 use std::path::Path;
 
@@ -19,7 +18,9 @@ pub fn metric_sum(page: &str, name: &str) -> u64 {
 
 /// (`sglang:cached_tokens_total`, `sglang:prompt_tokens_total`) of one mock.
 pub async fn counters(url: &str) -> (u64, u64) {
-    let page = reqwest::get(format!("{url}/metrics"))
+    let page = super::http::client()
+        .get(format!("{url}/metrics"))
+        .send()
         .await
         .and_then(|r| r.error_for_status())
         .expect("GET /metrics")

@@ -1,7 +1,5 @@
-//! Helpers for the `refit_*` tests: an in-process router (so a test can listen on its
-//! cache-invalidation hook), JSON calls, and a mock on a fixed port that can be restarted.
-//! Include with `mod router_common; mod refit_common;`.
-#![allow(dead_code)]
+//! Refit helpers: a router running inside the test process (so a test can listen on its
+//! cache-invalidation hook), its `/refit/state`, and `/generate` reporting the weight version.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -14,7 +12,9 @@ use kvrouter::config::{Cli, Config, FileConfig};
 use kvrouter::refit::{CacheCleared, CacheInvalidation};
 use kvrouter::server::{self, AppState};
 
-use crate::router_common::{client, support, wait_for, FAST_HEALTH};
+use super::http::{self, client};
+use super::procs::FAST_HEALTH;
+use super::wait::wait_for;
 
 /// Every cache-cleared event, with when it was heard.
 #[derive(Default)]
@@ -80,42 +80,9 @@ pub async fn in_process_router(workers: &[&str], extra: &[&str]) -> InProcessRou
     }
 }
 
-/// POSTs `body` to `url`; returns the status and the JSON body (Null when not JSON).
-pub async fn post(url: &str, body: Value) -> (u16, Value) {
-    let r = client()
-        .post(url)
-        .json(&body)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("POST {url}: {e}"));
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap_or_default();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
-/// GETs `url` as JSON.
-pub async fn get(url: &str) -> (u16, Value) {
-    let r = client()
-        .get(url)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap_or_default();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
 /// `GET /refit/state`.
 pub async fn refit_state(router: &str) -> Value {
-    get(&format!("{router}/refit/state")).await.1
-}
-
-/// Starts `sglang-mock` on a fixed `port` (so it can be restarted behind the same URL).
-pub fn mock_on(port: u16, args: &[&str]) -> support::Proc {
-    let port = port.to_string();
-    let mut all = vec!["--host", "127.0.0.1", "--port", port.as_str()];
-    all.extend_from_slice(args);
-    support::Proc::spawn(env!("CARGO_BIN_EXE_sglang-mock"), &all)
+    http::get(router, "/refit/state").await.1
 }
 
 /// One `/generate` through `router`: (status, serving worker header, weight_version).
@@ -129,22 +96,9 @@ pub async fn generate(
     if let Some(rid) = rid {
         body["rid"] = Value::String(rid.to_string());
     }
-    let r = client()
-        .post(format!("{router}/generate"))
-        .json(&body)
-        .send()
-        .await
-        .expect("generate");
-    let status = r.status().as_u16();
-    let worker = r
-        .headers()
-        .get("x-kvrouter-worker")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
-    let v: Value = r.json().await.unwrap_or(Value::Null);
+    let (status, worker, v) = http::generate(&client(), router, &body).await;
     let version = v["meta_info"]["weight_version"]
         .as_str()
         .map(str::to_string);
-    (status, worker, version)
+    (status, worker.unwrap_or_default(), version)
 }

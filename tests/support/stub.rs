@@ -1,11 +1,8 @@
-//! Helpers shared by the `router_*` integration tests: start routers and mocks, poll for a
-//! state with a deadline, and an in-process stub worker (hyper) whose `/generate` behaviour
-//! the test chooses (fixed bytes, a status, or never answering).
-#![allow(dead_code)]
+//! An in-process fake worker (hyper): SGLang info routes (page size 16) plus a
+//! data-plane behaviour the test chooses (fixed bytes, a status, or never answering).
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
@@ -15,112 +12,6 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use parking_lot::Mutex;
 use serde_json::Value;
-
-#[path = "../support/mod.rs"]
-pub mod support;
-
-pub use support::{mock, router, Proc};
-
-/// Flags that make health checks fast in tests.
-pub const FAST_HEALTH: &[&str] = &[
-    "--health-check-interval-secs",
-    "0.2",
-    "--health-check-timeout-secs",
-    "1",
-    "--health-failure-threshold",
-    "1",
-    "--health-success-threshold",
-    "1",
-    "--retry-initial-backoff-ms",
-    "5",
-    "--log-level",
-    "warn",
-];
-
-/// Starts a router with `args` plus those `FAST_HEALTH` flags `args` does not set.
-pub fn start_router(args: &[&str]) -> Proc {
-    let mut all: Vec<&str> = FAST_HEALTH
-        .chunks(2)
-        .filter(|pair| !args.contains(&pair[0]))
-        .flatten()
-        .copied()
-        .collect();
-    all.extend_from_slice(args);
-    router(&all)
-}
-
-/// Starts a router over `workers` and waits until all of them are routable.
-pub async fn router_with(workers: &[&str], extra: &[&str]) -> Proc {
-    let joined = workers.join(",");
-    let mut args = vec!["--worker-urls", joined.as_str()];
-    args.extend_from_slice(extra);
-    let r = start_router(&args);
-    wait_healthy_count(&r.url, workers.len()).await;
-    r
-}
-
-/// A fast `sglang-mock` (`--speedup 0`).
-pub fn fast_mock() -> Proc {
-    mock(&["--speedup", "0"])
-}
-
-pub fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .pool_max_idle_per_host(0)
-        .build()
-        .expect("client")
-}
-
-/// Polls `check` every 20 ms until it returns true or 30 s pass (then panics with `what`).
-pub async fn wait_for<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
-/// `GET {router}/workers` as JSON.
-pub async fn workers(router: &str) -> Value {
-    client()
-        .get(format!("{router}/workers"))
-        .send()
-        .await
-        .expect("GET /workers")
-        .json()
-        .await
-        .expect("json")
-}
-
-/// Number of workers the router reports healthy.
-pub async fn healthy_count(router: &str) -> usize {
-    let v = workers(router).await;
-    v["workers"]
-        .as_array()
-        .map(|ws| {
-            ws.iter()
-                .filter(|w| w["is_healthy"] == true && w["routable"] != false)
-                .count()
-        })
-        .unwrap_or(0)
-}
-
-/// Waits until the router reports exactly `n` healthy workers.
-pub async fn wait_healthy_count(router: &str, n: usize) {
-    let r = router.to_string();
-    wait_for(&format!("{n} healthy workers"), || {
-        let r = r.clone();
-        async move { healthy_count(&r).await == n }
-    })
-    .await;
-}
 
 /// What a stub worker's data-plane routes do.
 #[derive(Clone)]
@@ -236,12 +127,4 @@ async fn stub_answer(
         }
         _ => json_resp(404, serde_json::json!({"detail": "not found"})),
     }
-}
-
-/// Asserts a router-made error body has the `{"error":{"message","type","code"}}` shape.
-pub fn assert_error_shape(v: &Value, code: &str) {
-    let e = &v["error"];
-    assert!(e["message"].is_string(), "message in {v}");
-    assert!(e["type"].is_string(), "type in {v}");
-    assert_eq!(e["code"], code, "code in {v}");
 }

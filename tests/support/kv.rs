@@ -1,12 +1,12 @@
-//! Helpers of the KV routing integration tests: mocks publishing ZMQ KV events, a KV-mode
-//! router, `/debug/index` polling with a deadline, and `/generate` calls.
-#![allow(dead_code)]
+//! KV-routing helpers: mocks publishing ZMQ KV events, a KV-mode router, its
+//! `/debug/index` polled with a deadline, deterministic prompts and `/generate` calls.
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::{self, Proc};
+use super::procs::{self, Proc};
+use super::wait::Deadline;
 
 pub const ADMIN: &str = "admin-key";
 pub const PAGE: usize = 4;
@@ -20,7 +20,7 @@ pub fn kv_mock(extra: &[&str]) -> Proc {
         r#"{"publisher":"zmq","endpoint":"tcp://*:0","replay_endpoint":"tcp://*:0"}"#,
     ];
     args.extend_from_slice(extra);
-    support::mock(&args)
+    procs::mock(&args)
 }
 
 /// A KV-mode router over `workers` (page 4, admin key set).
@@ -40,14 +40,7 @@ pub fn kv_router(workers: &[&str], extra: &[&str]) -> Proc {
         args.push(w);
     }
     args.extend_from_slice(extra);
-    support::router(&args)
-}
-
-pub fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("client")
+    procs::router(&args)
 }
 
 /// `GET /debug/index` of a router.
@@ -82,16 +75,13 @@ pub async fn wait_index(
     what: &str,
     done: impl Fn(&Value) -> bool,
 ) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let deadline = Deadline::after(Duration::from_secs(30));
     loop {
         let v = debug_index(c, router).await;
         if done(&v) {
             return v;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}; last /debug/index: {v}"
-        );
+        deadline.check(&format!("{what}; last /debug/index: {v}"));
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
@@ -118,26 +108,14 @@ pub async fn generate(
     ids: &[u32],
     max_new: u32,
 ) -> (u16, Option<String>, Value) {
-    let r = c
-        .post(format!("{base}/generate"))
-        .json(&json!({"input_ids": ids, "sampling_params": {"max_new_tokens": max_new}}))
-        .send()
-        .await
-        .expect("generate");
-    let status = r.status().as_u16();
-    let worker = r
-        .headers()
-        .get("x-kvrouter-worker")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let body = r.json().await.unwrap_or(Value::Null);
-    (status, worker, body)
+    let body = json!({"input_ids": ids, "sampling_params": {"max_new_tokens": max_new}});
+    super::http::generate(c, base, &body).await
 }
 
 /// Makes sure the router's subscription to `worker` is live (ZMQ slow joiner): sends small
 /// distinct prompts straight to the worker until the router's index shows its blocks.
 pub async fn warm(c: &reqwest::Client, router: &str, worker: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let deadline = Deadline::after(Duration::from_secs(30));
     let mut seed = 50_000;
     loop {
         seed += 1;
@@ -145,10 +123,7 @@ pub async fn warm(c: &reqwest::Client, router: &str, worker: &str) {
         if blocks_of(&debug_index(c, router).await, worker) > 0 {
             return;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "router never saw {worker}'s KV events"
-        );
+        deadline.check(&format!("the router to see {worker}'s KV events"));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

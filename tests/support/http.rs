@@ -1,0 +1,67 @@
+//! HTTP calls of the tests, all async on one `reqwest` client shape: JSON POST/GET
+//! returning (status, body), and `/generate` with the router's serving-worker header.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// A client without connection reuse (so killed/restarted servers are reached afresh)
+/// and with a 60 s overall timeout.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client")
+}
+
+async fn status_and_json(r: reqwest::Response) -> (u16, Value) {
+    let status = r.status().as_u16();
+    let text = r.text().await.expect("response body");
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// POSTs JSON `body` to `{base}{path}`; returns the status and the JSON body (Null when not JSON).
+pub async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
+    let url = format!("{base}{path}");
+    let r = client()
+        .post(&url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("POST {url}: {e}"));
+    status_and_json(r).await
+}
+
+/// GETs `{base}{path}`; returns the status and the JSON body (Null when not JSON).
+pub async fn get(base: &str, path: &str) -> (u16, Value) {
+    let url = format!("{base}{path}");
+    let r = client()
+        .get(&url)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    status_and_json(r).await
+}
+
+/// `POST {base}/generate` with `body`: (status, `x-kvrouter-worker` header, JSON body or Null).
+pub async fn generate(
+    c: &reqwest::Client,
+    base: &str,
+    body: &Value,
+) -> (u16, Option<String>, Value) {
+    let r = c
+        .post(format!("{base}/generate"))
+        .json(body)
+        .send()
+        .await
+        .expect("generate");
+    let status = r.status().as_u16();
+    let worker = r
+        .headers()
+        .get("x-kvrouter-worker")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body = r.json().await.unwrap_or(Value::Null);
+    (status, worker, body)
+}
