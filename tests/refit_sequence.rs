@@ -100,7 +100,8 @@ async fn miles_sequence_under_load(mode: &str) {
         let url = url.clone();
         async move {
             let reply = post(
-                &format!("{url}/generate"),
+                &url,
+                "/generate",
                 json!({"input_ids": [1, 2, 3, 4, 5], "sampling_params": {"max_new_tokens": 2}}),
             )
             .await;
@@ -181,7 +182,7 @@ async fn miles_sequence_under_load(mode: &str) {
         "{st}"
     );
 
-    router_common::wait_for("a request held at the closed gate", || {
+    wait_for("a request held at the closed gate", || {
         let url = url.clone();
         async move { refit_state(&url).await["gate"]["queued"].as_u64() >= Some(1) }
     })
