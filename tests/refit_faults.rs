@@ -196,6 +196,23 @@ async fn abort_by_rid_reaches_only_the_holder() {
         async move { refit_state(&u).await["in_flight_rids"] == 1 }
     })
     .await;
+    // The router tracks the rid at dispatch; wait until the worker itself has the request too,
+    // or the abort could arrive first and find nothing to abort.
+    wait_for("request running on a worker", || {
+        let (ua, ub) = (a.url.clone(), b.url.clone());
+        async move {
+            let mut queued = 0;
+            for u in [ua, ub] {
+                let (_, st) = get(&u, "/mock/state").await;
+                for rank in st["ranks"].as_array().into_iter().flatten() {
+                    queued += rank["running"].as_u64().unwrap_or(0)
+                        + rank["waiting"].as_u64().unwrap_or(0);
+                }
+            }
+            queued >= 1
+        }
+    })
+    .await;
     let (s, v) = post(&r.url, "/abort_request", json!({"rid": "rid-abort-1"})).await;
     assert_eq!(s, 200, "{v}");
     let results = v["results"].as_array().expect("results");
