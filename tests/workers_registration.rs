@@ -27,7 +27,7 @@ fn registry(page_size: u32) -> Registry {
 
 #[tokio::test]
 async fn registration_reads_page_dp_tp_kv_events_and_version() {
-    let zmq = support::free_port();
+    let zmq = support::procs::free_port_range(2);
     let kv = format!(r#"{{"publisher":"zmq","endpoint":"tcp://*:{zmq}","topic":"kv"}}"#);
     let mock = support::mock(&[
         "--page-size",

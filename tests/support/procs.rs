@@ -151,3 +151,22 @@ pub fn free_port() -> u16 {
         .map(|a| a.port())
         .expect("bind an ephemeral port")
 }
+
+/// The base of `n` consecutive free TCP ports on 127.0.0.1 (SGLang's per-DP-rank rule puts
+/// rank r on base + r), checked by binding all of them at once. Racy like [`free_port`],
+/// but never hands out a range whose upper ports are already taken.
+pub fn free_port_range(n: u16) -> u16 {
+    for _ in 0..1000 {
+        let base = free_port();
+        if base.checked_add(n).is_none() {
+            continue;
+        }
+        let held: Vec<_> = (0..n)
+            .map_while(|i| std::net::TcpListener::bind(("127.0.0.1", base + i)).ok())
+            .collect();
+        if held.len() == usize::from(n) {
+            return base;
+        }
+    }
+    panic!("no {n} consecutive free ports on 127.0.0.1");
+}
