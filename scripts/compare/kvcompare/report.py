@@ -44,6 +44,12 @@ def workload_table(runs: list[dict]) -> str:
         s = r["summary"]
         if r.get("router_warnings"):
             notes.append(f"{r['router']}: router log says `{r['router_warnings'][0]}`")
+        kv = r.get("router_kv_metrics") or {}
+        if "--mode" in r.get("router_args", []) and "kv" in r.get("router_args", []) and kv:
+            notes.append(f"{r['router']}: {kv.get('kvrouter_kv_events_received_total', 0):,.0f} KV events "
+                         f"received; predicted / reported prefix-hit tokens "
+                         f"{kv.get('kvrouter_kv_predicted_hit_tokens_total', 0):,.0f} / "
+                         f"{kv.get('kvrouter_kv_actual_hit_tokens_total', 0):,.0f}")
         if r.get("family") == "reference":  # only its hit rate is comparable
             rows.append(f"| *{r['router']}* | *{_f(s.get('hit_rate'), '.1%')}* | | | | | | | | | |")
             continue
