@@ -94,6 +94,14 @@ def markdown(res: dict, img_rel: str | None) -> str:
     if meta.get("binaries"):
         parts.append(f"Binaries: {meta['binaries']}.\n")
     parts.append("Reproduce:\n\n```\n" + meta.get("command", "python3 scripts/compare/compare.py") + "\n```\n")
+    for m in (meta.get("merged_from") or [])[1:]:  # later files replaced some rows: say which, when, how
+        cmd = m.get("command")
+        names = sorted({r["router"] for r in res.get("runs", []) if r.get("source") == cmd and cmd})
+        if names:
+            parts.append(f"Rows of {', '.join(names)} re-measured {m.get('date', '?')}, kvrouter `{m.get('git', '?')}` "
+                         f"(load average at start / end {_load(m.get('loadavg_start'))} / {_load(m.get('loadavg_end'))}"
+                         + (f"; binaries: {m['binaries']}" if m.get("binaries") else "")
+                         + f"):\n\n```\n{cmd}\n```\n")
     parts.append("Hit rate = sum of `meta_info.cached_tokens` / sum of prompt tokens over the run "
                  "(as loadgen reports it); CPU seconds and peak RSS (VmHWM) of the router process tree "
                  "from /proc during the run; \"busiest worker / mean\" from the mocks' request counters. "
@@ -219,8 +227,8 @@ def update_benchmarks_md(doc: Path, body: str) -> None:
 
 def merge(results: list[dict]) -> dict:
     """Combines results files: e.g. peers measured once, kvrouter re-measured after a change.
-    Later files win per (workload, router) and per overhead router; meta is the last file's, with
-    each file's meta kept under `merged_from`."""
+    Later files win per (workload, router) and per overhead router; meta is the first file's (the
+    base run), with each file's meta kept under `merged_from` (the report names the rows they replaced)."""
     if len(results) == 1:
         return results[0]
     runs: dict[tuple, dict] = {}
