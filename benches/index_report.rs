@@ -3,7 +3,8 @@
 //! `find_matches` p50/p99 at 8 / 64 / 512 workers, 64k-token cold query and
 //! next turn, bytes per (block, worker) counted by a global allocator wrapper,
 //! and memory after eviction churn.
-//! Run: `cargo bench --bench index_report`.
+//! Run: `cargo bench --bench index_report`; `KVROUTER_BENCH_ONLY=ingest,find,long,memory,churn`
+//! picks sections, `KVROUTER_BENCH_REPS` sets the ingest repetitions (default 5).
 
 #[path = "common/index_data.rs"]
 mod data;
@@ -94,12 +95,34 @@ fn main() {
     let prompts = data::trace_prompts(REQUESTS);
     let queries: Vec<Vec<u64>> = prompts.iter().map(|p| seq_hashes(p, data::PAGE)).collect();
 
+    if data::section("ingest") {
+        ingest(&prompts, &queries);
+    }
+    if data::section("find") {
+        find(&prompts, &queries);
+    }
+    if data::section("long") {
+        long(&prompts);
+    }
+    if data::section("memory") {
+        memory(&prompts);
+    }
+    if data::section("churn") {
+        churn();
+    }
+}
+
+fn ingest(prompts: &[Vec<u32>], queries: &[Vec<u64>]) {
     println!("== ingest (SGLang-like events: opaque engine hashes, parent None)");
     for w in [8usize, 64, 512] {
         let evs: Vec<_> = prompts.iter().map(|p| stored_event(p, false)).collect();
         let blocks: usize = queries.iter().map(Vec::len).sum();
         let mut best = (0.0f64, 0.0f64);
-        for _ in 0..3 {
+        let reps = std::env::var("KVROUTER_BENCH_REPS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(5);
+        for _ in 0..reps {
             let idx = KvIndex::new(data::PAGE as u32);
             let (t, cpu) = (Instant::now(), data::cpu_secs());
             for (i, ev) in evs.iter().enumerate() {
@@ -109,9 +132,11 @@ fn main() {
             let per_cpu = blocks as f64 / (data::cpu_secs() - cpu).max(0.01) / 1e6;
             best = (best.0.max(wall), best.1.max(per_cpu));
         }
-        println!("ingest {w:>3} workers: {blocks} blocks, best of 3: {:.2} M blocks/s wall, {:.2} M blocks/CPU-s", best.0, best.1);
+        println!("ingest {w:>3} workers: {blocks} blocks, best of {reps}: {:.2} M blocks/s wall, {:.2} M blocks/CPU-s", best.0, best.1);
     }
+}
 
+fn find(prompts: &[Vec<u32>], queries: &[Vec<u64>]) {
     println!("== find_matches latency ({REQUESTS} trace requests stored round-robin, page 16)");
     for w in [8usize, 64, 512] {
         let evs: Vec<_> = prompts.iter().map(|p| stored_event(p, false)).collect();
@@ -122,7 +147,7 @@ fn main() {
         let mut s = Vec::new();
         let mut h = Vec::new();
         for round in 0..5 {
-            for (q, p) in queries.iter().zip(&prompts) {
+            for (q, p) in queries.iter().zip(prompts) {
                 s.push(time_ns(|| {
                     black_box(idx.find_matches(black_box(q)));
                 }));
@@ -136,7 +161,9 @@ fn main() {
         report(&format!("find (seq hashes given) {w} workers"), s);
         report(&format!("hash + find (trace prompt) {w} workers"), h);
     }
+}
 
+fn long(prompts: &[Vec<u32>]) {
     println!("== 64k-token prompt (stored on one of 64 workers holding the trace)");
     let idx = KvIndex::new(data::PAGE as u32);
     for (i, p) in prompts.iter().enumerate() {
@@ -164,7 +191,9 @@ fn main() {
     report("64k cold hash + find (4096 blocks matched)", cold);
     report("64k cold hash + find (nothing matched)", miss);
     report("next turn: hash 1k new tokens + find", turn);
+}
 
+fn memory(prompts: &[Vec<u32>]) {
     println!("== memory per (block, worker) entry, counted by the allocator");
     for identity in [false, true] {
         for w in [8usize, 64, 512] {
@@ -186,7 +215,9 @@ fn main() {
             drop(idx);
         }
     }
+}
 
+fn churn() {
     println!("== eviction churn (64 workers; window of 500 requests slides over 2000)");
     let prompts = data::trace_prompts(2000);
     let evs: Vec<_> = prompts.iter().map(|p| stored_event(p, false)).collect();

@@ -83,14 +83,43 @@ pub fn owner(i: usize, workers: usize) -> u32 {
     (i % workers) as u32
 }
 
-/// CPU seconds this process has used (user + system, from /proc/self/stat;
-/// 10 ms resolution). The bench machine is shared, so throughput is reported
-/// per CPU second next to wall-clock figures.
+/// CPU seconds this process has used, all threads (some peers ingest on
+/// background threads). The bench machine is shared, so throughput is reported
+/// per CPU second next to wall-clock figures. Sums `/proc/self/task/*/schedstat`
+/// (nanoseconds on CPU; threads that already exited are not counted, so keep
+/// index threads alive across a measurement); falls back to utime + stime of
+/// `/proc/self/stat` (10 ms ticks).
 pub fn cpu_secs() -> f64 {
+    let mut ns = 0.0;
+    let mut found = false;
+    for task in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let sched = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+        if let Some(v) = sched
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+        {
+            ns += v;
+            found = true;
+        }
+    }
+    if found {
+        return ns / 1e9;
+    }
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
     let rest = stat.rsplit_once(") ").map_or("", |(_, r)| r);
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Whether a report section should run: all of them unless `KVROUTER_BENCH_ONLY`
+/// lists names (comma-separated).
+pub fn section(name: &str) -> bool {
+    std::env::var("KVROUTER_BENCH_ONLY").map_or(true, |v| v.split(',').any(|s| s == name))
 }

@@ -1,13 +1,13 @@
 //! The confirmed-residency map: SeqHash -> packed holder set, split in shards
 //! behind `parking_lot::RwLock`s so lookups never take a global lock.
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
+use hashbrown::hash_map::Entry;
 
 use parking_lot::RwLock;
 
 use super::find::DepthSource;
 use super::hashers::IdBuild;
+use super::table::{self, Table};
 use super::unit::UnitId;
 use super::unit_set::{self, Packed, Removal, Spill, View};
 use crate::tokens::SeqHash;
@@ -16,8 +16,13 @@ const SHARDS: usize = 128;
 
 #[derive(Default)]
 struct Shard {
-    map: HashMap<SeqHash, Packed, IdBuild>,
+    map: Table<SeqHash, Packed, IdBuild>,
     spill: Spill,
+}
+
+thread_local! {
+    /// Per-thread buffer of [`BlockMap::apply_batch`]'s shard-grouped ops.
+    static SORTED: std::cell::Cell<Vec<Op>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Keeps shards on their own cache lines.
@@ -45,12 +50,11 @@ fn shard_of(seq: SeqHash) -> usize {
     ((seq >> 40) as usize) & (SHARDS - 1)
 }
 
-impl BlockMap {
+impl Shard {
     /// Adds `unit` as a holder of `seq`; returns false if it already was one.
-    pub(crate) fn insert(&self, seq: SeqHash, unit: UnitId) -> bool {
-        let mut guard = self.shards[shard_of(seq)].0.write();
-        let shard = &mut *guard;
-        let v = match shard.map.entry(seq) {
+    fn insert(&mut self, seq: SeqHash, unit: UnitId) -> bool {
+        table::make_room(&mut self.map);
+        let v = match self.map.entry(seq) {
             Entry::Vacant(e) => {
                 e.insert(unit_set::one(unit));
                 return true;
@@ -67,27 +71,22 @@ impl BlockMap {
             View::Two(a, b) => {
                 let mut set = vec![a, b, unit];
                 set.sort_unstable();
-                *v = unit_set::spilled(shard.spill.alloc(set));
+                *v = unit_set::spilled(self.spill.alloc(set));
                 true
             }
-            View::Spilled(slot) => shard.spill.insert(slot, unit),
+            View::Spilled(slot) => self.spill.insert(slot, unit),
         }
     }
 
     /// Removes `unit` from the holders of `seq`; returns false if it was not one.
-    pub(crate) fn remove(&self, seq: SeqHash, unit: UnitId) -> bool {
-        let mut guard = self.shards[shard_of(seq)].0.write();
-        let shard = &mut *guard;
-        let Some(v) = shard.map.get_mut(&seq) else {
+    fn remove(&mut self, seq: SeqHash, unit: UnitId) -> bool {
+        let Some(v) = self.map.get_mut(&seq) else {
             return false;
         };
         match unit_set::view(*v) {
             View::One(a) if a == unit => {
-                shard.map.remove(&seq);
-                let (len, cap) = (shard.map.len(), shard.map.capacity());
-                if len * 4 < cap {
-                    shard.map.shrink_to(len * 2);
-                }
+                self.map.remove(&seq);
+                table::shrink_if_sparse(&mut self.map);
                 true
             }
             View::One(_) => false,
@@ -96,7 +95,7 @@ impl BlockMap {
                 true
             }
             View::Two(..) => false,
-            View::Spilled(slot) => match shard.spill.remove(slot, unit) {
+            View::Spilled(slot) => match self.spill.remove(slot, unit) {
                 Removal::Absent => false,
                 Removal::Kept => true,
                 Removal::Repacked(p) => {
@@ -104,6 +103,79 @@ impl BlockMap {
                     true
                 }
             },
+        }
+    }
+}
+
+/// One deferred change of a batch: add (`true`) or drop (`false`) a holder of a block.
+pub(crate) type Op = (SeqHash, bool);
+
+impl BlockMap {
+    /// Adds `unit` as a holder of `seq`; returns false if it already was one.
+    pub(crate) fn insert(&self, seq: SeqHash, unit: UnitId) -> bool {
+        self.shards[shard_of(seq)].0.write().insert(seq, unit)
+    }
+
+    /// Removes `unit` from the holders of `seq`; returns false if it was not one.
+    pub(crate) fn remove(&self, seq: SeqHash, unit: UnitId) -> bool {
+        self.shards[shard_of(seq)].0.write().remove(seq, unit)
+    }
+
+    /// Applies one event's changes for `unit`: ops are grouped by shard with a
+    /// counting sort (stable, so changes of one block keep their order) and
+    /// each shard's lock is taken once per batch instead of once per block.
+    /// Empties `ops`.
+    pub(crate) fn apply_batch(&self, unit: UnitId, ops: &mut Vec<Op>) {
+        if ops.len() <= 2 {
+            for &(seq, add) in ops.iter() {
+                let mut shard = self.shards[shard_of(seq)].0.write();
+                if add {
+                    shard.insert(seq, unit);
+                } else {
+                    shard.remove(seq, unit);
+                }
+            }
+            ops.clear();
+            return;
+        }
+        let mut start = [0u32; SHARDS + 1];
+        for &(seq, _) in ops.iter() {
+            start[shard_of(seq) + 1] += 1;
+        }
+        for i in 0..SHARDS {
+            start[i + 1] += start[i];
+        }
+        SORTED.with(|cell| {
+            let mut sorted = cell.take();
+            sorted.clear();
+            sorted.resize(ops.len(), (0, false));
+            let mut at = start;
+            for &op in ops.iter() {
+                let s = shard_of(op.0);
+                sorted[at[s] as usize] = op;
+                at[s] += 1;
+            }
+            self.apply_grouped(unit, &sorted, &start);
+            cell.set(sorted);
+        });
+        ops.clear();
+    }
+
+    /// Applies `sorted` ops, shard `s` owning `sorted[start[s]..start[s + 1]]`.
+    fn apply_grouped(&self, unit: UnitId, sorted: &[Op], start: &[u32; SHARDS + 1]) {
+        for s in 0..SHARDS {
+            let group = &sorted[start[s] as usize..start[s + 1] as usize];
+            if group.is_empty() {
+                continue;
+            }
+            let mut shard = self.shards[s].0.write();
+            for &(seq, add) in group {
+                if add {
+                    shard.insert(seq, unit);
+                } else {
+                    shard.remove(seq, unit);
+                }
+            }
         }
     }
 
@@ -153,7 +225,7 @@ impl BlockMap {
             .iter()
             .map(|s| {
                 let s = s.0.read();
-                table_bytes(s.map.capacity(), 16) + s.spill.heap_bytes()
+                table::heap_bytes(&s.map) + s.spill.heap_bytes()
             })
             .sum()
     }
@@ -181,19 +253,6 @@ impl DepthSource for BlockMap {
             Some(View::Spilled(slot)) => out.extend_from_slice(shard.spill.get(slot)),
         }
     }
-}
-
-/// Heap bytes of a std (hashbrown) table of `capacity` with `entry` bytes per slot.
-pub(crate) fn table_bytes(capacity: usize, entry: usize) -> usize {
-    if capacity == 0 {
-        return 0;
-    }
-    let buckets = if capacity < 8 {
-        capacity + 1
-    } else {
-        (capacity * 8 / 7).next_power_of_two()
-    };
-    buckets * (entry + 1) + 16
 }
 
 #[cfg(test)]

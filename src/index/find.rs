@@ -13,7 +13,8 @@
 //! event batch) is not noticed where the holder count is otherwise unchanged,
 //! and its depth can be over-reported.
 
-use super::unit::UnitId;
+use super::overlap::UnitOverlap;
+use super::unit::{Unit, UnitId};
 use crate::tokens::SeqHash;
 
 /// Something that knows, per block, how many and which units hold it.
@@ -23,32 +24,108 @@ pub(crate) trait DepthSource {
     fn units(&self, seq: SeqHash, out: &mut Vec<UnitId>);
 }
 
+/// One output entry of the search: a unit and its depth, written once when the
+/// unit is first seen and raised in place. Lets `find_matches` collect straight
+/// into its `UnitOverlap`s (no intermediate list, no conversion pass).
+pub(crate) trait DepthEntry {
+    fn start(unit: UnitId) -> Self;
+    fn set_depth(&mut self, depth: u32);
+}
+
+impl DepthEntry for (UnitId, u32) {
+    #[inline]
+    fn start(unit: UnitId) -> Self {
+        (unit, 0)
+    }
+    #[inline]
+    fn set_depth(&mut self, depth: u32) {
+        self.1 = depth;
+    }
+}
+
+impl DepthEntry for UnitOverlap {
+    #[inline]
+    fn start(unit: UnitId) -> Self {
+        UnitOverlap {
+            unit: Unit::from_id(unit),
+            confirmed: 0,
+            predicted: 0,
+            inflight: 0,
+        }
+    }
+    /// The search's depth lands in `confirmed`; callers searching the pending
+    /// layer read it back from there.
+    #[inline]
+    fn set_depth(&mut self, depth: u32) {
+        self.confirmed = depth;
+    }
+}
+
 /// Appends `(unit, depth)` for every unit holding a non-empty prefix of `seqs`
 /// (depth = number of leading blocks held). Exits after one lookup when no unit
 /// holds the first block.
-pub(crate) fn prefix_depths<S: DepthSource + ?Sized>(
+pub(crate) fn prefix_depths<S: DepthSource + ?Sized, E: DepthEntry>(
     src: &S,
     seqs: &[SeqHash],
-    out: &mut Vec<(UnitId, u32)>,
+    out: &mut Vec<E>,
 ) {
-    let n = seqs.len();
-    if n == 0 {
+    if seqs.is_empty() {
         return;
     }
-    let mut active: Vec<UnitId> = Vec::new();
-    src.units(seqs[0], &mut active);
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut scratch) => search(src, seqs, out, &mut scratch),
+        // Re-entered from inside a search (never done today): fresh buffers.
+        Err(_) => search(src, seqs, out, &mut Scratch::default()),
+    });
+}
+
+/// Per-thread buffers of the search, kept between calls so a query does not
+/// allocate for its working sets.
+#[derive(Default)]
+struct Scratch {
+    active: Vec<UnitId>,
+    here: Vec<UnitId>,
+    /// For each active unit, where its entry sits in `out` (entries are written
+    /// with the depth of the change point and raised while the unit stays).
+    slot: Vec<u32>,
+    next: Vec<UnitId>,
+    next_slot: Vec<u32>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
+}
+
+fn search<S: DepthSource + ?Sized, E: DepthEntry>(
+    src: &S,
+    seqs: &[SeqHash],
+    out: &mut Vec<E>,
+    sc: &mut Scratch,
+) {
+    let n = seqs.len();
+    let Scratch {
+        active,
+        here,
+        slot,
+        next,
+        next_slot,
+    } = sc;
+    src.units(seqs[0], active);
     if active.is_empty() {
         return;
     }
-    let mut here: Vec<UnitId> = Vec::new();
-    let mut next: Vec<UnitId> = Vec::new();
+    // The first block's holders get their entries once the first change point is
+    // known (one pass writing final depths; most of them stop there); the units
+    // that go on are tracked by their entry's index (`slot`) and raised in place.
+    let base = out.len() as u32;
+    let mut first = true;
     // Holder count at `pos`, including units that are not active (holes).
     let mut ref_count = active.len();
     let mut pos = 0;
     loop {
         // The common hit holds the whole rest: one probe of the last block settles it.
         if pos + 1 < n && src.count(seqs[n - 1]) == ref_count {
-            out.extend(active.iter().map(|&u| (u, n as u32)));
+            record(out, active, slot, first, n);
             return;
         }
         // Gallop: lo = last position known to have ref_count holders, hi = first
@@ -72,32 +149,73 @@ pub(crate) fn prefix_depths<S: DepthSource + ?Sized>(
                 hi = mid;
             }
         }
+        // Every active unit holds [0, hi).
+        record(out, active, slot, first, hi);
         if hi == n {
-            out.extend(active.iter().map(|&u| (u, n as u32)));
             return;
         }
-        // The holders change at `hi`: intersect, record the units that left.
-        src.units(seqs[hi], &mut here);
+        // The holders change at `hi`: the active units that still hold it go on.
+        src.units(seqs[hi], here);
         next.clear();
-        let (mut i, mut j) = (0, 0);
-        while i < active.len() {
-            if j < here.len() && here[j] < active[i] {
-                j += 1;
-            } else if j < here.len() && here[j] == active[i] {
-                next.push(active[i]);
-                i += 1;
-                j += 1;
-            } else {
-                out.push((active[i], hi as u32));
-                i += 1;
+        next_slot.clear();
+        if here.len() * 8 < active.len() {
+            // Few stay: look each of them up instead of walking all the active ones.
+            for u in here.iter() {
+                if let Ok(i) = active.binary_search(u) {
+                    next.push(*u);
+                    next_slot.push(if first { base + i as u32 } else { slot[i] });
+                }
+            }
+        } else {
+            let mut j = 0;
+            for (i, u) in active.iter().enumerate() {
+                while j < here.len() && here[j] < *u {
+                    j += 1;
+                }
+                if j < here.len() && here[j] == *u {
+                    next.push(*u);
+                    next_slot.push(if first { base + i as u32 } else { slot[i] });
+                    j += 1;
+                }
             }
         }
         if next.is_empty() {
             return;
         }
-        std::mem::swap(&mut active, &mut next);
+        std::mem::swap(active, next);
+        std::mem::swap(slot, next_slot);
+        first = false;
         ref_count = here.len();
         pos = hi;
+    }
+}
+
+/// All active units hold the request up to `depth`: on the first round their
+/// entries are appended with it, later their entries (`slot`) are raised to it.
+#[inline]
+fn record<E: DepthEntry>(
+    out: &mut Vec<E>,
+    active: &[UnitId],
+    slot: &[u32],
+    first: bool,
+    depth: usize,
+) {
+    if first {
+        out.extend(active.iter().map(|&u| {
+            let mut e = E::start(u);
+            e.set_depth(depth as u32);
+            e
+        }));
+    } else {
+        settle(out, slot, depth);
+    }
+}
+
+/// Raises the depth of every unit in `slot` to `depth`.
+#[inline]
+fn settle<E: DepthEntry>(out: &mut [E], slot: &[u32], depth: usize) {
+    for &i in slot {
+        out[i as usize].set_depth(depth as u32);
     }
 }
 
@@ -146,7 +264,7 @@ mod tests {
         }
         let f = Fake(map);
         for len in [0, 1, 2, 5, 64, 200, 300] {
-            let mut got = Vec::new();
+            let mut got: Vec<(UnitId, u32)> = Vec::new();
             prefix_depths(&f, &seqs[..len], &mut got);
             got.sort_unstable();
             let mut want = naive(&f, &seqs[..len]);
@@ -158,7 +276,7 @@ mod tests {
     #[test]
     fn no_holder_of_the_first_block_means_no_result() {
         let f = Fake(HashMap::from([(2, BTreeSet::from([1]))]));
-        let mut got = Vec::new();
+        let mut got: Vec<(UnitId, u32)> = Vec::new();
         prefix_depths(&f, &[1, 2, 3], &mut got);
         assert!(got.is_empty());
     }

@@ -176,20 +176,36 @@ impl KvIndex {
         let mut out = Applied::default();
         let mut new = 0i64;
         let predicting = !self.pending.is_empty();
-        for (e, local) in engine.iter().zip(locals) {
+        // Hash the whole event first (pure compute), then touch the tables.
+        let mut seqs = Vec::with_capacity(engine.len());
+        for local in locals {
             let seq = next_seq(prev, local);
             prev = Some(seq);
-            match unit.insert(&self.blocks, *e, seq) {
-                Insert::Present => out.unchanged += 1,
-                Insert::Replaced => out.stored += 1,
-                Insert::Merged => out.removed += 1,
-                Insert::New => {
-                    new += 1;
-                    out.stored += 1;
-                }
+            seqs.push(seq);
+        }
+        let mut count = |outcome| match outcome {
+            Insert::Present => out.unchanged += 1,
+            Insert::Replaced => out.stored += 1,
+            Insert::Merged => out.removed += 1,
+            Insert::New => {
+                new += 1;
+                out.stored += 1;
             }
-            if predicting {
-                self.pending.supersede(seq, id);
+        };
+        if unit.batchable() && engine.iter().zip(&seqs).all(|(e, s)| e != s) {
+            let mut ops = Vec::with_capacity(seqs.len());
+            for (e, seq) in engine.iter().zip(&seqs) {
+                count(unit.insert_deferred(*e, *seq, &mut ops));
+            }
+            self.blocks.apply_batch(id, &mut ops);
+        } else {
+            for (e, seq) in engine.iter().zip(&seqs) {
+                count(unit.insert(&self.blocks, *e, *seq));
+            }
+        }
+        if predicting {
+            for seq in &seqs {
+                self.pending.supersede(*seq, id);
             }
         }
         self.resident
@@ -206,14 +222,21 @@ impl KvIndex {
         };
         let mut unit = handle.lock();
         let mut out = Applied::default();
+        let mut ops = Vec::new();
         for e in engine {
-            if unit.remove(&self.blocks, *e) {
+            let removed = if unit.batchable() {
+                unit.remove_deferred(*e, &mut ops)
+            } else {
+                unit.remove(&self.blocks, *e)
+            };
+            if removed {
                 out.removed += 1;
             } else {
                 self.unknown_removals.fetch_add(1, Ordering::Relaxed);
                 out.unchanged += 1;
             }
         }
+        self.blocks.apply_batch(id, &mut ops);
         self.resident
             .fetch_sub(out.removed as i64, Ordering::Relaxed);
         out
@@ -272,26 +295,25 @@ impl KvIndex {
 
     /// [`KvIndex::find_matches`] with predictions judged live at `now`.
     pub fn find_matches_at(&self, seqs: &[SeqHash], now: Instant) -> Overlaps {
-        let mut confirmed = Vec::new();
-        prefix_depths(&self.blocks, seqs, &mut confirmed);
+        let mut units: Vec<UnitOverlap> = Vec::new();
+        prefix_depths(&self.blocks, seqs, &mut units);
         let request_blocks = seqs.len() as u32;
+        if self.pending.is_empty() {
+            return Overlaps {
+                request_blocks,
+                units,
+            };
+        }
         let as_overlap = |(u, d): (UnitId, u32)| UnitOverlap {
             unit: Unit::from_id(u),
             confirmed: d,
             predicted: 0,
             inflight: 0,
         };
-        if self.pending.is_empty() {
-            return Overlaps {
-                request_blocks,
-                units: confirmed.into_iter().map(as_overlap).collect(),
-            };
-        }
-        let mut predicted = Vec::new();
+        let mut predicted: Vec<(UnitId, u32)> = Vec::new();
         prefix_depths(&self.pending.predicted_view(now), seqs, &mut predicted);
-        let mut inflight = Vec::new();
+        let mut inflight: Vec<(UnitId, u32)> = Vec::new();
         prefix_depths(&self.pending.inflight_view(), seqs, &mut inflight);
-        let mut units: Vec<UnitOverlap> = confirmed.into_iter().map(as_overlap).collect();
         units.sort_unstable_by_key(|o| o.unit);
         let mut extra = Vec::new();
         for (list, predicted_side) in [(predicted, true), (inflight, false)] {

@@ -12,6 +12,7 @@ mod kv_index;
 mod metrics;
 mod overlap;
 mod pending;
+mod table;
 mod unit;
 mod unit_blocks;
 mod unit_set;
@@ -24,5 +25,7 @@ pub use overlap::{Overlaps, UnitOverlap};
 pub use pending::PredictionId;
 pub use unit::{Unit, MAX_RANK, MAX_WORKER_ID};
 
+#[cfg(test)]
+mod model_check;
 #[cfg(test)]
 mod tests;

@@ -6,12 +6,12 @@
 //! block map's membership is the record, and only a count is kept. Enumerating
 //! those blocks (clear / remove worker) then scans the block map.
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
+use hashbrown::hash_map::Entry;
 
-use super::block_map::{table_bytes, BlockMap};
+use super::block_map::{BlockMap, Op};
 use super::event::EngineHash;
 use super::hashers::MulBuild;
+use super::table::{self, Table};
 use super::unit::UnitId;
 use crate::tokens::SeqHash;
 
@@ -19,7 +19,7 @@ pub(crate) struct UnitBlocks {
     id: UnitId,
     /// Set once the unit was removed; late events on a stale handle are ignored.
     pub(crate) removed: bool,
-    mapped: HashMap<EngineHash, SeqHash, MulBuild>,
+    mapped: Table<EngineHash, SeqHash, MulBuild>,
     identity: usize,
 }
 
@@ -39,7 +39,7 @@ impl UnitBlocks {
         Self {
             id,
             removed: false,
-            mapped: HashMap::default(),
+            mapped: Table::default(),
             identity: 0,
         }
     }
@@ -55,6 +55,7 @@ impl UnitBlocks {
     pub(crate) fn insert(&mut self, blocks: &BlockMap, engine: EngineHash, seq: SeqHash) -> Insert {
         if engine != seq {
             // Opaque engine hash: one probe of the unit's table decides.
+            table::make_room(&mut self.mapped);
             match self.mapped.entry(engine) {
                 Entry::Occupied(o) if *o.get() == seq => return Insert::Present,
                 Entry::Occupied(mut o) => {
@@ -96,13 +97,58 @@ impl UnitBlocks {
         }
     }
 
+    /// Whether this unit's block-map changes can be deferred into a batch
+    /// ([`BlockMap::apply_batch`]): only when no identity record exists, since
+    /// identity records are decided by the block map itself.
+    pub(crate) fn batchable(&self) -> bool {
+        self.identity == 0
+    }
+
+    /// [`UnitBlocks::insert`] for an opaque engine hash (`engine != seq`) on a
+    /// [`batchable`](Self::batchable) unit: the block-map changes are pushed to `ops`.
+    pub(crate) fn insert_deferred(
+        &mut self,
+        engine: EngineHash,
+        seq: SeqHash,
+        ops: &mut Vec<Op>,
+    ) -> Insert {
+        debug_assert!(engine != seq && self.identity == 0);
+        table::make_room(&mut self.mapped);
+        match self.mapped.entry(engine) {
+            Entry::Occupied(o) if *o.get() == seq => Insert::Present,
+            Entry::Occupied(mut o) => {
+                let old = o.insert(seq);
+                ops.extend([(old, false), (seq, true)]);
+                Insert::Replaced
+            }
+            Entry::Vacant(v) => {
+                v.insert(seq);
+                ops.push((seq, true));
+                Insert::New
+            }
+        }
+    }
+
+    /// [`UnitBlocks::remove`] on a [`batchable`](Self::batchable) unit: the
+    /// block-map change is pushed to `ops`.
+    pub(crate) fn remove_deferred(&mut self, engine: EngineHash, ops: &mut Vec<Op>) -> bool {
+        debug_assert!(self.identity == 0);
+        let Some(seq) = self.mapped.remove(&engine) else {
+            return false;
+        };
+        self.shrink_if_sparse();
+        ops.push((seq, false));
+        true
+    }
+
+    fn shrink_if_sparse(&mut self) {
+        table::shrink_if_sparse(&mut self.mapped);
+    }
+
     /// Evicts `engine` from this unit; returns whether it was resident.
     pub(crate) fn remove(&mut self, blocks: &BlockMap, engine: EngineHash) -> bool {
         if let Some(seq) = self.mapped.remove(&engine) {
-            let (len, cap) = (self.mapped.len(), self.mapped.capacity());
-            if len * 4 < cap {
-                self.mapped.shrink_to(len * 2);
-            }
+            self.shrink_if_sparse();
             blocks.remove(seq, self.id);
             return true;
         }
@@ -119,7 +165,7 @@ impl UnitBlocks {
         for (_, seq) in self.mapped.drain() {
             blocks.remove(seq, self.id);
         }
-        self.mapped = HashMap::default();
+        self.mapped = Table::default();
         if self.identity > 0 {
             blocks.remove_unit_everywhere(self.id);
             self.identity = 0;
@@ -139,6 +185,6 @@ impl UnitBlocks {
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        table_bytes(self.mapped.capacity(), 16)
+        table::heap_bytes(&self.mapped)
     }
 }
