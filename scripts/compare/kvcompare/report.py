@@ -236,7 +236,7 @@ def merge(results: list[dict]) -> dict:
     ov: dict = {}
     for r in results:
         for run in r.get("runs", []):
-            runs[(run["workload"], run["router"])] = {**run, "source": r.get("meta", {}).get("command")}
+            runs[(run["workload"], run["router"])] = {**run, "source": run.get("source") or r.get("meta", {}).get("command")}
         if r.get("overhead"):
             ov = {**ov, **{k: v for k, v in r["overhead"].items() if k != "routers"}}
             ov["source_meta"] = r.get("meta", {})
@@ -244,7 +244,9 @@ def merge(results: list[dict]) -> dict:
                 ov_rows[row["router"]] = row
     # The first file is the base run; later files' commands are listed as sources.
     meta = dict(results[0].get("meta", {}))
-    meta["merged_from"] = [x.get("meta", {}) for x in results]
+    # Flattened, so re-merging an already merged file still names every source.
+    meta["merged_from"] = [m for x in results
+                           for m in (x.get("meta", {}).get("merged_from") or [x.get("meta", {})])]
     out = {"meta": meta, "runs": list(runs.values())}
     if ov:
         ov["routers"] = list(ov_rows.values())
