@@ -38,7 +38,7 @@ REQ_COUNTERS = ("sglang:num_requests_total", "sglang:request_count_total", "sgla
 PROMPT_COUNTERS = ("sglang:prompt_tokens_total",)
 CACHED_COUNTERS = ("sglang:cached_tokens_total", "sglang:cache_hit_tokens_total")
 KV_COUNTERS = ("kvrouter_kv_events_received_total", "kvrouter_kv_predicted_hit_tokens_total",
-               "kvrouter_kv_actual_hit_tokens_total")
+               "kvrouter_kv_actual_hit_tokens_total", "kvrouter_sticky_moves_total")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

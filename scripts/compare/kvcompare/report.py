@@ -49,7 +49,9 @@ def workload_table(runs: list[dict]) -> str:
             notes.append(f"{r['router']}: {kv.get('kvrouter_kv_events_received_total', 0):,.0f} KV events "
                          f"received; predicted / reported prefix-hit tokens "
                          f"{kv.get('kvrouter_kv_predicted_hit_tokens_total', 0):,.0f} / "
-                         f"{kv.get('kvrouter_kv_actual_hit_tokens_total', 0):,.0f}")
+                         f"{kv.get('kvrouter_kv_actual_hit_tokens_total', 0):,.0f}"
+                         + (f"; sticky keys moved {kv['kvrouter_sticky_moves_total']:,.0f} times"
+                            if "kvrouter_sticky_moves_total" in kv else ""))
         if r.get("family") == "reference":  # only its hit rate is comparable
             rows.append(f"| *{r['router']}* | *{_f(s.get('hit_rate'), '.1%')}* | | | | | | | | | |")
             continue
