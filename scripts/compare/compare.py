@@ -37,6 +37,8 @@ from kvcompare import overhead, procs, procstat, report, routers, venvs, workloa
 REQ_COUNTERS = ("sglang:num_requests_total", "sglang:request_count_total", "sglang:requests_total")
 PROMPT_COUNTERS = ("sglang:prompt_tokens_total",)
 CACHED_COUNTERS = ("sglang:cached_tokens_total", "sglang:cache_hit_tokens_total")
+KV_COUNTERS = ("kvrouter_kv_events_received_total", "kvrouter_kv_predicted_hit_tokens_total",
+               "kvrouter_kv_actual_hit_tokens_total", "kvrouter_sticky_moves_total")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -158,6 +160,9 @@ def measure(spec: routers.RouterSpec, wl: workloads.Workload, fleet: fleet_mod.F
         raw = workloads.load_summary(js)
         rec["loadgen"] = raw
         rec["summary"] = workloads.summarize(raw)
+        if spec.family == "kvrouter":  # evidence that KV mode ran on events (fresh router per run)
+            m = fleet_mod.scrape_metrics(url)
+            rec["router_kv_metrics"] = {k: m[k] for k in KV_COUNTERS if k in m}
         after = fleet.scrape()
         reqs = fleet_mod.per_worker_delta(before, after, REQ_COUNTERS)
         if reqs and sum(reqs) > 0:

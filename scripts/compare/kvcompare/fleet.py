@@ -34,7 +34,9 @@ class Fleet:
             for i in range(spec.workers):
                 # SGLang binds (rather than connects) only endpoints with `*`; the mock binds `*` on
                 # --host (127.0.0.1) and port 0 picks a free port, reported in /server_info.
-                kv_cfg = {"publisher": "zmq", "endpoint": "tcp://*:0", "topic": "kv-events"}
+                # replay_endpoint: a router that subscribes mid-run (or sees a gap) can catch up.
+                kv_cfg = {"publisher": "zmq", "endpoint": "tcp://*:0", "replay_endpoint": "tcp://*:0",
+                          "topic": "kv-events"}
                 argv = [str(mock_bin), "--host", "127.0.0.1", "--port", "0",
                         "--page-size", str(spec.page_size), "--speedup", f"{spec.speedup:g}",
                         "--max-total-tokens", str(spec.max_total_tokens),

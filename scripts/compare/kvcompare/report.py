@@ -44,6 +44,14 @@ def workload_table(runs: list[dict]) -> str:
         s = r["summary"]
         if r.get("router_warnings"):
             notes.append(f"{r['router']}: router log says `{r['router_warnings'][0]}`")
+        kv = r.get("router_kv_metrics") or {}
+        if "--mode" in r.get("router_args", []) and "kv" in r.get("router_args", []) and kv:
+            notes.append(f"{r['router']}: {kv.get('kvrouter_kv_events_received_total', 0):,.0f} KV events "
+                         f"received; predicted / reported prefix-hit tokens "
+                         f"{kv.get('kvrouter_kv_predicted_hit_tokens_total', 0):,.0f} / "
+                         f"{kv.get('kvrouter_kv_actual_hit_tokens_total', 0):,.0f}"
+                         + (f"; sticky keys moved {kv['kvrouter_sticky_moves_total']:,.0f} times"
+                            if "kvrouter_sticky_moves_total" in kv else ""))
         if r.get("family") == "reference":  # only its hit rate is comparable
             rows.append(f"| *{r['router']}* | *{_f(s.get('hit_rate'), '.1%')}* | | | | | | | | | |")
             continue
@@ -88,6 +96,14 @@ def markdown(res: dict, img_rel: str | None) -> str:
     if meta.get("binaries"):
         parts.append(f"Binaries: {meta['binaries']}.\n")
     parts.append("Reproduce:\n\n```\n" + meta.get("command", "python3 scripts/compare/compare.py") + "\n```\n")
+    for m in (meta.get("merged_from") or [])[1:]:  # later files replaced some rows: say which, when, how
+        cmd = m.get("command")
+        names = sorted({r["router"] for r in res.get("runs", []) if r.get("source") == cmd and cmd})
+        if names:
+            parts.append(f"Rows of {', '.join(names)} re-measured {m.get('date', '?')}, kvrouter `{m.get('git', '?')}` "
+                         f"(load average at start / end {_load(m.get('loadavg_start'))} / {_load(m.get('loadavg_end'))}"
+                         + (f"; binaries: {m['binaries']}" if m.get("binaries") else "")
+                         + f"):\n\n```\n{cmd}\n```\n")
     parts.append("Hit rate = sum of `meta_info.cached_tokens` / sum of prompt tokens over the run "
                  "(as loadgen reports it); CPU seconds and peak RSS (VmHWM) of the router process tree "
                  "from /proc during the run; \"busiest worker / mean\" from the mocks' request counters. "
@@ -213,8 +229,8 @@ def update_benchmarks_md(doc: Path, body: str) -> None:
 
 def merge(results: list[dict]) -> dict:
     """Combines results files: e.g. peers measured once, kvrouter re-measured after a change.
-    Later files win per (workload, router) and per overhead router; meta is the last file's, with
-    each file's meta kept under `merged_from`."""
+    Later files win per (workload, router) and per overhead router; meta is the first file's (the
+    base run), with each file's meta kept under `merged_from` (the report names the rows they replaced)."""
     if len(results) == 1:
         return results[0]
     runs: dict[tuple, dict] = {}
@@ -222,7 +238,7 @@ def merge(results: list[dict]) -> dict:
     ov: dict = {}
     for r in results:
         for run in r.get("runs", []):
-            runs[(run["workload"], run["router"])] = {**run, "source": r.get("meta", {}).get("command")}
+            runs[(run["workload"], run["router"])] = {**run, "source": run.get("source") or r.get("meta", {}).get("command")}
         if r.get("overhead"):
             ov = {**ov, **{k: v for k, v in r["overhead"].items() if k != "routers"}}
             ov["source_meta"] = r.get("meta", {})
@@ -230,7 +246,9 @@ def merge(results: list[dict]) -> dict:
                 ov_rows[row["router"]] = row
     # The first file is the base run; later files' commands are listed as sources.
     meta = dict(results[0].get("meta", {}))
-    meta["merged_from"] = [x.get("meta", {}) for x in results]
+    # Flattened, so re-merging an already merged file still names every source.
+    meta["merged_from"] = [m for x in results
+                           for m in (x.get("meta", {}).get("merged_from") or [x.get("meta", {})])]
     out = {"meta": meta, "runs": list(runs.values())}
     if ov:
         ov["routers"] = list(ov_rows.values())
