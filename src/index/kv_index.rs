@@ -363,8 +363,24 @@ impl KvIndex {
         ttl: Duration,
         now: Instant,
     ) -> Result<Booking, IndexError> {
+        self.book_from_at(worker, rank, seqs, 0, ttl, now)
+    }
+
+    /// Like [`KvIndex::book_at`], for a request whose first `cached` blocks are already
+    /// cached (or in flight) on the unit: all blocks are predicted, but only the rest are
+    /// marked as prefill in flight, so a warm session does not count its cached context as
+    /// queued prefill work.
+    pub fn book_from_at(
+        &self,
+        worker: WorkerId,
+        rank: Rank,
+        seqs: &[SeqHash],
+        cached: usize,
+        ttl: Duration,
+        now: Instant,
+    ) -> Result<Booking, IndexError> {
         let id = Unit::new(worker, rank).id()?;
-        let pid = self.pending.book(id, seqs, ttl, now);
+        let pid = self.pending.book(id, seqs, cached, ttl, now);
         Ok(Booking::new(self.pending.clone(), pid))
     }
 

@@ -40,6 +40,8 @@ struct Entry {
 struct Record {
     unit: UnitId,
     seqs: Box<[SeqHash]>,
+    /// Blocks before this index were cached on the unit at booking: predicted, not in flight.
+    inflight_from: usize,
     predicted: bool,
     inflight: bool,
 }
@@ -93,6 +95,7 @@ impl PendingLayer {
         &self,
         unit: UnitId,
         seqs: &[SeqHash],
+        inflight_from: usize,
         ttl: Duration,
         now: Instant,
     ) -> PredictionId {
@@ -101,7 +104,7 @@ impl PendingLayer {
         let until = now_ms
             .saturating_add(ttl.as_millis() as u64)
             .max(now_ms + 1);
-        for &seq in seqs {
+        for (block, &seq) in seqs.iter().enumerate() {
             let mut shard = self.shards[shard_of(seq)].0.write();
             let entries = shard.entry(seq).or_default();
             let i = match entries.binary_search_by_key(&unit, |e| e.unit) {
@@ -122,14 +125,17 @@ impl PendingLayer {
             let e = &mut entries[i];
             e.predicted += 1;
             e.until_ms = e.until_ms.max(until);
-            e.inflight += 1;
-            if e.inflight == 1 {
-                *self.inflight_per_unit.entry(unit).or_insert(0) += 1;
+            if block >= inflight_from {
+                e.inflight += 1;
+                if e.inflight == 1 {
+                    *self.inflight_per_unit.entry(unit).or_insert(0) += 1;
+                }
             }
         }
         let record = Record {
             unit,
             seqs: seqs.into(),
+            inflight_from,
             predicted: true,
             inflight: true,
         };
@@ -150,7 +156,7 @@ impl PendingLayer {
         if !std::mem::replace(&mut r.inflight, false) {
             return;
         }
-        let (unit, done) = (r.unit, !r.predicted);
+        let (unit, done, from) = (r.unit, !r.predicted, r.inflight_from);
         let seqs = if done {
             self.live_records.fetch_sub(1, Ordering::AcqRel);
             records.live.remove(&id.0).map(|r| r.seqs)
@@ -158,7 +164,7 @@ impl PendingLayer {
             records.live.get(&id.0).map(|r| r.seqs.clone())
         };
         drop(records);
-        for seq in seqs.iter().flatten() {
+        for seq in seqs.iter().flat_map(|s| s.iter().skip(from)) {
             self.release(*seq, unit, false, true);
         }
     }
@@ -172,8 +178,9 @@ impl PendingLayer {
             .remove(&id.0);
         if let Some(r) = record {
             self.live_records.fetch_sub(1, Ordering::AcqRel);
-            for seq in r.seqs.iter() {
-                self.release(*seq, r.unit, r.predicted, r.inflight);
+            for (i, seq) in r.seqs.iter().enumerate() {
+                let inflight = r.inflight && i >= r.inflight_from;
+                self.release(*seq, r.unit, r.predicted, inflight);
             }
         }
     }

@@ -527,3 +527,26 @@ fn content_hashed_stores_match_token_stores() {
         Err(IndexError::HashCountMismatch { .. })
     ));
 }
+
+#[test]
+fn a_warm_booking_marks_only_its_uncached_suffix_in_flight() {
+    let idx = KvIndex::new(PAGE);
+    let t = toks(40, 5);
+    let q = seq_hashes(&t, PAGE as usize);
+    let now = Instant::now();
+    let ttl = Duration::from_secs(10);
+    let mut booking = idx.book_from_at(w(1), 0, &q, 6, ttl, now).unwrap();
+    assert_eq!(
+        idx.inflight_blocks(w(1), 0),
+        4,
+        "blocks 6..10 are prefilled"
+    );
+    let o = idx.find_matches_at(&q, now);
+    assert_eq!(o.get(Unit::new(w(1), 0)).map(|u| u.predicted), Some(10));
+    booking.prefill_done();
+    assert_eq!(idx.inflight_blocks(w(1), 0), 0);
+    let cold = idx.book_from_at(w(2), 0, &q, 0, ttl, now).unwrap();
+    assert_eq!(idx.inflight_blocks(w(2), 0), 10);
+    cold.cancel();
+    assert_eq!(idx.inflight_blocks(w(2), 0), 0);
+}

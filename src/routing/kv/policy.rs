@@ -171,7 +171,12 @@ impl KvPolicy {
         }
         let mut booking = match self.settings.predict_ttl {
             Some(ttl) if !seqs.is_empty() => {
-                self.index.book(worker.id, chosen.rank, &seqs, ttl).ok()
+                // Only the blocks this request prefills count as in flight; its cached prefix
+                // is predicted (for siblings) but is no queued work for other requests.
+                let cached = chosen.overlap as usize;
+                self.index
+                    .book_from_at(worker.id, chosen.rank, &seqs, cached, ttl, Instant::now())
+                    .ok()
             }
             _ => None,
         };
