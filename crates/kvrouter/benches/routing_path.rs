@@ -1,0 +1,150 @@
+//! Per-request routing path without network: parse the routing inputs of a body, select a
+//! worker among 8 candidates, book it and release the booking. The `parse_ids_*` cases measure
+//! what KV mode pays per request: parse plus decoding `input_ids` (16k/64k-token agent contexts,
+//! as `/generate` and as a chat body carrying both `messages` and `input_ids`).
+#![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use kvrouter::config::Mode;
+use kvrouter::routing::{policy_for, Endpoint, RoutingInput, Selector, StickyTable};
+use kvrouter::workers::{Worker, WorkerId, WorkerInfo};
+
+fn workers(n: u32) -> Vec<Arc<Worker>> {
+    (0..n)
+        .map(|i| {
+            let info = WorkerInfo {
+                page_size: 16,
+                ..WorkerInfo::default()
+            };
+            Arc::new(Worker::new(
+                WorkerId(i),
+                &format!("http://127.0.0.1:{}", 30000 + i),
+                info,
+            ))
+        })
+        .collect()
+}
+
+fn generate_body(tokens: usize) -> Vec<u8> {
+    let ids: Vec<u32> = (0..tokens as u32).map(|i| (i * 7919) % 151_000).collect();
+    serde_json::to_vec(&serde_json::json!({
+        "input_ids": ids,
+        "sampling_params": {"temperature": 0.7, "max_new_tokens": 256, "stop_token_ids": [1, 2]},
+        "return_logprob": true,
+        "rid": "req-0001",
+        "stream": false,
+        "return_routed_experts": true,
+        "custom": {"unknown": ["fields", "are", "skipped"]}
+    }))
+    .expect("serialisable")
+}
+
+fn chat_body() -> Vec<u8> {
+    let messages: Vec<_> = (0..8)
+        .map(|i| serde_json::json!({"role": if i % 2 == 0 {"user"} else {"assistant"}, "content": "x".repeat(400)}))
+        .collect();
+    serde_json::to_vec(&serde_json::json!({
+        "model": "default", "messages": messages, "logprobs": true, "return_meta_info": true
+    }))
+    .expect("serialisable")
+}
+
+/// A chat body as miles sends it: the conversation (about 4 bytes of text per token) plus its
+/// tokenisation, serialised with Python's default `", "` separators.
+fn chat_ids_body(tokens: usize) -> Vec<u8> {
+    let ids: Vec<u32> = (0..tokens as u32).map(|i| (i * 7919) % 151_000).collect();
+    let turns = 8;
+    let messages: Vec<_> = (0..turns)
+        .map(|i| {
+            serde_json::json!({"role": if i % 2 == 0 {"user"} else {"assistant"},
+            "content": "lorem ipsum \"quoted\" text\n".repeat(tokens * 4 / turns / 24)})
+        })
+        .collect();
+    let compact = serde_json::to_string(&serde_json::json!({
+        "model": "default", "messages": messages, "input_ids": ids,
+        "logprobs": true, "return_meta_info": true, "stream": true
+    }))
+    .expect("serialisable");
+    compact.replace(",", ", ").into_bytes()
+}
+
+fn bench_large(c: &mut Criterion) {
+    let mut g = c.benchmark_group("routing_parse");
+    g.warm_up_time(Duration::from_secs(1));
+    g.measurement_time(Duration::from_secs(3));
+    for tokens in [16_384usize, 65_536] {
+        for (name, endpoint, body) in [
+            ("generate", Endpoint::Generate, generate_body(tokens)),
+            ("chat", Endpoint::ChatCompletions, chat_ids_body(tokens)),
+        ] {
+            g.throughput(Throughput::Elements(tokens as u64));
+            g.bench_function(format!("parse_ids_{name}_{tokens}_tokens"), |b| {
+                b.iter(|| {
+                    let input =
+                        RoutingInput::parse(endpoint, std::hint::black_box(&body)).expect("valid");
+                    input.token_ids().expect("ids").expect("valid ids").len()
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+fn bench(c: &mut Criterion) {
+    let candidates = workers(8);
+    let mut g = c.benchmark_group("routing_path");
+    for tokens in [128usize, 4096] {
+        let body = generate_body(tokens);
+        g.throughput(Throughput::Bytes(body.len() as u64));
+        g.bench_function(format!("parse_generate_{tokens}_tokens"), |b| {
+            b.iter(|| {
+                RoutingInput::parse(Endpoint::Generate, std::hint::black_box(&body))
+                    .map(|r| r.batch_size)
+            })
+        });
+        for mode in [Mode::LeastLoad, Mode::RoundRobin] {
+            let selector =
+                Selector::new(policy_for(mode), StickyTable::new(Duration::from_secs(60)));
+            g.bench_function(format!("parse_select_book_{mode}_{tokens}_tokens"), |b| {
+                b.iter(|| {
+                    let input = RoutingInput::parse(Endpoint::Generate, &body).expect("valid");
+                    let booking = selector
+                        .select(&input, None, &candidates)
+                        .expect("a worker");
+                    drop(booking);
+                })
+            });
+        }
+    }
+    let chat = chat_body();
+    g.throughput(Throughput::Bytes(chat.len() as u64));
+    let selector = Selector::new(
+        policy_for(Mode::LeastLoad),
+        StickyTable::new(Duration::from_secs(60)),
+    );
+    g.bench_function("parse_select_book_chat_sticky", |b| {
+        let mut n = 0u64;
+        b.iter_batched(
+            || {
+                n += 1;
+                format!("session-{}", n % 1000)
+            },
+            |key| {
+                let input = RoutingInput::parse(Endpoint::ChatCompletions, &chat).expect("valid");
+                drop(
+                    selector
+                        .select(&input, Some(&key), &candidates)
+                        .expect("a worker"),
+                );
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_large);
+criterion_main!(benches);

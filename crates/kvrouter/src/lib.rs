@@ -1,0 +1,24 @@
+//! kvrouter: a KV-cache-aware routing proxy for fleets of SGLang workers.
+//!
+//! One folder per concern. Two flows run through them, each in one direction:
+//!
+//! - request: `server` (parse routing inputs) -> `routing` (hash, match, score, book)
+//!   -> `proxy` (forward the original bytes, relay the response) -> booking released;
+//! - event: `events` (decode ZMQ / NATS, check sequence cursors) -> `index`.
+//!
+//! `workers` owns the fleet (registration, health, load, versions, refit gate),
+//! `refit` the RL control plane (pause/drain, fan-out refits, cache invalidation),
+//! `tokens` owns block hashing, `metrics` the Prometheus registry, `config` the
+//! validated configuration, and `sim` the simulated SGLang fleet (`sglang-mock`)
+//! and the workload generator (`loadgen`).
+
+pub mod config;
+pub mod events;
+pub mod index;
+pub mod metrics;
+pub mod proxy;
+pub mod refit;
+pub mod routing;
+pub mod server;
+pub mod tokens;
+pub mod workers;

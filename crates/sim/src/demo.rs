@@ -1,0 +1,241 @@
+//! The embedded demo (`loadgen demo`, the README's first command): one process starts a
+//! small simulated SGLang fleet, a router in front of it, and the workloads our users run
+//! (GRPO sibling bursts, then multi-turn agent sessions), once per routing mode, and prints
+//! prefix hit rate, TTFT and throughput side by side.
+//!
+//! Everything runs in-process on loopback with ephemeral ports: `sglang-mock` engines via
+//! [`mock::start`], the router via [`server::start`], the load via [`loadgen::run`]. Each
+//! mode gets a fresh fleet (cold caches), and every task it started is aborted before the
+//! next mode starts, so nothing outlives the run.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use serde::Serialize;
+
+use kvrouter::config::cli::Cli as RouterCli;
+use kvrouter::config::file::FileConfig;
+use kvrouter::config::Config;
+use kvrouter::server::{self, AppState};
+use crate::loadgen::{self, AgentConfig, GrpoConfig, LoadgenConfig, Summary, Workload};
+use crate::mock::{self, MockArgs};
+
+/// What the demo runs. `Default` is the README's demo; [`DemoConfig::tiny`] is the CI smoke run.
+#[derive(Debug, Clone, Serialize)]
+pub struct DemoConfig {
+    /// Simulated SGLang workers per fleet.
+    pub workers: usize,
+    /// KV capacity of each worker, in tokens.
+    pub worker_kv_tokens: usize,
+    /// Simulated-time divisor of the mocks (1 = realistic GPU timing).
+    pub speedup: f64,
+    /// Router modes compared, in order.
+    pub modes: Vec<String>,
+    pub grpo: GrpoConfig,
+    pub grpo_output_tokens: u32,
+    pub agent: AgentConfig,
+    pub agent_output_tokens: u32,
+    pub seed: u64,
+}
+
+impl Default for DemoConfig {
+    fn default() -> Self {
+        DemoConfig {
+            workers: 8,
+            worker_kv_tokens: 512 * 1024,
+            speedup: 1.0,
+            modes: vec!["kv".into(), "least-load".into()],
+            grpo: GrpoConfig {
+                groups: 16,
+                samples: 32,
+                prompt_len: 4096,
+                system_prefix_len: 1024,
+                groups_in_flight: 4,
+            },
+            grpo_output_tokens: 64,
+            agent: AgentConfig {
+                sessions: 32,
+                turns: 6,
+                system_prefix_len: 1024,
+                first_prompt_len: 1024,
+                tool_output_len: 1024,
+                tool_latency_ms: 0,
+            },
+            agent_output_tokens: 64,
+            seed: 7,
+        }
+    }
+}
+
+impl DemoConfig {
+    /// A seconds-long run for smoke tests (no simulated waiting).
+    pub fn tiny() -> DemoConfig {
+        DemoConfig {
+            workers: 2,
+            worker_kv_tokens: 64 * 1024,
+            speedup: 0.0,
+            grpo: GrpoConfig {
+                groups: 2,
+                samples: 4,
+                prompt_len: 256,
+                system_prefix_len: 64,
+                groups_in_flight: 1,
+            },
+            grpo_output_tokens: 4,
+            agent: AgentConfig {
+                sessions: 2,
+                turns: 2,
+                system_prefix_len: 64,
+                first_prompt_len: 64,
+                tool_output_len: 32,
+                tool_latency_ms: 0,
+            },
+            agent_output_tokens: 4,
+            ..DemoConfig::default()
+        }
+    }
+}
+
+/// One (mode, workload) measurement.
+#[derive(Debug, Clone, Serialize)]
+pub struct DemoRow {
+    pub mode: String,
+    pub summary: Summary,
+}
+
+/// Runs every mode of `cfg` and returns one row per (mode, workload).
+pub async fn run(cfg: &DemoConfig) -> anyhow::Result<Vec<DemoRow>> {
+    let mut rows = Vec::new();
+    for mode in &cfg.modes {
+        let fleet = Fleet::start(cfg).await?;
+        let result = fleet.run_mode(cfg, mode).await;
+        fleet.stop();
+        rows.extend(result?);
+    }
+    Ok(rows)
+}
+
+/// Renders the rows as the demo's comparison table.
+pub fn render_table(rows: &[DemoRow]) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "{:<10} {:<11} {:>9} {:>8} {:>12} {:>12} {:>9} {:>9}\n",
+        "workload", "mode", "requests", "failed", "hit rate", "TTFT p50 ms", "p99 ms", "req/s"
+    ));
+    for r in rows {
+        let s = &r.summary;
+        let ttft = s.ttft_ms.as_ref();
+        out.push_str(&format!(
+            "{:<10} {:<11} {:>9} {:>8} {:>11.1}% {:>12.1} {:>9.1} {:>9.1}\n",
+            s.workload,
+            r.mode,
+            s.requests.total,
+            s.requests.failed,
+            100.0 * s.prefix_hit_rate.unwrap_or(0.0),
+            ttft.map_or(0.0, |p| p.p50),
+            ttft.map_or(0.0, |p| p.p99),
+            s.throughput.requests_per_sec,
+        ));
+    }
+    out
+}
+
+/// One fleet of in-process mocks.
+struct Fleet {
+    urls: Vec<String>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Fleet {
+    async fn start(cfg: &DemoConfig) -> anyhow::Result<Fleet> {
+        let mut fleet = Fleet {
+            urls: Vec::new(),
+            tasks: Vec::new(),
+        };
+        for i in 0..cfg.workers {
+            let args = MockArgs::try_parse_from([
+                "sglang-mock".to_string(),
+                "--host=127.0.0.1".into(),
+                "--port=0".into(),
+                "--page-size=16".into(),
+                format!("--max-total-tokens={}", cfg.worker_kv_tokens),
+                format!("--speedup={}", cfg.speedup),
+                format!("--seed={}", cfg.seed + i as u64),
+                "--context-length=131072".into(),
+                r#"--kv-events-config={"publisher":"zmq","endpoint":"tcp://*:0","replay_endpoint":"tcp://*:0"}"#.into(),
+            ])
+            .context("demo mock arguments")?;
+            let m = mock::start(args).await?;
+            fleet.urls.push(m.url);
+            fleet.tasks.push(m.server);
+        }
+        Ok(fleet)
+    }
+
+    async fn run_mode(&self, cfg: &DemoConfig, mode: &str) -> anyhow::Result<Vec<DemoRow>> {
+        let mut argv = vec![
+            "router".to_string(),
+            "--host=127.0.0.1".into(),
+            "--port=0".into(),
+            format!("--mode={mode}"),
+            "--page-size=16".into(),
+            "--log-level=warn".into(),
+        ];
+        argv.extend(self.urls.iter().map(|u| format!("--worker-urls={u}")));
+        let cli = RouterCli::try_parse_from(argv).context("demo router arguments")?;
+        let config =
+            Config::from_sources(cli, FileConfig::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let state = AppState::new(config);
+        let started = server::start(state.clone()).await?;
+        let url = format!("http://{}", started.addr);
+        let result = async {
+            wait_ready(&state, self.urls.len()).await?;
+            let mut rows = Vec::new();
+            for (workload, output) in [
+                (Workload::Grpo(cfg.grpo.clone()), cfg.grpo_output_tokens),
+                (Workload::Agent(cfg.agent.clone()), cfg.agent_output_tokens),
+            ] {
+                let mut lc = LoadgenConfig::new(vec![url.clone()], workload);
+                lc.stream = true;
+                lc.seed = cfg.seed;
+                lc.max_new_tokens = Some(output);
+                lc.concurrency = 256;
+                lc.return_logprob = false;
+                lc.max_duration_secs = 600.0;
+                let summary = loadgen::run(lc).await?;
+                rows.push(DemoRow {
+                    mode: mode.to_string(),
+                    summary,
+                });
+            }
+            anyhow::Ok(rows)
+        }
+        .await;
+        started.task.abort();
+        result
+    }
+
+    fn stop(self) {
+        for t in self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Waits (bounded) until the router has registered all `workers` and sees them routable.
+async fn wait_ready(state: &AppState, workers: usize) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut changes = state.registry.watch();
+    loop {
+        let snapshot = state.registry.snapshot();
+        if snapshot.iter().filter(|w| w.is_routable()).count() >= workers {
+            return Ok(());
+        }
+        // Registrations publish a new snapshot; re-check at least every 50 ms for health flips.
+        let wait = tokio::time::timeout(Duration::from_millis(50), changes.changed());
+        if tokio::time::timeout_at(deadline, wait).await.is_err() {
+            bail!("the router did not see {workers} routable workers within 30 s");
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! What the HTTP layer hands to a rank's scheduler and what it gets back.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::mock::sampler::Sampler;
+
+/// Why a request finished (SGLang's `finish_reason`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum FinishReason {
+    /// Hit `max_new_tokens`.
+    Length(usize),
+    /// Generated a stop token id.
+    Stop(u32),
+    /// Aborted (by `/abort_request`, pause, or a capacity error).
+    Abort(String),
+}
+
+impl FinishReason {
+    /// SGLang's `meta_info.finish_reason` object.
+    pub fn to_json(&self) -> Value {
+        match self {
+            FinishReason::Length(n) => json!({"type": "length", "length": n}),
+            FinishReason::Stop(t) => json!({"type": "stop", "matched": t}),
+            FinishReason::Abort(m) => json!({"type": "abort", "message": m}),
+        }
+    }
+
+    /// The OpenAI `finish_reason` string.
+    pub fn openai(&self) -> &'static str {
+        match self {
+            FinishReason::Length(_) => "length",
+            FinishReason::Stop(_) => "stop",
+            FinishReason::Abort(_) => "abort",
+        }
+    }
+
+    /// OpenAI `matched_stop` extension.
+    pub fn matched_stop(&self) -> Value {
+        match self {
+            FinishReason::Stop(t) => json!(t),
+            _ => Value::Null,
+        }
+    }
+}
+
+/// One generation request as the scheduler sees it.
+#[derive(Debug)]
+pub struct EngineRequest {
+    pub rid: String,
+    /// Position within the HTTP call (batch item x sample).
+    pub index: u32,
+    pub prompt: Vec<u32>,
+    pub max_new_tokens: usize,
+    pub stop_token_ids: Vec<u32>,
+    pub ignore_eos: bool,
+    pub stream: bool,
+    pub sampler: Sampler,
+    pub reply: mpsc::UnboundedSender<Reply>,
+    pub arrival: Instant,
+}
+
+/// A message from the scheduler to the HTTP task that owns the request.
+#[derive(Debug)]
+pub enum Reply {
+    /// One generated token (streaming requests only).
+    Step {
+        index: u32,
+        token: u32,
+        logprob: f32,
+        cached_tokens: usize,
+    },
+    /// The request finished.
+    Done(Box<Done>),
+}
+
+/// Final state of a request.
+#[derive(Debug)]
+pub struct Done {
+    pub index: u32,
+    pub rid: String,
+    pub output_ids: Vec<u32>,
+    pub logprobs: Vec<f32>,
+    pub finish: FinishReason,
+    pub prompt_tokens: usize,
+    pub cached_tokens: usize,
+    pub weight_version: Arc<str>,
+    pub dp_rank: u32,
+    /// Seconds from arrival to the first token (None when no token was generated).
+    pub ttft: Option<f64>,
+}

@@ -1,0 +1,268 @@
+//! Read-only routes: health, model and server info, load reports, version, metrics.
+
+use std::collections::HashMap;
+
+use http::StatusCode;
+use serde_json::{json, Map, Value};
+
+use super::respond::{empty, native_error, ok, text, Resp};
+use crate::mock::state::MockState;
+
+/// Version string reported by `/server_info` and `/version`.
+pub const VERSION: &str = "0.5.9";
+
+/// `/health` and `/health_generate`: 503 during warm-up or when a hook says so.
+pub fn health(state: &MockState) -> Resp {
+    if state.healthy() {
+        empty(StatusCode::OK)
+    } else {
+        empty(StatusCode::SERVICE_UNAVAILABLE)
+    }
+}
+
+/// `/model_info` and `/get_model_info`.
+pub fn model_info(state: &MockState) -> Resp {
+    ok(&json!({
+        "model_path": state.args.model_path,
+        "tokenizer_path": state.args.model_path,
+        "is_generation": true,
+        "preferred_sampling_params": null,
+        "weight_version": &*state.weight_version(),
+        "has_image_understanding": false,
+        "has_audio_understanding": false,
+        "model_type": "mock",
+        "architectures": ["MockForCausalLM"],
+    }))
+}
+
+/// `GET /get_weight_version`.
+pub fn weight_version(state: &MockState) -> Resp {
+    ok(&json!({"weight_version": &*state.weight_version()}))
+}
+
+/// `GET /version`.
+pub fn version() -> Resp {
+    ok(&json!({"version": VERSION}))
+}
+
+fn server_args(state: &MockState) -> Map<String, Value> {
+    let a = &state.args;
+    let v = json!({
+        "model_path": a.model_path,
+        "tokenizer_path": a.model_path,
+        "served_model_name": a.model_name(),
+        "host": a.host,
+        "port": state.port,
+        "page_size": a.page_size,
+        "dp_size": a.dp_size,
+        "tp_size": a.tp_size,
+        "pp_size": 1,
+        "ep_size": 1,
+        "nnodes": 1,
+        "kv_events_config": state.kv_events_config,
+        "max_running_requests": a.max_running_requests,
+        "max_total_tokens": a.max_total_tokens,
+        "max_prefill_tokens": a.max_prefill_tokens,
+        "chunked_prefill_size": a.chunked_prefill_size,
+        "context_length": a.effective_context_length(),
+        "schedule_policy": "fcfs",
+        "load_balance_method": a.load_balance_method,
+        "disable_radix_cache": false,
+        "enable_metrics": true,
+        "enable_cache_report": true,
+        "enable_dp_attention": false,
+        "skip_tokenizer_init": false,
+        "stream_interval": 1,
+        "random_seed": a.seed,
+        "weight_version": &*state.weight_version(),
+        "api_key": a.api_key.as_ref().map(|_| "***"),
+        "mock": {"speedup": a.speedup, "vocab_size": a.vocab_size, "prefill_coeffs": a.prefill_coeffs, "decode_coeffs": a.decode_coeffs},
+    });
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// `/server_info` and `/get_server_info`: ServerArgs, then scheduler info, then
+/// `internal_states` per DP rank, then `version` (one flat object).
+pub fn server_info(state: &MockState) -> Resp {
+    let a = &state.args;
+    let args = server_args(state);
+    let mut m = args.clone();
+    m.insert("status".into(), "ready".into());
+    m.insert("max_total_num_tokens".into(), a.max_total_tokens.into());
+    m.insert(
+        "max_req_input_len".into(),
+        (a.effective_context_length() - 1).into(),
+    );
+    let internal: Vec<Value> = state
+        .views()
+        .into_iter()
+        .map(|(rank, v)| {
+            let mut s = args.clone();
+            s.insert("dp_rank".into(), rank.into());
+            s.insert("last_gen_throughput".into(), v.gen_throughput.into());
+            s.insert(
+                "memory_usage".into(),
+                json!({"weight": 0.0, "kvcache": 0.0, "token_capacity": a.max_total_tokens, "graph": 0.0}),
+            );
+            s.insert("effective_max_running_requests_per_dp".into(), a.max_running_requests.into());
+            s.insert("paused".into(), v.paused.into());
+            Value::Object(s)
+        })
+        .collect();
+    m.insert("internal_states".into(), Value::Array(internal));
+    m.insert("version".into(), VERSION.into());
+    ok(&Value::Object(m))
+}
+
+/// `GET /get_load`: a list per DP rank.
+pub fn get_load(state: &MockState) -> Resp {
+    let list: Vec<Value> = state
+        .views()
+        .into_iter()
+        .map(|(rank, v)| {
+            json!({
+                "dp_rank": rank,
+                "num_reqs": v.snap.running + v.snap.waiting,
+                "num_waiting_reqs": v.snap.waiting,
+                "num_tokens": v.snap.used_tokens + v.snap.waiting_prompt_tokens,
+            })
+        })
+        .collect();
+    ok(&Value::Array(list))
+}
+
+const LOAD_SECTIONS: &[&str] = &["core", "memory", "spec", "lora", "disagg", "queues", "all"];
+
+/// `GET /v1/loads?dp_rank=&include=&format=json|prometheus`.
+pub fn v1_loads(state: &MockState, query: Option<&str>) -> Resp {
+    let q: HashMap<String, String> = url::form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .into_owned()
+        .collect();
+    let include: Vec<&str> = q
+        .get("include")
+        .map_or(vec!["all"], |s| s.split(',').map(str::trim).collect());
+    if let Some(bad) = include.iter().find(|s| !LOAD_SECTIONS.contains(s)) {
+        return native_error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "Invalid include value: {bad}. Valid: {}",
+                LOAD_SECTIONS.join(",")
+            ),
+        );
+    }
+    let want = |s: &str| include.contains(&"all") || include.contains(&s);
+    let dp_filter = match q.get("dp_rank").map(|s| s.parse::<u32>()) {
+        None => None,
+        Some(Ok(r)) => Some(r),
+        Some(Err(_)) => return native_error(StatusCode::BAD_REQUEST, "dp_rank must be an integer"),
+    };
+    let a = &state.args;
+    let now = iso_now();
+    let loads: Vec<Value> = state
+        .views()
+        .into_iter()
+        .filter(|(r, _)| dp_filter.is_none_or(|f| f == *r))
+        .map(|(rank, v)| {
+            let mut m = Map::new();
+            m.insert("dp_rank".into(), rank.into());
+            m.insert("timestamp".into(), now.clone().into());
+            if want("core") {
+                let usage = v.snap.used_tokens as f64 / a.max_total_tokens as f64;
+                for (k, val) in [
+                    ("num_running_reqs", json!(v.snap.running)),
+                    ("num_waiting_reqs", json!(v.snap.waiting)),
+                    ("num_used_tokens", json!(v.snap.used_tokens)),
+                    ("num_total_tokens", json!(v.snap.tree_tokens)),
+                    ("max_total_num_tokens", json!(a.max_total_tokens)),
+                    ("token_usage", json!(usage)),
+                    ("gen_throughput", json!(v.gen_throughput)),
+                    ("cache_hit_rate", json!(v.snap.last_hit_rate)),
+                    ("utilization", json!(usage)),
+                    ("max_running_requests", json!(a.max_running_requests)),
+                ] {
+                    m.insert(k.into(), val);
+                }
+            }
+            if want("memory") {
+                m.insert("memory".into(), json!({"weight_gb": 0.0, "kv_cache_gb": 0.0, "graph_gb": 0.0, "token_capacity": a.max_total_tokens}));
+            }
+            if want("spec") {
+                m.insert("speculative".into(), json!({"accept_length": 0.0, "accept_rate": 0.0}));
+            }
+            if want("lora") {
+                m.insert("lora".into(), json!({"slots_used": 0, "slots_total": 0, "utilization": 0.0}));
+            }
+            if want("disagg") {
+                m.insert("disaggregation".into(), json!({"mode": "null"}));
+            }
+            if want("queues") {
+                m.insert("queues".into(), json!({"waiting": v.snap.waiting, "grammar": 0, "paused": 0, "retracted": 0}));
+            }
+            Value::Object(m)
+        })
+        .collect();
+    if q.get("format").map(String::as_str) == Some("prometheus") {
+        let mut out = String::new();
+        for l in &loads {
+            let rank = l.get("dp_rank").and_then(Value::as_u64).unwrap_or(0);
+            if let Some(obj) = l.as_object() {
+                for (k, v) in obj {
+                    if let Some(x) = v.as_f64() {
+                        if k != "dp_rank" {
+                            out.push_str(&format!("sglang_{k}{{dp_rank=\"{rank}\"}} {x}\n"));
+                        }
+                    }
+                }
+            }
+        }
+        return text(StatusCode::OK, out);
+    }
+    ok(&json!({
+        "timestamp": now,
+        "version": VERSION,
+        "accelerator": "mock",
+        "num_accelerators": a.dp_size * a.tp_size,
+        "loads": loads,
+    }))
+}
+
+fn iso_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    // Civil-from-days (Howard Hinnant) for a dependency-free UTC timestamp.
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// `GET /metrics`.
+pub fn metrics(state: &MockState) -> Resp {
+    let body = state
+        .metrics
+        .render(&state.views(), state.args.max_total_tokens);
+    let mut r = text(StatusCode::OK, body);
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    r
+}

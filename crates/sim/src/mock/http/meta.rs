@@ -1,0 +1,64 @@
+//! SGLang's `meta_info` object and the stand-in detokenization of outputs.
+
+use serde_json::{json, Map, Value};
+
+use crate::mock::engine::FinishReason;
+use crate::mock::tokenizer;
+
+/// The fields `meta_info` is built from (partial while streaming).
+pub struct MetaArgs<'a> {
+    pub rid: &'a str,
+    pub prompt_tokens: usize,
+    pub output_ids: &'a [u32],
+    pub logprobs: &'a [f32],
+    pub cached_tokens: usize,
+    pub finish: Option<&'a FinishReason>,
+    pub weight_version: &'a str,
+    /// `None` renders `null` (single-rank servers).
+    pub dp_rank: Option<u32>,
+    /// Present on the final object only.
+    pub e2e_latency: Option<f64>,
+    pub return_logprob: bool,
+}
+
+/// Builds `meta_info` as `TokenizerManager._handle_batch_output` does.
+pub fn meta_info(a: &MetaArgs) -> Value {
+    let mut m = Map::with_capacity(16);
+    m.insert("id".into(), a.rid.into());
+    m.insert(
+        "finish_reason".into(),
+        a.finish.map_or(Value::Null, FinishReason::to_json),
+    );
+    m.insert("prompt_tokens".into(), a.prompt_tokens.into());
+    m.insert("weight_version".into(), a.weight_version.into());
+    m.insert("total_retractions".into(), 0.into());
+    m.insert("completion_tokens".into(), a.output_ids.len().into());
+    m.insert("cached_tokens".into(), a.cached_tokens.into());
+    m.insert("cached_tokens_details".into(), Value::Null);
+    m.insert("dp_rank".into(), a.dp_rank.map_or(Value::Null, Value::from));
+    if a.return_logprob {
+        let lps: Vec<Value> = a
+            .output_ids
+            .iter()
+            .zip(a.logprobs)
+            .map(|(t, lp)| json!([lp, t, null]))
+            .collect();
+        m.insert("input_token_logprobs".into(), Value::Array(Vec::new()));
+        m.insert("output_token_logprobs".into(), Value::Array(lps));
+        m.insert(
+            "output_token_logprobs_length".into(),
+            a.output_ids.len().into(),
+        );
+    }
+    if let Some(e) = a.e2e_latency {
+        m.insert("e2e_latency".into(), e.into());
+    }
+    Value::Object(m)
+}
+
+/// The stand-in text of generated ids.
+pub fn output_text(ids: &[u32]) -> String {
+    let mut s = String::with_capacity(ids.len() * 7);
+    tokenizer::decode_into(ids, &mut s);
+    s
+}
