@@ -115,22 +115,6 @@ fn non_empty(field: &str, value: Option<String>) -> Result<Option<String>, Confi
     }
 }
 
-/// Normalises and checks one worker URL (`http://host:port`, no trailing slash).
-pub fn normalize_worker_url(raw: &str) -> Result<String, String> {
-    let trimmed = raw.trim().trim_end_matches('/');
-    let parsed = url::Url::parse(trimmed).map_err(|e| format!("{raw:?} is not a URL: {e}"))?;
-    if parsed.scheme() != "http" {
-        return Err(format!("{raw:?}: only http:// worker URLs are supported"));
-    }
-    if parsed.host_str().is_none_or(str::is_empty) {
-        return Err(format!("{raw:?} has no host"));
-    }
-    if parsed.query().is_some() || parsed.fragment().is_some() {
-        return Err(format!("{raw:?} must not carry a query or fragment"));
-    }
-    Ok(trimmed.to_string())
-}
-
 impl Config {
     /// Parses the process arguments (and environment), reads `--config` if given, and validates.
     pub fn load() -> Result<Config, ConfigError> {
@@ -165,7 +149,8 @@ impl Config {
         let mut worker_urls = Vec::new();
         for raw in pick!(worker_urls).unwrap_or_default() {
             for part in raw.split_whitespace().filter(|s| !s.is_empty()) {
-                let url = normalize_worker_url(part).map_err(|e| invalid("worker_urls", e))?;
+                let url = crate::workers::url::normalize_worker_url(part)
+                    .map_err(|e| invalid("worker_urls", format!("{part:?}: {e}")))?;
                 if !worker_urls.contains(&url) {
                     worker_urls.push(url);
                 }

@@ -12,17 +12,9 @@ use super::body::{json, with_type, RouterBody};
 use super::engine_metrics;
 use super::state::AppState;
 use crate::proxy::fanout;
+use crate::workers::load::parse_load;
 
 const FANOUT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Sums `num_tokens` over SGLang's `/get_load` answer (a list per DP rank, or one object).
-fn load_of(v: &Value) -> Option<i64> {
-    match v {
-        Value::Array(items) => items.iter().map(load_of).sum(),
-        Value::Object(m) => m.get("num_tokens").and_then(Value::as_i64),
-        _ => None,
-    }
-}
 
 /// `GET /get_loads`: `{"loads":[{"worker","worker_type","load"}],"total_workers","successful","failed"}`.
 pub async fn get_loads(state: &AppState) -> Response<RouterBody> {
@@ -45,7 +37,7 @@ pub async fn get_loads(state: &AppState) -> Response<RouterBody> {
             .ok()
             .filter(|(s, _, _)| s.is_success())
             .and_then(|(_, _, b)| serde_json::from_slice::<Value>(&b).ok())
-            .and_then(|v| load_of(&v));
+            .and_then(|v| parse_load(&v));
         match load {
             Some(_) => ok += 1,
             None => failed += 1,

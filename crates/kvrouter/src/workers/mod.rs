@@ -4,24 +4,42 @@
 //! - [`Registry`] holds the workers (snapshot reads, draining removal, events);
 //! - [`Worker`] is one worker's live state; [`WorkerInfo`] what it reported;
 //! - `probe` registers, `health` checks periodically, `views` renders JSON.
+//!
+//! Dependencies inside this module run one way (a module uses only those listed
+//! before it):
+//!
+//! 1. leaves: `id`, `spec`, `info`, `url` (worker URL validation and normalisation),
+//!    `load` (the `/get_load` parser), `http`, `metrics`, `health_state` (the
+//!    per-worker verdict and [`HealthConfig`]);
+//! 2. `job` (id, spec) and `probe` (http, info);
+//! 3. `worker` (id, info, spec, url, health_state): the worker type;
+//! 4. `views` (worker, job): JSON renderings, including [`Worker::to_json`];
+//! 5. `health` (worker, http, load, metrics, health_state): the checker task, which
+//!    sees the fleet only through its `CheckedFleet` trait;
+//! 6. `registry` (everything above): owns the workers and jobs, implements
+//!    `CheckedFleet` and starts the checker.
 
 pub mod health;
+mod health_state;
 pub mod http;
 pub mod id;
 pub mod info;
+mod job;
+pub mod load;
 mod metrics;
 pub mod probe;
 pub mod registry;
 pub mod spec;
+pub mod url;
 pub mod views;
 pub mod worker;
 
 pub use health::{HealthConfig, HealthTransition};
 pub use id::{Rank, WorkerId};
 pub use info::{KvEventsConfig, WorkerInfo};
+pub use load::parse_load;
 pub use probe::AddWorkerError;
-pub use registry::{
-    normalize_worker_url, AddAccepted, Registry, RegistryConfig, RegistryEvent, Snapshot,
-};
+pub use registry::{AddAccepted, Registry, RegistryConfig, RegistryEvent, Snapshot};
 pub use spec::{WorkerConfigRequest, WorkerSpec};
+pub use url::normalize_worker_url;
 pub use worker::Worker;

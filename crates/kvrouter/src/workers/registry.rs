@@ -12,12 +12,14 @@ use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
-use super::health::{self, HealthConfig, HealthState, HealthTransition};
+use super::health::{self, CheckedFleet, HealthConfig, HealthState};
 use super::http::{new_client, HttpClient};
 use super::id::WorkerId;
+use super::job::{Job, JobStatus};
 use super::metrics::FleetMetrics;
 use super::probe::{probe_worker, read_info, AddWorkerError, ProbeTimeouts};
 use super::spec::WorkerSpec;
+use super::url::{parse_worker_address, worker_url_key};
 use super::views;
 use super::worker::{NewWorker, Worker};
 
@@ -77,23 +79,6 @@ pub struct AddAccepted {
     pub existing: bool,
 }
 
-/// State of a registration that has not produced a worker (yet).
-#[derive(Debug, Clone)]
-pub(super) enum JobStatus {
-    Pending,
-    Failed(String),
-}
-
-#[derive(Debug, Clone)]
-pub(super) struct Job {
-    pub id: WorkerId,
-    pub public_id: String,
-    pub url: String,
-    pub spec: WorkerSpec,
-    pub status: JobStatus,
-    pub since: SystemTime,
-}
-
 /// Failed jobs kept for `GET /workers/{id}`.
 const FAILED_JOBS_KEPT: usize = 64;
 
@@ -104,10 +89,10 @@ struct Jobs {
 }
 
 /// Shared state behind every `Registry` clone.
-pub(crate) struct Inner {
-    pub(super) config: RegistryConfig,
-    pub(super) client: HttpClient,
-    pub(super) metrics: &'static FleetMetrics,
+struct Inner {
+    config: RegistryConfig,
+    client: HttpClient,
+    metrics: &'static FleetMetrics,
     workers: RwLock<Snapshot>,
     /// Serialises mutations of `workers` and `jobs`.
     write: Mutex<()>,
@@ -131,41 +116,13 @@ impl std::fmt::Debug for Registry {
     }
 }
 
-/// Outcome of URL validation: normalized URL and host.
+/// Validates a client-given worker URL (`http://` assumed when no scheme is given):
+/// normalized URL and host.
 fn normalize_url(url: &str) -> Result<(String, String), AddWorkerError> {
-    let invalid = |reason: &str| AddWorkerError::InvalidUrl {
+    parse_worker_address(url).map_err(|reason| AddWorkerError::InvalidUrl {
         url: url.to_string(),
-        reason: reason.to_string(),
-    };
-    let trimmed = url.trim();
-    if trimmed.is_empty() {
-        return Err(invalid("empty"));
-    }
-    let with_scheme = if trimmed.contains("://") {
-        trimmed.to_string()
-    } else {
-        format!("http://{trimmed}")
-    };
-    let parsed = url::Url::parse(&with_scheme).map_err(|e| invalid(&e.to_string()))?;
-    if parsed.scheme() != "http" {
-        return Err(invalid("only http:// workers are supported"));
-    }
-    let host = parsed
-        .host_str()
-        .ok_or_else(|| invalid("no host"))?
-        .trim_matches(|c| c == '[' || c == ']')
-        .to_string();
-    if parsed.query().is_some() || parsed.fragment().is_some() {
-        return Err(invalid("a worker url has no query or fragment"));
-    }
-    Ok((parsed.as_str().trim_end_matches('/').to_string(), host))
-}
-
-/// Normalized form of `url` for lookups (the input unchanged if it does not parse).
-pub fn normalize_worker_url(url: &str) -> String {
-    normalize_url(url)
-        .map(|(u, _)| u)
-        .unwrap_or_else(|_| url.trim().trim_end_matches('/').to_string())
+        reason,
+    })
 }
 
 enum Begin {
@@ -227,7 +184,7 @@ impl Registry {
 
     /// By URL (normalized: trailing slash and missing scheme tolerated).
     pub fn by_url(&self, url: &str) -> Option<Arc<Worker>> {
-        let url = normalize_worker_url(url);
+        let url = worker_url_key(url);
         self.snapshot().iter().find(|w| w.url == url).cloned()
     }
 
@@ -346,7 +303,7 @@ impl Registry {
 
     /// Like [`Self::remove_by_id`], by URL.
     pub async fn remove_by_url(&self, url: &str) -> Option<Arc<Worker>> {
-        let norm = normalize_worker_url(url);
+        let norm = worker_url_key(url);
         self.inner.cancel_job(|j| j.url == norm);
         let w = self.by_url(&norm)?;
         Some(self.inner.drain_and_remove(w).await)
@@ -361,7 +318,7 @@ impl Registry {
 
     /// Like [`Self::remove_by_url`] but returns at once (the drain runs in a task).
     pub fn start_remove_by_url(&self, url: &str) -> Option<Arc<Worker>> {
-        let norm = normalize_worker_url(url);
+        let norm = worker_url_key(url);
         self.inner.cancel_job(|j| j.url == norm);
         let w = self.by_url(&norm)?;
         Some(self.spawn_remove(w))
@@ -369,7 +326,7 @@ impl Registry {
 
     /// Cancels a pending registration by public id, `w<N>` or URL; true if one was pending.
     pub fn cancel_pending(&self, key: &str) -> bool {
-        let norm = normalize_worker_url(key);
+        let norm = worker_url_key(key);
         let n = key.strip_prefix('w').and_then(|n| n.parse::<u32>().ok());
         self.inner
             .cancel_job(|j| j.public_id == key || j.url == norm || Some(j.id.0) == n)
@@ -389,7 +346,7 @@ impl Registry {
 
     /// Runs one round of health checks now (what the periodic task does each interval).
     pub async fn check_health_now(&self) {
-        health::check_round(&self.inner).await;
+        health::check_round(&*self.inner).await;
     }
 
     /// Reports that a worker restarted (e.g. its KV event sequence went back to 0):
@@ -414,7 +371,7 @@ impl Registry {
         if let Some(w) = self.lookup(key) {
             return Some(views::worker_json(&w));
         }
-        let norm = normalize_worker_url(key);
+        let norm = worker_url_key(key);
         let jobs = self.inner.jobs_view();
         jobs.iter()
             .rev()
@@ -446,7 +403,7 @@ fn fleet_version(workers: &[Arc<Worker>], skip: Option<WorkerId>) -> Option<Stri
 }
 
 impl Inner {
-    pub(super) fn snapshot(&self) -> Snapshot {
+    fn snapshot(&self) -> Snapshot {
         self.workers.read().clone()
     }
 
@@ -607,20 +564,9 @@ impl Inner {
         w
     }
 
-    pub(super) fn apply_success(&self, w: &Arc<Worker>) {
-        if w.record_success() == Some(HealthTransition::BecameHealthy) {
-            tracing::info!(worker = %w.url, "worker healthy again");
-        }
-    }
-
-    pub(super) fn apply_failure(&self, w: &Arc<Worker>) {
-        // record_failure logs the transition itself.
-        let _ = w.record_failure();
-    }
-
     /// A new process answers behind a registered URL: bump the incarnation, re-read
     /// its info (page size re-checked, weight version refreshed), emit `Restarted`.
-    pub(super) async fn handle_restart(&self, w: &Arc<Worker>) {
+    async fn handle_restart(&self, w: &Arc<Worker>) {
         let incarnation = w.bump_incarnation();
         self.metrics.restarts.inc();
         match read_info(
@@ -651,6 +597,28 @@ impl Inner {
     }
 }
 
+impl CheckedFleet for Inner {
+    fn workers(&self) -> Snapshot {
+        self.snapshot()
+    }
+
+    fn health_config(&self) -> &HealthConfig {
+        &self.config.health
+    }
+
+    fn client(&self) -> &HttpClient {
+        &self.client
+    }
+
+    fn metrics(&self) -> &FleetMetrics {
+        self.metrics
+    }
+
+    fn restarted(&self, worker: &Arc<Worker>) -> impl std::future::Future<Output = ()> + Send {
+        self.handle_restart(worker)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -664,10 +632,7 @@ mod tests {
                 "127.0.0.1".to_string()
             )
         );
-        assert_eq!(
-            normalize_worker_url("127.0.0.1:30000"),
-            "http://127.0.0.1:30000"
-        );
+        assert_eq!(worker_url_key("127.0.0.1:30000"), "http://127.0.0.1:30000");
         assert_eq!(
             normalize_url("http://[::1]:5/x/").expect("ok"),
             ("http://[::1]:5/x".to_string(), "::1".to_string())

@@ -6,8 +6,15 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use super::registry::{Job, JobStatus};
+use super::job::{Job, JobStatus};
 use super::worker::Worker;
+
+impl Worker {
+    /// The sgl-router `WorkerInfo` JSON shape plus kvrouter fields ([`worker_json`]).
+    pub fn to_json(&self) -> Value {
+        worker_json(self)
+    }
+}
 
 /// One worker: sgl-router 0.3 `WorkerInfo` fields, then kvrouter fields.
 pub fn worker_json(w: &Worker) -> Value {

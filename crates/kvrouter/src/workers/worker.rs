@@ -8,7 +8,7 @@ use parking_lot::RwLock;
 use prometheus::IntGauge;
 use tokio::sync::Notify;
 
-use super::health::{HealthState, HealthTransition};
+use super::health_state::{HealthConfig, HealthState, HealthTransition};
 use super::id::{Rank, WorkerId};
 use super::info::WorkerInfo;
 use super::spec::WorkerSpec;
@@ -104,14 +104,14 @@ impl Worker {
 
     /// A standalone, healthy, routable worker that does no I/O and is in no registry
     /// (for benchmarks and policy tests). Its gauges are not exported; thresholds
-    /// are the defaults of [`super::HealthConfig`].
+    /// are the defaults of [`HealthConfig`].
     pub fn new(id: WorkerId, url: &str, info: WorkerInfo) -> Worker {
-        let url = super::registry::normalize_worker_url(url);
+        let url = super::url::worker_url_key(url);
         let host = url::Url::parse(&url)
             .ok()
             .and_then(|u| u.host_str().map(|h| h.trim_matches(['[', ']']).to_string()))
             .unwrap_or_default();
-        let defaults = super::HealthConfig::default();
+        let defaults = HealthConfig::default();
         let gauge =
             || IntGauge::new("kvrouter_standalone_worker", "unexported").expect("valid gauge");
         Worker::from_parts(NewWorker {
@@ -398,11 +398,6 @@ impl Worker {
             .as_deref()
             .or(self.info.served_model_name.as_deref())
     }
-
-    /// The sgl-router `WorkerInfo` JSON shape plus kvrouter fields.
-    pub fn to_json(&self) -> serde_json::Value {
-        super::views::worker_json(self)
-    }
 }
 
 #[cfg(test)]
@@ -513,7 +508,7 @@ mod tests {
     fn kv_event_endpoints_per_rank() {
         let info = WorkerInfo {
             dp_size: 2,
-            kv_events: crate::workers::KvEventsConfig::from_field(&serde_json::json!(
+            kv_events: crate::workers::info::KvEventsConfig::from_field(&serde_json::json!(
                 r#"{"publisher":"zmq","endpoint":"tcp://*:6000","replay_endpoint":"tcp://*:7000"}"#
             )),
             ..WorkerInfo::default()

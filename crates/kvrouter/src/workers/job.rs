@@ -1,0 +1,25 @@
+//! Registration jobs: a `POST /workers` registration that has not produced a worker
+//! yet (pending) or never will (failed). Owned by the registry, rendered by `views`.
+
+use std::time::SystemTime;
+
+use super::id::WorkerId;
+use super::spec::WorkerSpec;
+
+/// State of a registration that has not produced a worker (yet).
+#[derive(Debug, Clone)]
+pub(super) enum JobStatus {
+    Pending,
+    Failed(String),
+}
+
+/// One registration job.
+#[derive(Debug, Clone)]
+pub(super) struct Job {
+    pub id: WorkerId,
+    pub public_id: String,
+    pub url: String,
+    pub spec: WorkerSpec,
+    pub status: JobStatus,
+    pub since: SystemTime,
+}
