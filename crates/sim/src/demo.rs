@@ -14,12 +14,10 @@ use anyhow::{bail, Context};
 use clap::Parser;
 use serde::Serialize;
 
-use kvrouter::config::cli::Cli as RouterCli;
-use kvrouter::config::file::FileConfig;
-use kvrouter::config::Config;
-use kvrouter::server::{self, AppState};
 use crate::loadgen::{self, AgentConfig, GrpoConfig, LoadgenConfig, Summary, Workload};
 use crate::mock::{self, MockArgs};
+use kvrouter::config::{Cli as RouterCli, Config, FileConfig};
+use kvrouter::server::{self, AppState};
 
 /// What the demo runs. `Default` is the README's demo; [`DemoConfig::tiny`] is the CI smoke run.
 #[derive(Debug, Clone, Serialize)]
