@@ -1,7 +1,8 @@
 //! The annotated example configuration file (`config/router.example.toml`), rendered from the
 //! option declaration (`options.rs`, `kv.rs`): every key with its help text and its declared
 //! default, so the committed file cannot drift from the code (a unit test compares them;
-//! `KVROUTER_WRITE_EXAMPLE_CONFIG=1 cargo test -p kvrouter --lib example` rewrites it).
+//! `KVROUTER_WRITE_EXAMPLE_CONFIG=1 cargo test -p kvrouter --lib example` rewrites it;
+//! `router --print-example-config` prints it).
 
 use clap::{Arg, Args, Command, CommandFactory};
 use toml::{Table, Value};
@@ -12,7 +13,8 @@ const HEADER: &str = "\
 # kvrouter `router` configuration (pass with `--config router.toml`).
 #
 # Generated from the option declaration (crates/kvrouter/src/config/options.rs and kv.rs);
-# regenerate with `KVROUTER_WRITE_EXAMPLE_CONFIG=1 cargo test -p kvrouter --lib example`.
+# print with `router --print-example-config`; regenerate this file with
+# `KVROUTER_WRITE_EXAMPLE_CONFIG=1 cargo test -p kvrouter --lib example`.
 # Every value below is the built-in default; commented keys have no default.
 #
 # Every key is optional and is also a command-line flag (`page_size` -> `--page-size`) and an
@@ -22,7 +24,7 @@ const HEADER: &str = "\
 ";
 
 /// Options that exist only on the command line (not file keys).
-const NOT_IN_FILE: &[&str] = &["config", "help", "version"];
+const NOT_IN_FILE: &[&str] = &["config", "print_example_config", "help", "version"];
 
 fn wrap(text: &str, out: &mut String) {
     for paragraph in text.lines() {

@@ -116,7 +116,11 @@ impl Config {
     /// Parses the process arguments (and environment), reads `--config` if given, and validates.
     pub fn load() -> Result<Config, ConfigError> {
         use clap::Parser;
-        let cli = Cli::parse();
+        Config::load_from(Cli::parse())
+    }
+
+    /// Reads `cli`'s `--config` file if given, merges and validates.
+    pub fn load_from(cli: Cli) -> Result<Config, ConfigError> {
         let file = match cli.config_path() {
             Some(path) => FileConfig::load(path)?,
             None => FileConfig::default(),

@@ -24,6 +24,10 @@ pub struct Options {
     #[arg(long, env = "KVROUTER_CONFIG")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
+    /// Print the annotated example configuration file (every key and its default) and exit.
+    #[arg(long)]
+    #[serde(skip)]
+    pub print_example_config: bool,
     /// Routing mode: kv | round-robin | random | least-load.
     #[arg(long, env = "KVROUTER_MODE", default_value = "kv")]
     pub mode: String,
