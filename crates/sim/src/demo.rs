@@ -16,9 +16,7 @@ use serde::Serialize;
 
 use crate::loadgen::{self, AgentConfig, GrpoConfig, LoadgenConfig, Summary, Workload};
 use crate::mock::{self, MockArgs};
-use kvrouter::config::cli::Cli as RouterCli;
-use kvrouter::config::file::FileConfig;
-use kvrouter::config::Config;
+use kvrouter::config::{Cli as RouterCli, Config, FileConfig};
 use kvrouter::server::{self, AppState};
 
 /// What the demo runs. `Default` is the README's demo; [`DemoConfig::tiny`] is the CI smoke run.

@@ -1,6 +1,8 @@
-//! `router` binary: parse configuration, set up logging, run the HTTP server.
+//! `router` binary: parse configuration (or print the example configuration file), set up
+//! logging, run the HTTP server.
 
-use kvrouter::config::Config;
+use kvrouter::config::example::example_config;
+use kvrouter::config::{Cli, Config};
 use kvrouter::server::{self, AppState};
 
 fn init_logging(config: &Config) {
@@ -18,7 +20,12 @@ fn init_logging(config: &Config) {
 
 #[tokio::main]
 async fn main() {
-    let config = match Config::load() {
+    let cli = <Cli as clap::Parser>::parse();
+    if cli.options.print_example_config {
+        print!("{}", example_config());
+        return;
+    }
+    let config = match Config::load_from(cli) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("router: {e}");

@@ -1,41 +1,39 @@
-//! The `--config` TOML file: the same keys as the long flags (snake_case), all optional.
-//! Unknown keys are rejected so a typo fails at start instead of being silently ignored.
+//! The `--config` TOML file: the same keys as the long flags (snake_case, KV options under
+//! `[kv]`), all optional, checked against the declaration in `options.rs` (unknown keys are
+//! rejected so a typo fails at start instead of being silently ignored). [`FileConfig::under`]
+//! lays the file beneath the command line: it fills only what no flag or variable set.
 
 use std::path::Path;
 
-use serde::Deserialize;
+use toml::{Table, Value};
 
-use super::ConfigError;
+use super::{ConfigError, Options};
+use crate::config::cli::Cli;
 
-/// Raw contents of a configuration file.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Contents of a configuration file, already checked against [`Options`].
+#[derive(Debug, Clone, Default)]
 pub struct FileConfig {
-    pub mode: Option<String>,
-    pub page_size: Option<u32>,
-    pub worker_urls: Option<Vec<String>>,
-    pub host: Option<String>,
-    pub port: Option<u16>,
-    pub request_timeout_secs: Option<f64>,
-    pub connect_timeout_secs: Option<f64>,
-    pub health_check_interval_secs: Option<f64>,
-    pub health_check_timeout_secs: Option<f64>,
-    pub health_failure_threshold: Option<u32>,
-    pub health_success_threshold: Option<u32>,
-    pub retry_max_retries: Option<u32>,
-    pub retry_initial_backoff_ms: Option<u64>,
-    pub retry_max_backoff_ms: Option<u64>,
-    pub max_payload_size: Option<usize>,
-    pub sticky_ttl_secs: Option<f64>,
-    pub api_key: Option<String>,
-    pub admin_api_key: Option<String>,
-    pub refit_queue_size: Option<usize>,
-    pub refit_refuse_when_paused: Option<bool>,
-    pub allow_version_mismatch: Option<bool>,
-    pub log_level: Option<String>,
-    pub json_log: Option<bool>,
-    /// KV-mode settings (`[kv]` table, see src/config/kv.rs).
-    pub kv: Option<super::kv::KvFile>,
+    table: Table,
+}
+
+/// A parse error, with the offending line of `text` when known (type errors do not name the key).
+fn file_error(e: toml::de::Error, text: &str) -> ConfigError {
+    let message = e.message().trim();
+    let line = e
+        .span()
+        .and_then(|span| {
+            let start = text.get(..span.start)?.rfind('\n').map_or(0, |i| i + 1);
+            text.get(start..)?.lines().next()
+        })
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !message.contains(*l));
+    ConfigError {
+        field: "config".into(),
+        message: match line {
+            Some(line) => format!("{message} (at `{line}`)"),
+            None => message.to_string(),
+        },
+    }
 }
 
 impl FileConfig {
@@ -51,11 +49,39 @@ impl FileConfig {
         })
     }
 
-    /// Parses TOML text.
+    /// Parses TOML text (unknown keys and mistyped values are errors naming the key).
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError {
+        let table: Table = toml::from_str(text).map_err(|e| file_error(e, text))?;
+        // Checks keys and types against the declaration.
+        let _: Options = toml::from_str(text).map_err(|e| file_error(e, text))?;
+        Ok(FileConfig { table })
+    }
+
+    /// The merged options: `cli`'s explicit values, else this file's, else the defaults.
+    pub fn under(&self, cli: &Cli) -> Result<Options, ConfigError> {
+        let mut merged = Table::try_from(&cli.options).map_err(|e| ConfigError {
             field: "config".into(),
-            message: e.message().trim().to_string(),
-        })
+            message: e.to_string(),
+        })?;
+        overlay(&mut merged, &self.table, cli);
+        let mut options: Options = Value::Table(merged)
+            .try_into()
+            .map_err(|e| file_error(e, ""))?;
+        options.config = cli.options.config.clone();
+        Ok(options)
+    }
+}
+
+/// Copies `file` values into `base` where the command line/environment gave none; tables
+/// (`[kv]`) are merged key by key (their keys are flag names too).
+fn overlay(base: &mut Table, file: &Table, cli: &Cli) {
+    for (key, value) in file {
+        match (base.get_mut(key), value) {
+            (Some(Value::Table(b)), Value::Table(f)) => overlay(b, f, cli),
+            _ if cli.is_explicit(key) => {}
+            _ => {
+                base.insert(key.clone(), value.clone());
+            }
+        }
     }
 }

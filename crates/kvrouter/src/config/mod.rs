@@ -1,19 +1,24 @@
 //! Router configuration: CLI flags, environment variables and a TOML file merged into one validated `Config`.
 //!
-//! Precedence: command line > `KVROUTER_*` environment variable > `--config` file > default.
+//! Every option is declared once, in [`Options`] (options.rs; KV ones in kv.rs), which yields
+//! its flag, `KVROUTER_*` variable, file key and default. Precedence: command line >
+//! `KVROUTER_*` environment variable > `--config` file > default.
 //! [`Config::from_sources`] merges and validates; every error names the offending field.
 
 pub mod cli;
+pub mod example;
 pub mod file;
 pub mod kv;
 mod mode;
+pub mod options;
 
 use std::time::Duration;
 
 pub use cli::Cli;
 pub use file::FileConfig;
-pub use kv::KvConfig;
+pub use kv::{KvConfig, KvOptions};
 pub use mode::Mode;
+pub use options::Options;
 
 /// A configuration problem found at start; `field` is the flag/key name (snake_case).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -67,41 +72,17 @@ pub struct Config {
 }
 
 impl Default for Config {
+    /// The validated declared defaults of [`Options`].
     fn default() -> Self {
-        Config {
-            mode: Mode::Kv,
-            page_size: 16,
-            worker_urls: Vec::new(),
-            host: "127.0.0.1".into(),
-            port: 30000,
-            request_timeout: Duration::from_secs(1800),
-            connect_timeout: Duration::from_secs(5),
-            health_check_interval: Duration::from_secs(10),
-            health_check_timeout: Duration::from_secs(5),
-            health_failure_threshold: 3,
-            health_success_threshold: 2,
-            retry_max_retries: 2,
-            retry_initial_backoff: Duration::from_millis(50),
-            retry_max_backoff: Duration::from_millis(2000),
-            max_payload_size: 512 * 1024 * 1024,
-            sticky_ttl: Duration::from_secs(14400),
-            api_key: None,
-            admin_api_key: None,
-            refit_queue_size: 4096,
-            refit_refuse_when_paused: false,
-            allow_version_mismatch: false,
-            log_level: "info".into(),
-            json_log: false,
-            kv: KvConfig::default(),
-        }
+        #[allow(clippy::expect_used)]
+        Config::from_options(Options::default()).expect("declared defaults are valid")
     }
 }
 
-fn secs(field: &str, value: Option<f64>, default: Duration) -> Result<Duration, ConfigError> {
-    match value {
-        None => Ok(default),
-        Some(v) if v.is_finite() && v > 0.0 && v < 1e9 => Ok(Duration::from_secs_f64(v)),
-        Some(v) => Err(invalid(
+fn secs(field: &str, v: f64) -> Result<Duration, ConfigError> {
+    match v {
+        v if v.is_finite() && v > 0.0 && v < 1e9 => Ok(Duration::from_secs_f64(v)),
+        v => Err(invalid(
             field,
             format!("must be a positive number of seconds (got {v})"),
         )),
@@ -119,8 +100,12 @@ impl Config {
     /// Parses the process arguments (and environment), reads `--config` if given, and validates.
     pub fn load() -> Result<Config, ConfigError> {
         use clap::Parser;
-        let cli = Cli::parse();
-        let file = match &cli.config {
+        Config::load_from(Cli::parse())
+    }
+
+    /// Reads `cli`'s `--config` file if given, merges and validates.
+    pub fn load_from(cli: Cli) -> Result<Config, ConfigError> {
+        let file = match cli.config_path() {
             Some(path) => FileConfig::load(path)?,
             None => FileConfig::default(),
         };
@@ -129,17 +114,13 @@ impl Config {
 
     /// Merges CLI/env values over file values over defaults, then validates.
     pub fn from_sources(cli: Cli, file: FileConfig) -> Result<Config, ConfigError> {
-        let d = Config::default();
-        macro_rules! pick {
-            ($f:ident) => {
-                cli.$f.clone().or(file.$f.clone())
-            };
-        }
-        let mode = match pick!(mode) {
-            None => d.mode,
-            Some(m) => m.parse().map_err(|e: String| invalid("mode", e))?,
-        };
-        let page_size = pick!(page_size).unwrap_or(d.page_size);
+        Config::from_options(file.under(&cli)?)
+    }
+
+    /// Validates merged options.
+    pub fn from_options(o: Options) -> Result<Config, ConfigError> {
+        let mode = o.mode.parse().map_err(|e: String| invalid("mode", e))?;
+        let page_size = o.page_size;
         if page_size < 2 {
             return Err(invalid(
                 "page_size",
@@ -147,7 +128,7 @@ impl Config {
             ));
         }
         let mut worker_urls = Vec::new();
-        for raw in pick!(worker_urls).unwrap_or_default() {
+        for raw in &o.worker_urls {
             for part in raw.split_whitespace().filter(|s| !s.is_empty()) {
                 let url = crate::workers::url::normalize_worker_url(part)
                     .map_err(|e| invalid("worker_urls", format!("{part:?}: {e}")))?;
@@ -156,88 +137,62 @@ impl Config {
                 }
             }
         }
-        let host = pick!(host).unwrap_or(d.host);
+        let host = o.host;
         if host.parse::<std::net::IpAddr>().is_err() && host != "localhost" {
             return Err(invalid("host", format!("{host:?} is not an IP address")));
         }
-        let health_failure_threshold =
-            pick!(health_failure_threshold).unwrap_or(d.health_failure_threshold);
-        if health_failure_threshold == 0 {
+        if o.health_failure_threshold == 0 {
             return Err(invalid("health_failure_threshold", "must be at least 1"));
         }
-        let health_success_threshold =
-            pick!(health_success_threshold).unwrap_or(d.health_success_threshold);
-        if health_success_threshold == 0 {
+        if o.health_success_threshold == 0 {
             return Err(invalid("health_success_threshold", "must be at least 1"));
         }
-        let retry_initial_backoff = Duration::from_millis(
-            pick!(retry_initial_backoff_ms).unwrap_or(d.retry_initial_backoff.as_millis() as u64),
-        );
-        let retry_max_backoff = Duration::from_millis(
-            pick!(retry_max_backoff_ms).unwrap_or(d.retry_max_backoff.as_millis() as u64),
-        );
+        let retry_initial_backoff = Duration::from_millis(o.retry_initial_backoff_ms);
+        let retry_max_backoff = Duration::from_millis(o.retry_max_backoff_ms);
         if retry_max_backoff < retry_initial_backoff {
             return Err(invalid(
                 "retry_max_backoff_ms",
                 "must not be smaller than retry_initial_backoff_ms",
             ));
         }
-        let max_payload_size = pick!(max_payload_size).unwrap_or(d.max_payload_size);
-        if max_payload_size == 0 {
+        if o.max_payload_size == 0 {
             return Err(invalid("max_payload_size", "must be at least 1 byte"));
         }
-        let log_level = pick!(log_level).unwrap_or(d.log_level);
+        let log_level = o.log_level;
         if tracing_subscriber::EnvFilter::try_new(&log_level).is_err() {
             return Err(invalid(
                 "log_level",
                 format!("{log_level:?} is not a log filter"),
             ));
         }
-        let api_key = non_empty("api_key", pick!(api_key))?;
-        let admin_api_key = non_empty("admin_api_key", pick!(admin_api_key))?;
         Ok(Config {
             mode,
             page_size,
             worker_urls,
             host,
-            port: pick!(port).unwrap_or(d.port),
-            request_timeout: secs(
-                "request_timeout_secs",
-                pick!(request_timeout_secs),
-                d.request_timeout,
-            )?,
-            connect_timeout: secs(
-                "connect_timeout_secs",
-                pick!(connect_timeout_secs),
-                d.connect_timeout,
-            )?,
+            port: o.port,
+            request_timeout: secs("request_timeout_secs", o.request_timeout_secs)?,
+            connect_timeout: secs("connect_timeout_secs", o.connect_timeout_secs)?,
             health_check_interval: secs(
                 "health_check_interval_secs",
-                pick!(health_check_interval_secs),
-                d.health_check_interval,
+                o.health_check_interval_secs,
             )?,
-            health_check_timeout: secs(
-                "health_check_timeout_secs",
-                pick!(health_check_timeout_secs),
-                d.health_check_timeout,
-            )?,
-            health_failure_threshold,
-            health_success_threshold,
-            retry_max_retries: pick!(retry_max_retries).unwrap_or(d.retry_max_retries),
+            health_check_timeout: secs("health_check_timeout_secs", o.health_check_timeout_secs)?,
+            health_failure_threshold: o.health_failure_threshold,
+            health_success_threshold: o.health_success_threshold,
+            retry_max_retries: o.retry_max_retries,
             retry_initial_backoff,
             retry_max_backoff,
-            max_payload_size,
-            sticky_ttl: secs("sticky_ttl_secs", pick!(sticky_ttl_secs), d.sticky_ttl)?,
-            api_key,
-            admin_api_key,
-            refit_queue_size: pick!(refit_queue_size).unwrap_or(d.refit_queue_size),
-            refit_refuse_when_paused: pick!(refit_refuse_when_paused)
-                .unwrap_or(d.refit_refuse_when_paused),
-            allow_version_mismatch: pick!(allow_version_mismatch)
-                .unwrap_or(d.allow_version_mismatch),
+            max_payload_size: o.max_payload_size,
+            sticky_ttl: secs("sticky_ttl_secs", o.sticky_ttl_secs)?,
+            api_key: non_empty("api_key", o.api_key)?,
+            admin_api_key: non_empty("admin_api_key", o.admin_api_key)?,
+            refit_queue_size: o.refit_queue_size,
+            refit_refuse_when_paused: o.refit_refuse_when_paused,
+            allow_version_mismatch: o.allow_version_mismatch,
             log_level,
-            json_log: pick!(json_log).unwrap_or(d.json_log),
-            kv: KvConfig::from_sources(&cli.kv, &file.kv.clone().unwrap_or_default())?,
+            json_log: o.json_log,
+            kv: KvConfig::from_options(&o.kv)?,
         })
     }
 

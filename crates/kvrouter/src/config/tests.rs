@@ -51,6 +51,31 @@ fn errors_name_the_field() {
 }
 
 #[test]
+fn env_beats_file_and_defaults_do_not() {
+    // An option left at its default by the command line does not hide the file's value.
+    let file = FileConfig::parse("page_size = 64\n[kv]\nkv_queue_weight = 2.0").unwrap();
+    let c = Config::from_sources(cli(&[]), file.clone()).unwrap();
+    assert_eq!(c.page_size, 64);
+    assert_eq!(c.kv.queue_weight, 2.0);
+    // An explicit flag equal to the default still beats the file.
+    let c = Config::from_sources(
+        cli(&["--page-size", "16", "--kv-queue-weight", "0.5"]),
+        file,
+    )
+    .unwrap();
+    assert_eq!(c.page_size, 16);
+    assert_eq!(c.kv.queue_weight, 0.5);
+}
+
+#[test]
+fn mistyped_file_value_is_rejected_by_name() {
+    let e = FileConfig::parse("page_size = \"big\"").unwrap_err();
+    assert!(e.message.contains("page_size"), "{}", e.message);
+    let e = FileConfig::parse("[kv]\nkv_decode_weigth = 1.0").unwrap_err();
+    assert!(e.message.contains("kv_decode_weigth"), "{}", e.message);
+}
+
+#[test]
 fn unknown_file_key_is_rejected_by_name() {
     let e = FileConfig::parse("page_sise = 16").unwrap_err();
     assert!(e.message.contains("page_sise"), "{}", e.message);

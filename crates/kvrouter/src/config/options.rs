@@ -1,0 +1,130 @@
+//! The one declaration of every router option. Each field below yields the `--long-flag`
+//! (clap), the `KVROUTER_*` environment variable (clap `env`), the snake_case key of the
+//! `--config` TOML file (serde; KV options under `[kv]`) and the built-in default (clap
+//! `default_value*`, also what [`Options::default`] returns). Merging the sources lives in
+//! `cli.rs` (which values were given explicitly) and `file.rs` (the file fills the rest);
+//! validation into [`super::Config`] lives in `mod.rs`.
+
+use std::path::PathBuf;
+
+use clap::{Command, CommandFactory, FromArgMatches, Parser};
+use serde::{Deserialize, Serialize};
+
+/// Every `router` option, as given (not yet validated). `--worker-urls` may be repeated and
+/// accumulates. Precedence: command line > `KVROUTER_*` environment > `--config` file > default.
+#[derive(Debug, Clone, PartialEq, Parser, Serialize, Deserialize)]
+#[command(
+    name = "router",
+    version,
+    about = "KV-cache-aware router for SGLang workers"
+)]
+#[serde(default, deny_unknown_fields)]
+pub struct Options {
+    /// TOML configuration file (same keys as the long flags, with `_` instead of `-`).
+    #[arg(long, env = "KVROUTER_CONFIG")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Print the annotated example configuration file (every key and its default) and exit.
+    #[arg(long)]
+    #[serde(skip)]
+    pub print_example_config: bool,
+    /// Routing mode: kv | round-robin | random | least-load.
+    #[arg(long, env = "KVROUTER_MODE", default_value = "kv")]
+    pub mode: String,
+    /// Tokens per KV page; every worker must report the same page size or it is refused.
+    #[arg(long, env = "KVROUTER_PAGE_SIZE", default_value_t = 16)]
+    pub page_size: u32,
+    /// Workers registered at start (space- or comma-separated; in the background, requests
+    /// get 503 until one is healthy).
+    #[arg(long, env = "KVROUTER_WORKER_URLS", num_args = 0.., value_delimiter = ',', action = clap::ArgAction::Append)]
+    pub worker_urls: Vec<String>,
+    /// Address to bind.
+    #[arg(long, env = "KVROUTER_HOST", default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to bind (0 = ephemeral; the router prints `listening on http://...`).
+    #[arg(long, env = "KVROUTER_PORT", default_value_t = 30000)]
+    pub port: u16,
+    /// Time to first response byte from a worker, in seconds (streams are not cut after that).
+    #[arg(long, env = "KVROUTER_REQUEST_TIMEOUT_SECS", default_value_t = 1800.0)]
+    pub request_timeout_secs: f64,
+    /// TCP connect timeout to a worker, in seconds.
+    #[arg(long, env = "KVROUTER_CONNECT_TIMEOUT_SECS", default_value_t = 5.0)]
+    pub connect_timeout_secs: f64,
+    /// Seconds between health checks (GET /health) of every worker.
+    #[arg(
+        long,
+        env = "KVROUTER_HEALTH_CHECK_INTERVAL_SECS",
+        default_value_t = 10.0
+    )]
+    pub health_check_interval_secs: f64,
+    /// Timeout of one health check, in seconds.
+    #[arg(
+        long,
+        env = "KVROUTER_HEALTH_CHECK_TIMEOUT_SECS",
+        default_value_t = 5.0
+    )]
+    pub health_check_timeout_secs: f64,
+    /// Consecutive failed checks before a worker is marked unhealthy.
+    #[arg(long, env = "KVROUTER_HEALTH_FAILURE_THRESHOLD", default_value_t = 3)]
+    pub health_failure_threshold: u32,
+    /// Consecutive successful checks before an unhealthy worker returns.
+    #[arg(long, env = "KVROUTER_HEALTH_SUCCESS_THRESHOLD", default_value_t = 2)]
+    pub health_success_threshold: u32,
+    /// Extra attempts on another worker when one fails before its first response byte
+    /// (exponential backoff, x2 per retry, +-20% jitter, capped).
+    #[arg(long, env = "KVROUTER_RETRY_MAX_RETRIES", default_value_t = 2)]
+    pub retry_max_retries: u32,
+    /// Backoff before the first retry, in milliseconds (doubles per retry).
+    #[arg(long, env = "KVROUTER_RETRY_INITIAL_BACKOFF_MS", default_value_t = 50)]
+    pub retry_initial_backoff_ms: u64,
+    /// Upper bound of the retry backoff, in milliseconds.
+    #[arg(long, env = "KVROUTER_RETRY_MAX_BACKOFF_MS", default_value_t = 2000)]
+    pub retry_max_backoff_ms: u64,
+    /// Largest accepted request body, in bytes (413 above).
+    #[arg(long, env = "KVROUTER_MAX_PAYLOAD_SIZE", default_value_t = 512 * 1024 * 1024)]
+    pub max_payload_size: usize,
+    /// Idle seconds after which an `X-SMG-Routing-Key` sticky entry expires.
+    #[arg(long, env = "KVROUTER_STICKY_TTL_SECS", default_value_t = 14400.0)]
+    pub sticky_ttl_secs: f64,
+    /// Bearer token required on data-plane routes (/generate, /v1/*).
+    #[arg(long, env = "KVROUTER_API_KEY")]
+    pub api_key: Option<String>,
+    /// Bearer token required on worker-management and admin routes (defaults to `--api-key`).
+    #[arg(long, env = "KVROUTER_ADMIN_API_KEY")]
+    pub admin_api_key: Option<String>,
+    /// Requests held while the refit gate is closed (paused); beyond it they get 503.
+    #[arg(long, env = "KVROUTER_REFIT_QUEUE_SIZE", default_value_t = 4096)]
+    pub refit_queue_size: usize,
+    /// Refuse requests with 503 while paused instead of holding them.
+    #[arg(long, env = "KVROUTER_REFIT_REFUSE_WHEN_PAUSED", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
+    pub refit_refuse_when_paused: bool,
+    /// Route to a worker that registers or restarts at another weight version than the
+    /// fleet (default: hold it as `awaiting_refit` until a refit levels it).
+    #[arg(long, env = "KVROUTER_ALLOW_VERSION_MISMATCH", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
+    pub allow_version_mismatch: bool,
+    /// Log filter: error | warn | info | debug | trace (or a tracing filter directive).
+    #[arg(long, env = "KVROUTER_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// Log as JSON lines.
+    #[arg(long, env = "KVROUTER_JSON_LOG", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
+    pub json_log: bool,
+    /// KV-mode options (flags at top level, `[kv]` table in the file; see src/config/kv.rs).
+    #[command(flatten)]
+    pub kv: super::kv::KvOptions,
+}
+
+/// The declared defaults of `cmd`'s arguments, ignoring the process environment and arguments.
+pub(crate) fn declared_defaults<T: FromArgMatches>(cmd: Command) -> Result<T, clap::Error> {
+    let cmd = cmd
+        .no_binary_name(true)
+        .mut_args(|a| a.env(None::<&'static str>));
+    T::from_arg_matches(&cmd.try_get_matches_from(std::iter::empty::<String>())?)
+}
+
+impl Default for Options {
+    /// Every option at its declared default (environment not consulted).
+    fn default() -> Self {
+        #[allow(clippy::expect_used)]
+        declared_defaults(Options::command()).expect("declared defaults parse")
+    }
+}
