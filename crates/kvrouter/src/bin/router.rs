@@ -6,7 +6,8 @@ use kvrouter::config::{Cli, Config};
 use kvrouter::server::{self, AppState};
 
 fn init_logging(config: &Config) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&config.log_level)
+    let directive = kvrouter::config::log_level::filter_directive(&config.log_level);
+    let filter = tracing_subscriber::EnvFilter::try_new(&directive)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod example;
 pub mod file;
 pub mod kv;
+pub mod log_level;
 mod mode;
 pub mod options;
 

@@ -102,7 +102,8 @@ pub struct Options {
     /// fleet (default: hold it as `awaiting_refit` until a refit levels it).
     #[arg(long, env = "KVROUTER_ALLOW_VERSION_MISMATCH", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
     pub allow_version_mismatch: bool,
-    /// Log filter: error | warn | info | debug | trace (or a tracing filter directive).
+    /// Log filter: error | warn | info | debug | trace, Python's words (warning, critical) too,
+    /// or a tracing filter directive (`info,kvrouter::events=debug`).
     #[arg(long, env = "KVROUTER_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
     /// Log as JSON lines.
