@@ -16,4 +16,4 @@ pub mod retry;
 pub use client::{build_client, UpstreamClient};
 pub use forward::{forward, ForwardError};
 pub use relay::{RelayBody, RelayContext};
-pub use retry::Backoff;
+pub use retry::{Retried, RetryPolicy};

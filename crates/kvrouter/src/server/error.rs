@@ -3,6 +3,8 @@
 use http::{header, HeaderValue, Response, StatusCode};
 
 use super::body::{full, RouterBody};
+use crate::proxy::ForwardError;
+use crate::routing::InputError;
 
 /// An error the router answers itself (not a worker's response).
 #[derive(Debug, Clone)]
@@ -54,5 +56,40 @@ impl ApiError {
             resp.headers_mut().insert("x-kvrouter-error-code", v);
         }
         resp
+    }
+}
+
+/// An attempt that got no response head: 503 when the worker could not be reached (nothing
+/// was sent), 504 when it did not answer in time, 502 when the exchange broke.
+impl From<&ForwardError> for ApiError {
+    fn from(e: &ForwardError) -> ApiError {
+        let (status, code) = match e {
+            ForwardError::Connect { .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, "upstream_unavailable")
+            }
+            ForwardError::Timeout { .. } => (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout"),
+            ForwardError::Io { .. } | ForwardError::BadUrl { .. } => {
+                (StatusCode::BAD_GATEWAY, "upstream_request_failed")
+            }
+        };
+        ApiError::new(status, code, e.to_string())
+    }
+}
+
+impl From<ForwardError> for ApiError {
+    fn from(e: ForwardError) -> ApiError {
+        ApiError::from(&e)
+    }
+}
+
+/// A request body the router cannot route: 400.
+impl From<InputError> for ApiError {
+    fn from(e: InputError) -> ApiError {
+        let code = match e {
+            InputError::Malformed(_) => "invalid_json",
+            InputError::MissingPrompt(_) => "missing_prompt",
+            InputError::BadField { .. } => "invalid_field",
+        };
+        ApiError::bad_request(code, e.to_string())
     }
 }
