@@ -31,7 +31,7 @@ pub struct RelayContext {
     pub rids: Vec<String>,
     /// Anything that must live exactly as long as the response (e.g. the refit plane's
     /// rid -> worker entry); dropped with the body.
-    pub hold: Option<Box<dyn std::any::Any + Send + Sync>>,
+    pub hold: Option<Box<dyn Send + Sync>>,
 }
 
 /// Streams an upstream body to the client (see module docs).

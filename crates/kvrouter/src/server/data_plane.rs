@@ -317,9 +317,7 @@ impl<'a> WorkerAttempts<'a> {
             started: self.started,
             client: self.state.client.clone(),
             rids: self.rids,
-            hold: self
-                .rid_guard
-                .map(|g| Box::new(g) as Box<dyn std::any::Any + Send + Sync>),
+            hold: self.rid_guard.map(|g| Box::new(g) as Box<dyn Send + Sync>),
         };
         Response::from_parts(
             parts,
