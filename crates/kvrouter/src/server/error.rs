@@ -93,3 +93,66 @@ impl From<InputError> for ApiError {
         ApiError::bad_request(code, e.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn forward_errors_keep_their_status_and_code() {
+        let url = || "http://w:1".to_string();
+        let cases = [
+            (
+                ForwardError::Connect {
+                    url: url(),
+                    message: "refused".into(),
+                },
+                503,
+                "upstream_unavailable",
+            ),
+            (
+                ForwardError::Timeout {
+                    url: url(),
+                    after: Duration::from_millis(300),
+                },
+                504,
+                "upstream_timeout",
+            ),
+            (
+                ForwardError::Io {
+                    url: url(),
+                    message: "reset".into(),
+                },
+                502,
+                "upstream_request_failed",
+            ),
+            (
+                ForwardError::BadUrl {
+                    url: url(),
+                    path: "/x".into(),
+                },
+                502,
+                "upstream_request_failed",
+            ),
+        ];
+        for (e, status, code) in cases {
+            let message = e.to_string();
+            let api = ApiError::from(e);
+            assert_eq!((api.status.as_u16(), api.code), (status, code));
+            assert_eq!(api.message, message);
+        }
+    }
+
+    #[test]
+    fn input_errors_are_bad_requests() {
+        let api = ApiError::from(InputError::Malformed("x".into()));
+        assert_eq!(
+            (api.status, api.code),
+            (StatusCode::BAD_REQUEST, "invalid_json")
+        );
+        let api = ApiError::from(InputError::MissingPrompt("text"));
+        assert_eq!(api.code, "missing_prompt");
+    }
+}

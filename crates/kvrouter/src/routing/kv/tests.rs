@@ -147,6 +147,26 @@ fn first_byte_ends_the_inflight_prefill_and_keeps_the_prediction() {
 }
 
 #[test]
+fn an_error_status_cancels_the_prediction_through_the_booking() {
+    let (p, index) = policy(true);
+    let ws = vec![worker(1, 1)];
+    let t = tokens(6, 64);
+    let seqs = crate::tokens::seq_hashes(&t, PAGE as usize);
+    let b = stream_body(&t);
+    let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
+    let c = p.select(&input, &ws).unwrap();
+    let mut booking = crate::routing::Booking::new(ws[c.index].clone(), c.rank, c.observer);
+    booking.on_response_head(http::StatusCode::OK);
+    assert_eq!(index.find_matches(&seqs).units[0].predicted, 16);
+    booking.on_response_head(http::StatusCode::SERVICE_UNAVAILABLE);
+    assert!(index.find_matches(&seqs).units.is_empty());
+    assert_eq!(index.inflight_blocks(WorkerId(1), 0), 0);
+    booking.on_data(b"data: {}");
+    drop(booking);
+    assert!(index.find_matches(&seqs).units.is_empty());
+}
+
+#[test]
 fn dp_ranks_are_units_and_the_rank_is_returned() {
     let (p, index) = policy(true);
     let ws = vec![worker(1, 2), worker(2, 1)];
