@@ -35,6 +35,17 @@ impl ExponentialBackoff {
         Ok(ExponentialBackoff { min, max, jitter })
     }
 
+    /// A fixed schedule without jitter, for constants: `min <= max` is checked when the
+    /// constant is evaluated (a bad pair fails the build, never a running router).
+    pub const fn constant(min: Duration, max: Duration) -> Self {
+        assert!(min.as_nanos() <= max.as_nanos(), "backoff min above max");
+        ExponentialBackoff {
+            min,
+            max,
+            jitter: 0.0,
+        }
+    }
+
     /// The first delay (before jitter).
     pub fn min(&self) -> Duration {
         self.min
@@ -128,9 +139,10 @@ mod tests {
 
     #[test]
     fn cursor_doubles_caps_and_resets() {
-        let mut s = ExponentialBackoff::new(ms(100), ms(500), 0.0)
-            .expect("valid")
-            .start();
+        const B: ExponentialBackoff =
+            ExponentialBackoff::constant(Duration::from_millis(100), Duration::from_millis(500));
+        assert_eq!(Ok(B), ExponentialBackoff::new(ms(100), ms(500), 0.0));
+        let mut s = B.start();
         let seen: Vec<Duration> = (0..5).map(|_| s.next_delay()).collect();
         assert_eq!(seen, vec![ms(100), ms(200), ms(400), ms(500), ms(500)]);
         s.reset();

@@ -16,15 +16,13 @@ use super::metrics::metrics;
 use super::relay::RelaySender;
 use super::replay::fetch_replay;
 use super::sink::KvEventSink;
-use crate::backoff::{BackoffState, ExponentialBackoff};
+use crate::backoff::ExponentialBackoff;
 use crate::workers::{Rank, WorkerId};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Resubscribe schedule: 100 ms doubling to 5 s, no jitter.
-fn resubscribe_backoff() -> BackoffState {
-    ExponentialBackoff::new(Duration::from_millis(100), Duration::from_secs(5), 0.0)
-        .map_or_else(|_| unreachable!("constant backoff is valid"), |b| b.start())
-}
+const RESUBSCRIBE_BACKOFF: ExponentialBackoff =
+    ExponentialBackoff::constant(Duration::from_millis(100), Duration::from_secs(5));
 /// Per-step timeout of a replay (connect, then each reply).
 pub const REPLAY_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -95,7 +93,7 @@ async fn run(config: ZmqSourceConfig, sink: Arc<dyn KvEventSink>, relay: Option<
     let _live = LiveSource::new();
     let label: Arc<str> = config.worker_url.as_str().into();
     let mut feed = RankFeed::new(config.worker, config.rank, label, config.page_size, 0, sink);
-    let mut backoff = resubscribe_backoff();
+    let mut backoff = RESUBSCRIBE_BACKOFF.start();
     let mut failures = 0u32;
     loop {
         let mut options = SocketOptions::default();

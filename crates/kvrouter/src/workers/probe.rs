@@ -96,9 +96,9 @@ pub async fn wait_healthy(
 ) -> Result<(), AddWorkerError> {
     let start = Instant::now();
     // 50 ms doubling to 1 s, no jitter.
-    let mut backoff =
-        ExponentialBackoff::new(Duration::from_millis(50), Duration::from_secs(1), 0.0)
-            .map_or_else(|_| unreachable!("constant backoff is valid"), |b| b.start());
+    const BACKOFF: ExponentialBackoff =
+        ExponentialBackoff::constant(Duration::from_millis(50), Duration::from_secs(1));
+    let mut backoff = BACKOFF.start();
     loop {
         let last_error =
             match http_get(client, &format!("{url}/health"), api_key, timeouts.request).await {
