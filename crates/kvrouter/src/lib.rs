@@ -12,6 +12,7 @@
 //! validated configuration, and `sim` the simulated SGLang fleet (`sglang-mock`)
 //! and the workload generator (`loadgen`).
 
+pub mod backoff;
 pub mod config;
 pub mod events;
 pub mod index;

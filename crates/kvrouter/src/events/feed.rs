@@ -46,7 +46,7 @@ impl ResetReason {
 
 /// What happened to one offered batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum ApplyOutcome {
     /// Applied; `reset` says whether the rank was cleared first.
     Applied { reset: Option<ResetReason> },
     /// Duplicate or stale: nothing applied.
@@ -132,7 +132,7 @@ impl RankFeed {
         self.cursor.mark_reconnected();
     }
 
-    /// Ends a replay started by [`Outcome::NeedReplay`].
+    /// Ends a replay started by [`ApplyOutcome::NeedReplay`].
     pub fn finish_replay(&mut self) {
         self.replaying = false;
     }
@@ -149,12 +149,12 @@ impl RankFeed {
     }
 
     /// Offers batch `seq`. `can_replay` says whether the caller can fetch a replay.
-    pub fn offer(&mut self, seq: u64, payload: Payload<'_>, can_replay: bool) -> Outcome {
+    pub fn offer(&mut self, seq: u64, payload: Payload<'_>, can_replay: bool) -> ApplyOutcome {
         let origin = self.cursor.origin();
         match self.cursor.classify(seq) {
             Verdict::Stale => {
                 metrics().duplicates.inc();
-                return Outcome::Skipped;
+                return ApplyOutcome::Skipped;
             }
             Verdict::Contiguous => {}
             Verdict::First => {
@@ -189,14 +189,14 @@ impl RankFeed {
             Payload::Sglang(bytes) => self.apply_sglang(bytes),
             Payload::Dynamo(event) => self.apply_dynamo(event),
         }
-        Outcome::Applied {
+        ApplyOutcome::Applied {
             reset: self.pending_reset.take(),
         }
     }
 
-    fn start_replay(&mut self, from: u64) -> Outcome {
+    fn start_replay(&mut self, from: u64) -> ApplyOutcome {
         self.replaying = true;
-        Outcome::NeedReplay { from }
+        ApplyOutcome::NeedReplay { from }
     }
 
     /// Clears the rank in the sink and records why (for the relay).
@@ -422,7 +422,7 @@ mod tests {
         let mut f = feed(&sink);
         for seq in 0..3 {
             let out = f.offer(seq, Payload::Sglang(&stored_batch(seq as i64)), false);
-            assert_eq!(out, Outcome::Applied { reset: None });
+            assert_eq!(out, ApplyOutcome::Applied { reset: None });
         }
         assert_eq!(stored_hashes(&sink), vec![Some(0), Some(1), Some(2)]);
     }
@@ -434,7 +434,7 @@ mod tests {
         f.offer(0, Payload::Sglang(&stored_batch(0)), false);
         assert_eq!(
             f.offer(0, Payload::Sglang(&stored_batch(0)), false),
-            Outcome::Skipped
+            ApplyOutcome::Skipped
         );
         assert_eq!(stored_hashes(&sink), vec![Some(0)]);
     }
@@ -447,7 +447,7 @@ mod tests {
         let out = f.offer(5, Payload::Sglang(&stored_batch(5)), false);
         assert_eq!(
             out,
-            Outcome::Applied {
+            ApplyOutcome::Applied {
                 reset: Some(ResetReason::Gap)
             }
         );
@@ -477,18 +477,18 @@ mod tests {
         f.offer(0, Payload::Sglang(&stored_batch(0)), true);
         assert_eq!(
             f.offer(3, Payload::Sglang(&stored_batch(3)), true),
-            Outcome::NeedReplay { from: 1 }
+            ApplyOutcome::NeedReplay { from: 1 }
         );
         // Replayed 1..=3, then the live 3 again.
         for seq in 1..=3 {
             assert_eq!(
                 f.offer(seq, Payload::Sglang(&stored_batch(seq as i64)), false),
-                Outcome::Applied { reset: None }
+                ApplyOutcome::Applied { reset: None }
             );
         }
         assert_eq!(
             f.offer(3, Payload::Sglang(&stored_batch(3)), false),
-            Outcome::Skipped
+            ApplyOutcome::Skipped
         );
         f.finish_replay();
         assert!(!f.is_recovering());
@@ -504,12 +504,12 @@ mod tests {
         let mut f = feed(&sink);
         assert_eq!(
             f.offer(7, Payload::Sglang(&stored_batch(7)), true),
-            Outcome::NeedReplay { from: 0 }
+            ApplyOutcome::NeedReplay { from: 0 }
         );
         // The replay failed: the live batch is simply the first.
         assert_eq!(
             f.offer(7, Payload::Sglang(&stored_batch(7)), false),
-            Outcome::Applied { reset: None }
+            ApplyOutcome::Applied { reset: None }
         );
     }
 
@@ -523,14 +523,14 @@ mod tests {
         let out = f.offer(0, Payload::Sglang(&stored_batch(100)), false);
         assert_eq!(
             out,
-            Outcome::Applied {
+            ApplyOutcome::Applied {
                 reset: Some(ResetReason::Restart)
             }
         );
         assert!(!f.is_recovering());
         assert_eq!(
             f.offer(1, Payload::Sglang(&stored_batch(101)), false),
-            Outcome::Applied { reset: None }
+            ApplyOutcome::Applied { reset: None }
         );
         assert_eq!(
             stored_hashes(&sink),
@@ -601,7 +601,7 @@ mod tests {
         let out = f.offer(1, Payload::Sglang(b"\xc1garbage"), false);
         assert_eq!(
             out,
-            Outcome::Applied {
+            ApplyOutcome::Applied {
                 reset: Some(ResetReason::Gap)
             }
         );
@@ -625,7 +625,7 @@ mod tests {
         };
         assert_eq!(
             f.offer(1, Payload::Dynamo(&ev), false),
-            Outcome::Applied { reset: None }
+            ApplyOutcome::Applied { reset: None }
         );
         assert_eq!(
             sink.events(),

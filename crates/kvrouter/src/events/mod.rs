@@ -23,7 +23,7 @@ pub mod sink;
 pub mod zmq_source;
 
 pub use endpoint::rank_endpoint;
-pub use feed::{Outcome, Payload, RankFeed, ResetReason};
+pub use feed::{ApplyOutcome, Payload, RankFeed, ResetReason};
 pub use handle::SourceHandle;
 pub use nats_source::{NatsConsumer, NatsConsumerConfig, WorkerKey, WorkerResolver};
 pub use relay::{NatsRelay, RelaySender};

@@ -10,17 +10,19 @@ use futures::StreamExt;
 use tracing::{debug, warn};
 use zeromq::{Socket, SocketEvent, SocketOptions, SocketRecv, SubSocket, ZmqMessage};
 
-use super::feed::{Outcome, Payload, RankFeed};
+use super::feed::{ApplyOutcome, Payload, RankFeed};
 use super::handle::{LiveSource, SourceHandle};
 use super::metrics::metrics;
 use super::relay::RelaySender;
 use super::replay::fetch_replay;
 use super::sink::KvEventSink;
+use crate::backoff::ExponentialBackoff;
 use crate::workers::{Rank, WorkerId};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-const BACKOFF_INITIAL: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// Resubscribe schedule: 100 ms doubling to 5 s, no jitter.
+const RESUBSCRIBE_BACKOFF: ExponentialBackoff =
+    ExponentialBackoff::constant(Duration::from_millis(100), Duration::from_secs(5));
 /// Per-step timeout of a replay (connect, then each reply).
 pub const REPLAY_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -91,7 +93,7 @@ async fn run(config: ZmqSourceConfig, sink: Arc<dyn KvEventSink>, relay: Option<
     let _live = LiveSource::new();
     let label: Arc<str> = config.worker_url.as_str().into();
     let mut feed = RankFeed::new(config.worker, config.rank, label, config.page_size, 0, sink);
-    let mut backoff = BACKOFF_INITIAL;
+    let mut backoff = RESUBSCRIBE_BACKOFF.start();
     let mut failures = 0u32;
     loop {
         let mut options = SocketOptions::default();
@@ -107,12 +109,11 @@ async fn run(config: ZmqSourceConfig, sink: Arc<dyn KvEventSink>, relay: Option<
             if failures == 1 || failures.is_power_of_two() {
                 warn!(worker = %config.worker_url, rank = config.rank, endpoint = %config.endpoint, error = %e, failures, "kv events: cannot subscribe, retrying");
             }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(BACKOFF_MAX);
+            tokio::time::sleep(backoff.next_delay()).await;
             continue;
         }
         failures = 0;
-        backoff = BACKOFF_INITIAL;
+        backoff.reset();
         debug!(worker = %config.worker_url, rank = config.rank, endpoint = %config.endpoint, "kv events: subscribed");
         loop {
             tokio::select! {
@@ -132,7 +133,7 @@ async fn run(config: ZmqSourceConfig, sink: Arc<dyn KvEventSink>, relay: Option<
                 }
             }
         }
-        tokio::time::sleep(backoff).await;
+        tokio::time::sleep(backoff.current()).await;
     }
 }
 
@@ -161,7 +162,7 @@ async fn on_message(
         Payload::Sglang(&payload),
         config.replay_endpoint.is_some(),
     );
-    let Outcome::NeedReplay { from } = outcome else {
+    let ApplyOutcome::NeedReplay { from } = outcome else {
         forward(outcome, config, relay, seq, payload);
         return;
     };
@@ -187,13 +188,13 @@ async fn on_message(
 }
 
 fn forward(
-    outcome: Outcome,
+    outcome: ApplyOutcome,
     config: &ZmqSourceConfig,
     relay: Option<&RelaySender>,
     seq: u64,
     payload: Bytes,
 ) {
-    if let (Outcome::Applied { reset }, Some(relay)) = (outcome, relay) {
+    if let (ApplyOutcome::Applied { reset }, Some(relay)) = (outcome, relay) {
         relay.send(&config.worker_url, config.rank, seq, reset, payload);
     }
 }

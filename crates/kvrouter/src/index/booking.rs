@@ -1,4 +1,4 @@
-//! `Booking`: the RAII handle of one predict-on-route booking.
+//! `IndexBooking`: the RAII handle of one predict-on-route booking.
 
 use std::sync::Arc;
 
@@ -6,18 +6,18 @@ use super::pending::{PendingLayer, PredictionId};
 
 /// A routing decision's predicted and in-flight blocks on one unit.
 ///
-/// Call [`Booking::prefill_done`] when the worker finished the prefill (first
+/// Call [`IndexBooking::prefill_done`] when the worker finished the prefill (first
 /// response byte): in-flight marks end, the prediction stays until a real
 /// `BlockStored` supersedes it or its TTL ends. Dropping the booking before
 /// that means the request failed before prefill: both are dropped.
 #[must_use = "dropping a booking cancels it"]
-pub struct Booking {
+pub struct IndexBooking {
     pending: Arc<PendingLayer>,
     id: PredictionId,
     prefilled: bool,
 }
 
-impl Booking {
+impl IndexBooking {
     pub(crate) fn new(pending: Arc<PendingLayer>, id: PredictionId) -> Self {
         Self {
             pending,
@@ -51,7 +51,7 @@ impl Booking {
     }
 }
 
-impl Drop for Booking {
+impl Drop for IndexBooking {
     fn drop(&mut self) {
         if !self.prefilled {
             self.pending.cancel(self.id);

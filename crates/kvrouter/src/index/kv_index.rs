@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, RwLock};
 
 use super::block_map::BlockMap;
-use super::booking::Booking;
+use super::booking::IndexBooking;
 use super::error::IndexError;
 use super::event::KvEvent;
 use super::find::prefix_depths;
@@ -343,14 +343,14 @@ impl KvIndex {
 
     /// Predict-on-route: marks `seqs` as pending-cached on `(worker, rank)` for
     /// `ttl` and as in flight until the booking's prefill is done. Dropping the
-    /// returned [`Booking`] before `prefill_done` cancels both.
+    /// returned [`IndexBooking`] before `prefill_done` cancels both.
     pub fn book(
         &self,
         worker: WorkerId,
         rank: Rank,
         seqs: &[SeqHash],
         ttl: Duration,
-    ) -> Result<Booking, IndexError> {
+    ) -> Result<IndexBooking, IndexError> {
         self.book_at(worker, rank, seqs, ttl, Instant::now())
     }
 
@@ -362,7 +362,7 @@ impl KvIndex {
         seqs: &[SeqHash],
         ttl: Duration,
         now: Instant,
-    ) -> Result<Booking, IndexError> {
+    ) -> Result<IndexBooking, IndexError> {
         self.book_from_at(worker, rank, seqs, 0, ttl, now)
     }
 
@@ -378,10 +378,10 @@ impl KvIndex {
         cached: usize,
         ttl: Duration,
         now: Instant,
-    ) -> Result<Booking, IndexError> {
+    ) -> Result<IndexBooking, IndexError> {
         let id = Unit::new(worker, rank).id()?;
         let pid = self.pending.book(id, seqs, cached, ttl, now);
-        Ok(Booking::new(self.pending.clone(), pid))
+        Ok(IndexBooking::new(self.pending.clone(), pid))
     }
 
     /// Ends the in-flight marks of a detached booking.

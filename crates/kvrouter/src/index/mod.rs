@@ -17,7 +17,7 @@ mod unit;
 mod unit_blocks;
 mod unit_set;
 
-pub use booking::Booking;
+pub use booking::IndexBooking;
 pub use error::IndexError;
 pub use event::{EngineHash, KvEvent};
 pub use kv_index::{Applied, IndexStats, KvIndex};

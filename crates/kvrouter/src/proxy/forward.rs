@@ -28,6 +28,18 @@ pub enum ForwardError {
     BadUrl { url: String, path: String },
 }
 
+impl ForwardError {
+    /// The `kind` label of `kvrouter_upstream_failures_total`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ForwardError::Connect { .. } => "connect",
+            ForwardError::Timeout { .. } => "timeout",
+            ForwardError::Io { .. } => "io",
+            ForwardError::BadUrl { .. } => "bad_url",
+        }
+    }
+}
+
 /// Sends `body` to `{worker_url}{path}` with the client's headers, waiting at most
 /// `first_byte_timeout` for the response head.
 pub async fn forward(

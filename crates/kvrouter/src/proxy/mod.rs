@@ -2,7 +2,8 @@
 //!
 //! [`forward`] sends one attempt (original bytes, filtered headers, time-to-first-byte deadline);
 //! [`RelayBody`] streams the worker's response back and owns the request's booking;
-//! [`fanout::call`] does the small buffered admin calls. Choosing workers is not done here.
+//! [`retry::run`] repeats attempts (backoff, exhausted, metrics hooks) while nothing reached the
+//! client; [`fanout::call`] does the small buffered admin calls. Choosing workers is not done here.
 
 pub mod abort;
 pub mod client;
@@ -16,4 +17,4 @@ pub mod retry;
 pub use client::{build_client, UpstreamClient};
 pub use forward::{forward, ForwardError};
 pub use relay::{RelayBody, RelayContext};
-pub use retry::Backoff;
+pub use retry::{Retried, RetryPolicy};

@@ -19,7 +19,6 @@ use hyper::body::Incoming;
 use super::abort::abort_upstream;
 use super::client::UpstreamClient;
 use super::metrics::ProxyMetrics;
-use crate::routing::kv::KvAttachment;
 use crate::routing::Booking;
 
 /// Facts about the request the relay needs when it ends.
@@ -32,7 +31,7 @@ pub struct RelayContext {
     pub rids: Vec<String>,
     /// Anything that must live exactly as long as the response (e.g. the refit plane's
     /// rid -> worker entry); dropped with the body.
-    pub hold: Option<Box<dyn std::any::Any + Send + Sync>>,
+    pub hold: Option<Box<dyn Send + Sync>>,
 }
 
 /// Streams an upstream body to the client (see module docs).
@@ -90,11 +89,9 @@ impl Body for RelayBody {
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Some(Ok(frame))) => {
-                // KV mode: first byte ends the prefill; cached_tokens is read, never altered.
+                // The policy's observer reads each chunk (never alters it).
                 if let (Some(data), Some(b)) = (frame.data_ref(), this.booking.as_mut()) {
-                    if let Some(kv) = b.attachment_mut::<KvAttachment>() {
-                        kv.observe(data);
-                    }
+                    b.on_data(data);
                 }
                 if !this.seen_first_byte && frame.is_data() {
                     this.seen_first_byte = true;

@@ -17,7 +17,7 @@ use crate::workers::{Registry, Worker};
 
 /// One worker's answer (or why there is none).
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub struct FanoutOutcome {
     pub worker: Arc<Worker>,
     /// HTTP status from the worker (`None`: it was not reached).
     pub status: Option<StatusCode>,
@@ -27,7 +27,7 @@ pub struct Outcome {
     pub latency_ms: u64,
 }
 
-impl Outcome {
+impl FanoutOutcome {
     pub fn succeeded(&self) -> bool {
         self.error.is_none() && self.status.is_some_and(|s| s.is_success())
     }
@@ -57,7 +57,7 @@ impl Outcome {
 pub struct Execution {
     pub path: String,
     pub op: Op,
-    pub outcomes: Vec<Outcome>,
+    pub outcomes: Vec<FanoutOutcome>,
     /// Extra facts to report (the rank assignment of `/init_weights_update_group`).
     pub report: Option<Value>,
     /// A note when nothing was called (e.g. an unknown rid).
@@ -66,7 +66,7 @@ pub struct Execution {
 
 impl Execution {
     pub fn all_ok(&self) -> bool {
-        self.outcomes.iter().all(Outcome::succeeded)
+        self.outcomes.iter().all(FanoutOutcome::succeeded)
     }
 
     pub fn succeeded(&self) -> usize {
@@ -100,7 +100,7 @@ async fn call_one(
     w: Arc<Worker>,
     path_and_query: &str,
     body: Bytes,
-) -> Outcome {
+) -> FanoutOutcome {
     let started = Instant::now();
     let r = fanout::call(
         ctx.client,
@@ -119,7 +119,7 @@ async fn call_one(
             } else {
                 None
             };
-            Outcome {
+            FanoutOutcome {
                 worker: w,
                 status: Some(status),
                 body,
@@ -127,7 +127,7 @@ async fn call_one(
                 latency_ms,
             }
         }
-        Err(e) => Outcome {
+        Err(e) => FanoutOutcome {
             worker: w,
             status: None,
             body: Bytes::new(),
@@ -138,7 +138,7 @@ async fn call_one(
 }
 
 /// Waits until `w` has nothing in flight (bounded).
-async fn drain(w: Arc<Worker>, timeout: Duration) -> Outcome {
+async fn drain(w: Arc<Worker>, timeout: Duration) -> FanoutOutcome {
     let started = Instant::now();
     let drained = tokio::time::timeout(timeout, w.wait_idle()).await.is_ok();
     let latency_ms = started.elapsed().as_millis() as u64;
@@ -159,7 +159,7 @@ async fn drain(w: Arc<Worker>, timeout: Duration) -> Outcome {
         )
     };
     let body = serde_json::json!({"status": if drained {"ok"} else {"timeout"}, "message": msg, "mode": "wait"});
-    Outcome {
+    FanoutOutcome {
         worker: w,
         status: Some(status),
         body: Bytes::from(body.to_string()),
@@ -222,7 +222,7 @@ pub async fn run(
             w.set_paused(true);
         }
     }
-    let outcomes: Vec<Outcome> = match &op {
+    let outcomes: Vec<FanoutOutcome> = match &op {
         Op::Pause { mode } if mode == "wait" => {
             let t = ctx.refit.config.drain_timeout;
             join_all(targets.iter().map(|w| drain(w.clone(), t))).await
@@ -252,7 +252,7 @@ pub async fn run(
     Ok(exec)
 }
 
-async fn apply_effects(ctx: &Ctx<'_>, op: &Op, outcomes: &[Outcome], fleet_wide: bool) {
+async fn apply_effects(ctx: &Ctx<'_>, op: &Op, outcomes: &[FanoutOutcome], fleet_wide: bool) {
     if *op == Op::Continue {
         for o in outcomes.iter().filter(|o| o.succeeded()) {
             o.worker.set_paused(false);

@@ -26,7 +26,7 @@ pub mod rids;
 pub mod selector;
 pub mod state;
 
-pub use execute::{BadControlCall, Ctx, Execution, Outcome};
+pub use execute::{BadControlCall, Ctx, Execution, FanoutOutcome};
 pub use gate::{GateRefusal, RefitGate};
 pub use invalidation::{CacheCleared, CacheHub, CacheInvalidation, ClearReason};
 pub use ops::{Op, FANOUT_PATHS};

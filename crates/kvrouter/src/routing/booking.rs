@@ -1,21 +1,24 @@
 //! `Booking`: the RAII record that a request is in flight on a worker.
 //!
 //! Created when a worker is chosen (before the request leaves), it counts the request in the
-//! worker's in-flight load and carries any policy attachment. The proxy moves it into the
-//! response body, so it is released when the body has been fully sent or dropped (client
-//! disconnect, upstream error), exactly once.
+//! worker's in-flight load and carries the policy's [`RequestObserver`], if any. The proxy
+//! moves it into the response body, so it is released when the body has been fully sent or
+//! dropped (client disconnect, upstream error), exactly once.
 
-use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
+use bytes::Bytes;
+use http::StatusCode;
+
+use super::observer::RequestObserver;
 use crate::workers::{Rank, Worker};
 
 /// One in-flight request on one worker (released on drop).
 pub struct Booking {
     worker: Arc<Worker>,
     rank: Option<Rank>,
-    _attachment: Option<Box<dyn Any + Send + Sync>>,
+    observer: Option<Box<dyn RequestObserver>>,
 }
 
 impl Booking {
@@ -23,13 +26,13 @@ impl Booking {
     pub fn new(
         worker: Arc<Worker>,
         rank: Option<Rank>,
-        attachment: Option<Box<dyn Any + Send + Sync>>,
+        observer: Option<Box<dyn RequestObserver>>,
     ) -> Booking {
         worker.begin_request();
         Booking {
             worker,
             rank,
-            _attachment: attachment,
+            observer,
         }
     }
 
@@ -38,9 +41,30 @@ impl Booking {
         &self.worker
     }
 
-    /// The policy's attachment, if it is a `T` (e.g. the KV policy's per-request state).
-    pub fn attachment_mut<T: 'static>(&mut self) -> Option<&mut T> {
-        self._attachment.as_mut()?.downcast_mut::<T>()
+    /// Tells the policy's observer the status relayed to the client.
+    pub fn on_response_head(&mut self, status: StatusCode) {
+        if let Some(o) = self.observer.as_mut() {
+            o.on_response_head(status);
+        }
+    }
+
+    /// Shows the policy's observer one relayed body chunk.
+    pub fn on_data(&mut self, chunk: &[u8]) {
+        if let Some(o) = self.observer.as_mut() {
+            o.on_data(chunk);
+        }
+    }
+
+    /// The request body for the booked worker: with the chosen DP rank as `routed_dp_rank`
+    /// when the worker runs several ranks and the body names none (docs/kv-routing.md);
+    /// `None` = forward the original bytes.
+    pub fn rank_body(&self, body: &Bytes) -> Option<Bytes> {
+        match self.rank {
+            Some(rank) if self.worker.info.dp_size > 1 => {
+                super::dp_rank::with_routed_rank(body, rank)
+            }
+            _ => None,
+        }
     }
 
     /// The DP rank chosen by the policy, if any.

@@ -7,15 +7,18 @@
 
 pub mod basic;
 pub mod booking;
+pub mod dp_rank;
 pub mod input;
 pub mod kv;
 pub mod metrics;
+pub mod observer;
 pub mod policy;
 pub mod selector;
 pub mod sticky;
 
 pub use booking::Booking;
 pub use input::{Endpoint, InputError, RoutingInput};
+pub use observer::RequestObserver;
 pub use policy::{Choice, Policy};
 pub use selector::{policy_for, Selector};
 pub use sticky::StickyTable;

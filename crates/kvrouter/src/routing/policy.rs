@@ -1,15 +1,16 @@
 //! The policy trait every routing mode implements, and the choice it returns.
 //!
 //! A policy sees the parsed [`RoutingInput`] and the routable candidates (healthy, not
-//! draining, not already tried by this request) and picks one. It may attach RAII state
-//! (e.g. predicted KV blocks) that lives exactly as long as the request's [`Booking`].
+//! draining, not already tried by this request) and picks one. It may attach a
+//! [`RequestObserver`] (e.g. predicted KV blocks) that lives exactly as long as the request's
+//! [`Booking`] and sees its response.
 //!
 //! [`Booking`]: super::Booking
 
-use std::any::Any;
 use std::sync::Arc;
 
 use super::input::RoutingInput;
+use super::observer::RequestObserver;
 use crate::workers::{Rank, Worker};
 
 /// What a policy picked.
@@ -18,8 +19,8 @@ pub struct Choice {
     pub index: usize,
     /// DP rank inside the worker, when the policy routes per rank.
     pub rank: Option<Rank>,
-    /// Policy state released (dropped) together with the booking.
-    pub attachment: Option<Box<dyn Any + Send + Sync>>,
+    /// Policy state that watches the response, released (dropped) together with the booking.
+    pub observer: Option<Box<dyn RequestObserver>>,
 }
 
 impl Choice {
@@ -28,7 +29,7 @@ impl Choice {
         Choice {
             index,
             rank: None,
-            attachment: None,
+            observer: None,
         }
     }
 }

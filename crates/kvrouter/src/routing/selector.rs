@@ -89,6 +89,6 @@ impl Selector {
         };
         let worker = candidates.get(choice.index)?.clone();
         self.metrics.decisions.with_label_values(&[label]).inc();
-        Some(Booking::new(worker, choice.rank, choice.attachment))
+        Some(Booking::new(worker, choice.rank, choice.observer))
     }
 }

@@ -99,6 +99,7 @@ fn sticky_entries_expire_after_the_ttl() {
 #[test]
 fn policy_attachment_is_released_with_the_booking() {
     struct Flag(Arc<std::sync::atomic::AtomicBool>);
+    impl crate::routing::RequestObserver for Flag {}
     impl Drop for Flag {
         fn drop(&mut self) {
             self.0.store(true, std::sync::atomic::Ordering::SeqCst);

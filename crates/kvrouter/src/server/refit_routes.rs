@@ -37,7 +37,7 @@ pub async fn read(
 }
 
 /// One worker's entry in a result list.
-pub fn outcome_json(o: &execute::Outcome) -> Value {
+pub fn outcome_json(o: &execute::FanoutOutcome) -> Value {
     json!({
         "worker_id": o.worker.public_id,
         "worker_key": o.worker.id.to_string(),

@@ -3,8 +3,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::backoff::ExponentialBackoff;
 use crate::config::{Config, Mode};
-use crate::proxy::{build_client, Backoff, UpstreamClient};
+use crate::proxy::{build_client, UpstreamClient};
 use crate::refit::{CacheCleared, CacheInvalidation, RefitConfig, RefitState};
 use crate::routing::kv::{KvPolicy, KvPolicySettings, KvRuntime};
 use crate::routing::{policy_for, Policy, Selector, StickyTable};
@@ -16,7 +17,8 @@ pub struct AppState {
     pub registry: Registry,
     pub selector: Selector,
     pub client: UpstreamClient,
-    pub backoff: Backoff,
+    /// The data-plane retry backoff ([`retry_backoff`]).
+    pub backoff: ExponentialBackoff,
     pub started: Instant,
     /// The RL control plane: admission gate, cache-invalidation hook, rid table.
     pub refit: Arc<RefitState>,
@@ -54,6 +56,16 @@ pub fn registry_config(config: &Config) -> RegistryConfig {
         hold_version_mismatch: !config.allow_version_mismatch,
         ..RegistryConfig::default()
     }
+}
+
+/// The data-plane retry backoff: `retry_initial_backoff` doubling per retry up to
+/// `retry_max_backoff`, ±20% jitter. (Config validation keeps initial <= max; otherwise every
+/// delay is the max, as the cap always won.)
+pub fn retry_backoff(config: &Config) -> ExponentialBackoff {
+    let max = config.retry_max_backoff;
+    let min = config.retry_initial_backoff.min(max);
+    ExponentialBackoff::new(min, max, 0.2)
+        .unwrap_or_else(|e| unreachable!("min <= max and a constant jitter: {e}"))
 }
 
 /// The refit plane settings derived from the router configuration.
@@ -106,10 +118,7 @@ impl AppState {
         let selector = Selector::new(policy, StickyTable::new(config.sticky_ttl));
         Arc::new(AppState {
             client: build_client(config.connect_timeout),
-            backoff: Backoff {
-                initial: config.retry_initial_backoff,
-                max: config.retry_max_backoff,
-            },
+            backoff: retry_backoff(&config),
             refit: RefitState::new(refit_config(&config)),
             registry,
             selector,

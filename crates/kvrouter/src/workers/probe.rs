@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::http::{http_get, http_get_json, HttpClient, HttpGetError};
 use super::info::WorkerInfo;
+use crate::backoff::ExponentialBackoff;
 
 /// Why a worker could not be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -94,7 +95,10 @@ pub async fn wait_healthy(
     timeouts: ProbeTimeouts,
 ) -> Result<(), AddWorkerError> {
     let start = Instant::now();
-    let mut backoff = Duration::from_millis(50);
+    // 50 ms doubling to 1 s, no jitter.
+    const BACKOFF: ExponentialBackoff =
+        ExponentialBackoff::constant(Duration::from_millis(50), Duration::from_secs(1));
+    let mut backoff = BACKOFF.start();
     loop {
         let last_error =
             match http_get(client, &format!("{url}/health"), api_key, timeouts.request).await {
@@ -103,7 +107,7 @@ pub async fn wait_healthy(
                 Err(e) => format!("/health: {e}"),
             };
         let waited = start.elapsed();
-        if waited + backoff > timeouts.startup {
+        if waited + backoff.current() > timeouts.startup {
             return Err(AddWorkerError::Unreachable {
                 url: url.to_string(),
                 waited,
@@ -111,8 +115,7 @@ pub async fn wait_healthy(
             });
         }
         tracing::debug!(worker = url, %last_error, "waiting for worker to become healthy");
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(1));
+        tokio::time::sleep(backoff.next_delay()).await;
     }
 }
 

@@ -11,10 +11,11 @@ use super::load::LoadGuard;
 use super::metrics::KvMetrics;
 use super::scan::CachedTokensScan;
 use crate::index;
+use crate::routing::observer::RequestObserver;
 
 /// Per-request KV routing state (see module docs).
 pub struct KvAttachment {
-    booking: Option<index::Booking>,
+    booking: Option<index::IndexBooking>,
     _load: LoadGuard,
     predicted_tokens: u64,
     prompt_tokens: u64,
@@ -25,7 +26,7 @@ pub struct KvAttachment {
 
 impl KvAttachment {
     pub(super) fn new(
-        booking: Option<index::Booking>,
+        booking: Option<index::IndexBooking>,
         load: LoadGuard,
         predicted_tokens: u64,
         prompt_tokens: u64,
@@ -69,6 +70,19 @@ impl KvAttachment {
     /// The `cached_tokens` the worker reported so far, if any.
     pub fn reported_tokens(&self) -> Option<u64> {
         self.scan.value()
+    }
+}
+
+impl RequestObserver for KvAttachment {
+    fn on_response_head(&mut self, status: http::StatusCode) {
+        if !status.is_success() {
+            // Nothing was prefilled: drop the KV prediction now.
+            self.cancel_prediction();
+        }
+    }
+
+    fn on_data(&mut self, chunk: &[u8]) {
+        self.observe(chunk);
     }
 }
 

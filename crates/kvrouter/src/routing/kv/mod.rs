@@ -6,7 +6,6 @@
 pub mod attachment;
 pub mod cost;
 pub mod debug;
-pub mod dp;
 pub mod feeds;
 pub mod load;
 pub mod metrics;

@@ -198,7 +198,7 @@ impl KvPolicy {
         Some(Choice {
             index: chosen.candidate,
             rank: (worker.info.dp_size > 1).then_some(chosen.rank),
-            attachment: Some(Box::new(attachment)),
+            observer: Some(Box::new(attachment)),
         })
     }
 }

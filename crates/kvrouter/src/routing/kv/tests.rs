@@ -136,19 +136,34 @@ fn first_byte_ends_the_inflight_prefill_and_keeps_the_prediction() {
     let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
     let mut c = p.select(&input, &ws).unwrap();
     assert_eq!(index.inflight_blocks(WorkerId(1), 0), 16);
-    let att = c
-        .attachment
-        .as_mut()
-        .unwrap()
-        .downcast_mut::<KvAttachment>()
-        .unwrap();
-    att.observe(br#"data: {"meta_info":{"cached_tokens":0}}"#);
+    let obs = c.observer.as_mut().unwrap();
+    obs.on_response_head(http::StatusCode::OK);
+    obs.on_data(br#"data: {"meta_info":{"cached_tokens":0}}"#);
     assert_eq!(index.inflight_blocks(WorkerId(1), 0), 0);
     let seqs = crate::tokens::seq_hashes(&t, PAGE as usize);
     assert_eq!(index.find_matches(&seqs).units[0].predicted, 16);
-    assert_eq!(att.reported_tokens(), Some(0));
     drop(c); // after the first byte: the prediction stays
     assert_eq!(index.find_matches(&seqs).units[0].predicted, 16);
+}
+
+#[test]
+fn an_error_status_cancels_the_prediction_through_the_booking() {
+    let (p, index) = policy(true);
+    let ws = vec![worker(1, 1)];
+    let t = tokens(6, 64);
+    let seqs = crate::tokens::seq_hashes(&t, PAGE as usize);
+    let b = stream_body(&t);
+    let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
+    let c = p.select(&input, &ws).unwrap();
+    let mut booking = crate::routing::Booking::new(ws[c.index].clone(), c.rank, c.observer);
+    booking.on_response_head(http::StatusCode::OK);
+    assert_eq!(index.find_matches(&seqs).units[0].predicted, 16);
+    booking.on_response_head(http::StatusCode::SERVICE_UNAVAILABLE);
+    assert!(index.find_matches(&seqs).units.is_empty());
+    assert_eq!(index.inflight_blocks(WorkerId(1), 0), 0);
+    booking.on_data(b"data: {}");
+    drop(booking);
+    assert!(index.find_matches(&seqs).units.is_empty());
 }
 
 #[test]
