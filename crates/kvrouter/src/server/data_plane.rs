@@ -1,30 +1,25 @@
 //! The data-plane handler: parse -> admit -> attempts -> relay.
 //!
 //! [`handle`] reads the body (bounded) and its routing inputs and waits at the refit gate;
-//! the retry driver ([`retry::run`]) then repeats [`WorkerAttempts`] (pick and book a worker,
+//! the retry driver ([`retry::run`]) then repeats `attempt::WorkerAttempts` (pick and book a worker,
 //! forward the original bytes) on another worker while nothing has come back yet. The
 //! worker's response (status, headers, body) is relayed unchanged.
 
-use std::borrow::Cow;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
-use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Either, Limited};
+use http::{header, HeaderValue, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
+use super::attempt::{RetryMetrics, WorkerAttempts};
 use super::body::RouterBody;
 use super::error::ApiError;
 use super::state::AppState;
-use crate::proxy::abort::abort_upstream;
-use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
+use crate::proxy::headers::WORKER_HEADER;
 use crate::proxy::metrics::ProxyMetrics;
-use crate::proxy::retry::{self, is_retryable_status, Attempts, RetryHooks, RetryPolicy};
-use crate::proxy::{forward, ForwardError, RelayBody, RelayContext};
-use crate::refit::rids::RidGuard;
-use crate::routing::{Booking, Endpoint, RoutingInput};
-use crate::workers::{Worker, WorkerId};
+use crate::proxy::retry::{self, RetryPolicy};
+use crate::routing::{Endpoint, RoutingInput};
 
 /// Reads a request body up to `limit` bytes (413 beyond, checked early from `content-length`).
 pub async fn read_body(
@@ -56,37 +51,20 @@ pub async fn read_body(
     }
 }
 
-/// Fires `/abort_request` if the client goes away while the request waits for the worker.
-struct AbortIfDropped<'a> {
-    state: &'a AppState,
-    worker: Option<Arc<Worker>>,
-    rids: &'a [String],
-}
-
-impl Drop for AbortIfDropped<'_> {
-    fn drop(&mut self) {
-        if let Some(w) = self.worker.take() {
-            if !self.rids.is_empty() {
-                abort_upstream(&self.state.client, &w.url, self.rids.to_vec());
-            }
-        }
-    }
-}
-
-fn record(route: &'static str, status: StatusCode, worker: &str) {
+pub(super) fn record(route: &'static str, status: StatusCode, worker: &str) {
     ProxyMetrics::get()
         .requests
         .with_label_values(&[route, status.as_str(), worker])
         .inc();
 }
 
-fn error(route: &'static str, e: ApiError) -> Response<RouterBody> {
+pub(super) fn error(route: &'static str, e: ApiError) -> Response<RouterBody> {
     record(route, e.status, "");
     e.into_response()
 }
 
 /// A router-made error after trying `worker`: still names the worker in `x-kvrouter-worker`.
-fn worker_error(route: &'static str, e: ApiError, worker: &str) -> Response<RouterBody> {
+pub(super) fn worker_error(route: &'static str, e: ApiError, worker: &str) -> Response<RouterBody> {
     record(route, e.status, worker);
     let mut resp = e.into_response();
     if let Ok(v) = HeaderValue::from_str(worker) {
@@ -126,7 +104,7 @@ pub async fn handle(
 }
 
 /// Waits at the refit gate (at once when open); 503 when refused, full or held too long.
-async fn admit(state: &AppState) -> Result<(), ApiError> {
+pub(super) async fn admit(state: &AppState) -> Result<(), ApiError> {
     state
         .refit
         .gate
@@ -139,305 +117,4 @@ async fn admit(state: &AppState) -> Result<(), ApiError> {
                 e.to_string(),
             )
         })
-}
-
-/// How one attempt ended.
-enum Tried {
-    /// The worker answered (any status). `alternatives`: another candidate was left.
-    Answered {
-        resp: Response<Incoming>,
-        booking: Booking,
-        alternatives: bool,
-    },
-    /// No response head came back from `worker`.
-    Failed {
-        error: ForwardError,
-        worker: Arc<Worker>,
-        alternatives: bool,
-    },
-    /// No attempt was made (no candidate left, gate refused); `worker`: the last one tried.
-    Refused {
-        error: ApiError,
-        worker: Option<Arc<Worker>>,
-    },
-}
-
-/// Why an attempt is repeated: the `reason` label of `kvrouter_retries_total`.
-enum RetryReason {
-    Status(StatusCode),
-    Connect,
-}
-
-impl RetryReason {
-    fn label(&self) -> &str {
-        match self {
-            RetryReason::Status(s) => s.as_str(),
-            RetryReason::Connect => "connect",
-        }
-    }
-}
-
-/// Counts retries per route.
-struct RetryMetrics {
-    route: &'static str,
-}
-
-impl RetryHooks<RetryReason> for RetryMetrics {
-    fn on_retry(&mut self, attempt: u32, reason: &RetryReason, delay: Duration) {
-        tracing::debug!(
-            attempt,
-            reason = reason.label(),
-            ?delay,
-            "retrying on another worker"
-        );
-        ProxyMetrics::get()
-            .retries
-            .with_label_values(&[self.route, reason.label()])
-            .inc();
-    }
-}
-
-/// One request's attempts: each picks and books a worker not tried yet and forwards to it.
-struct WorkerAttempts<'a> {
-    state: &'a AppState,
-    endpoint: Endpoint,
-    headers: &'a HeaderMap,
-    bytes: &'a Bytes,
-    input: &'a RoutingInput<'a>,
-    routing_key: Option<&'a str>,
-    rids: Vec<String>,
-    started: Instant,
-    tried: Vec<WorkerId>,
-    /// Answered when no candidate is left: no workers, or the last connect failure.
-    last_error: ApiError,
-    last_worker: Option<Arc<Worker>>,
-    /// The refit plane's rid -> worker entry, held until the response ends.
-    rid_guard: Option<RidGuard>,
-}
-
-impl<'a> WorkerAttempts<'a> {
-    fn new(
-        state: &'a AppState,
-        endpoint: Endpoint,
-        headers: &'a HeaderMap,
-        bytes: &'a Bytes,
-        input: &'a RoutingInput<'a>,
-        started: Instant,
-    ) -> Self {
-        WorkerAttempts {
-            state,
-            endpoint,
-            headers,
-            bytes,
-            input,
-            routing_key: headers
-                .get(ROUTING_KEY)
-                .and_then(|v| v.to_str().ok())
-                .filter(|k| !k.is_empty()),
-            rids: input.rids(),
-            started,
-            tried: Vec::new(),
-            last_error: ApiError::no_workers(),
-            last_worker: None,
-            rid_guard: None,
-        }
-    }
-
-    /// Books a worker among the routable ones not tried yet (waiting at the gate again if a
-    /// pause closed it for that worker); `Err` when there is none.
-    async fn book(&mut self) -> Result<(Booking, bool), Tried> {
-        let state = self.state;
-        loop {
-            let candidates: Vec<Arc<Worker>> = state
-                .registry
-                .snapshot()
-                .iter()
-                .filter(|w| w.is_routable() && !self.tried.contains(&w.id))
-                .cloned()
-                .collect();
-            let Some(booking) = state
-                .selector
-                .select(self.input, self.routing_key, &candidates)
-            else {
-                let error = std::mem::replace(&mut self.last_error, ApiError::no_workers());
-                let worker = self.last_worker.clone();
-                return Err(Tried::Refused { error, worker });
-            };
-            if state.refit.still_admitted(booking.worker()) {
-                return Ok((booking, candidates.len() > 1));
-            }
-            // A pause closed the gate after this request was admitted: wait again.
-            drop(booking);
-            if let Err(error) = admit(state).await {
-                return Err(Tried::Refused {
-                    error,
-                    worker: None,
-                });
-            }
-        }
-    }
-
-    /// Builds the client's response from the last attempt.
-    fn respond(self, last: Tried) -> Response<RouterBody> {
-        let route = self.endpoint.label();
-        match last {
-            Tried::Answered { resp, booking, .. } => self.relay(resp, booking),
-            Tried::Failed { error, worker, .. } => worker_error(route, error.into(), &worker.url),
-            Tried::Refused {
-                error,
-                worker: Some(w),
-            } => worker_error(route, error, &w.url),
-            Tried::Refused {
-                error,
-                worker: None,
-            } => self::error(route, error),
-        }
-    }
-
-    fn relay(self, resp: Response<Incoming>, mut booking: Booking) -> Response<RouterBody> {
-        let route = self.endpoint.label();
-        let (mut parts, body) = resp.into_parts();
-        strip_response_headers(&mut parts.headers);
-        let url = booking.worker().url.clone();
-        if let Ok(v) = HeaderValue::from_str(&url) {
-            parts.headers.insert(WORKER_HEADER, v);
-        }
-        let sse = parts
-            .headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"))
-            // A final error event can only be appended to a stream without a declared length.
-            && !parts.headers.contains_key(header::CONTENT_LENGTH);
-        record(route, parts.status, &url);
-        booking.on_response_head(parts.status);
-        let ctx = RelayContext {
-            route,
-            stream: self.input.stream,
-            started: self.started,
-            client: self.state.client.clone(),
-            rids: self.rids,
-            hold: self.rid_guard.map(|g| Box::new(g) as Box<dyn Send + Sync>),
-        };
-        Response::from_parts(
-            parts,
-            Either::Right(RelayBody::new(body, booking, sse, ctx)),
-        )
-    }
-}
-
-impl Attempts for WorkerAttempts<'_> {
-    type Output = Tried;
-    type Reason = RetryReason;
-
-    async fn attempt(&mut self, n: u32) -> Tried {
-        let state = self.state;
-        let (booking, alternatives) = match self.book().await {
-            Ok(b) => b,
-            Err(refused) => return refused,
-        };
-        let worker = booking.worker().clone();
-        self.rid_guard = state
-            .refit
-            .rids
-            .track(&self.rids, &worker)
-            .or(self.rid_guard.take());
-        if n == 0 {
-            ProxyMetrics::get()
-                .overhead
-                .with_label_values(&[self.endpoint.label()])
-                .observe(self.started.elapsed().as_secs_f64());
-        }
-        let mut guard = AbortIfDropped {
-            state,
-            worker: Some(worker.clone()),
-            rids: &self.rids,
-        };
-        let (headers, body) = upstream_request(self.headers, self.bytes, &booking);
-        let timeout = state.config.request_timeout;
-        let path = self.endpoint.path();
-        let result = forward(
-            &state.client,
-            Method::POST,
-            &worker.url,
-            path,
-            &headers,
-            body,
-            timeout,
-        )
-        .await;
-        guard.worker = None;
-        drop(guard);
-        self.tried.push(worker.id);
-        self.last_worker = Some(worker.clone());
-        let failures = &ProxyMetrics::get().upstream_failures;
-        match result {
-            Ok(resp) => {
-                let status = resp.status();
-                if status.is_server_error() {
-                    worker.record_failure();
-                    failures
-                        .with_label_values(&[worker.url.as_str(), status.as_str()])
-                        .inc();
-                } else {
-                    worker.record_success();
-                }
-                Tried::Answered {
-                    resp,
-                    booking,
-                    alternatives,
-                }
-            }
-            Err(error) => {
-                worker.record_failure();
-                failures
-                    .with_label_values(&[worker.url.as_str(), error.kind()])
-                    .inc();
-                tracing::warn!(worker = %worker.url, %error, "upstream attempt failed");
-                if matches!(error, ForwardError::Connect { .. }) {
-                    self.last_error = ApiError::from(&error);
-                }
-                Tried::Failed {
-                    error,
-                    worker,
-                    alternatives,
-                }
-            }
-        }
-    }
-
-    /// Retried on another worker: a 502/503 answer or a connect failure (nothing was sent),
-    /// while another candidate is left.
-    fn should_retry(&self, tried: &Tried) -> Option<RetryReason> {
-        match tried {
-            Tried::Answered {
-                resp,
-                alternatives: true,
-                ..
-            } if is_retryable_status(resp.status()) => Some(RetryReason::Status(resp.status())),
-            Tried::Failed {
-                error: ForwardError::Connect { .. },
-                alternatives: true,
-                ..
-            } => Some(RetryReason::Connect),
-            _ => None,
-        }
-    }
-}
-
-/// The headers and body sent to the booked worker: the original bytes, or the body with the
-/// chosen DP rank as `routed_dp_rank` (then with its new `content-length`).
-fn upstream_request<'h>(
-    headers: &'h HeaderMap,
-    bytes: &Bytes,
-    booking: &Booking,
-) -> (Cow<'h, HeaderMap>, Bytes) {
-    match booking.rank_body(bytes) {
-        Some(b) => {
-            let mut h = headers.clone();
-            h.insert(header::CONTENT_LENGTH, HeaderValue::from(b.len()));
-            (Cow::Owned(h), b)
-        }
-        None => (Cow::Borrowed(headers), bytes.clone()),
-    }
 }

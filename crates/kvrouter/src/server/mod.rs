@@ -4,6 +4,7 @@
 //! builder) and hands each request to [`routes::handle`]. [`run`] is what `src/bin/router.rs`
 //! calls: build state, register `--worker-urls`, bind, announce readiness, serve.
 
+mod attempt;
 pub mod auth;
 pub mod body;
 pub mod data_plane;
