@@ -122,12 +122,8 @@ async fn post_ok(c: &reqwest::Client, url: String, body: Value, key: Option<&str
 /// `/metrics` of a KV-mode router after KV events, KV-routed requests (token ids, text,
 /// sticky key, streaming) and a `/flush_cache`.
 async fn kv_router_metrics() -> String {
-    let a = kv_mock(&["--speedup", "0"]);
-    let b = kv_mock(&["--speedup", "0"]);
-    let router = kv_router(&[&a.url, &b.url], &[]);
-    let c = client();
-    wait_sources(&c, &router.url, 2).await;
-    warm_all(&c, &router.url, &[&a.url, &b.url]).await;
+    let pair = warm_kv_pair(&[]).await;
+    let (router, c) = (&pair.router, pair.c.clone());
     let gen = format!("{}/generate", router.url);
     let ids = prompt(1, 64);
     for _ in 0..3 {

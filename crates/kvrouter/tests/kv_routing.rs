@@ -13,12 +13,12 @@ use support::kv::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_cached_on_worker_b_goes_to_b() {
-    let a = kv_mock(&["--speedup", "0"]);
-    let b = kv_mock(&["--speedup", "0"]);
-    let router = kv_router(&[&a.url, &b.url], &[]);
-    let c = client();
-    wait_sources(&c, &router.url, 2).await;
-    warm_all(&c, &router.url, &[&a.url, &b.url]).await;
+    let KvPair {
+        a: _a,
+        b,
+        router,
+        c,
+    } = warm_kv_pair(&[]).await;
     let p = prompt(1, 64); // 16 pages
     let (status, _, _) = generate(&c, &b.url, &p, 2).await;
     assert_eq!(status, 200);

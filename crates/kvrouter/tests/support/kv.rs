@@ -136,3 +136,23 @@ pub async fn warm_all(c: &reqwest::Client, router: &str, workers: &[&str]) -> Ve
     let v = debug_index(c, router).await;
     workers.iter().map(|w| blocks_of(&v, w)).collect()
 }
+
+/// Two fast KV mocks (`a`, `b`) behind a KV-mode router, both event sources connected and
+/// both workers' caches warmed: the starting point of most KV-routing tests.
+pub struct KvPair {
+    pub a: Proc,
+    pub b: Proc,
+    pub router: Proc,
+    pub c: reqwest::Client,
+}
+
+/// Starts and warms a [`KvPair`] (router started with `router_extra` flags).
+pub async fn warm_kv_pair(router_extra: &[&str]) -> KvPair {
+    let a = kv_mock(&["--speedup", "0"]);
+    let b = kv_mock(&["--speedup", "0"]);
+    let router = kv_router(&[&a.url, &b.url], router_extra);
+    let c = super::http::client();
+    wait_sources(&c, &router.url, 2).await;
+    warm_all(&c, &router.url, &[&a.url, &b.url]).await;
+    KvPair { a, b, router, c }
+}
