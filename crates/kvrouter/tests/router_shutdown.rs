@@ -1,0 +1,128 @@
+//! Graceful shutdown of the `router` binary: on SIGTERM it closes its listener (new connections
+//! are refused), lets a stream in flight finish within `--shutdown-grace-period-secs`, aborts
+//! what is left at the workers when the grace period runs out, and exits with status 0.
+#![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
+
+mod support;
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::json;
+use support::http::client;
+use support::procs::*;
+use support::wait::wait_for;
+
+/// Sends SIGTERM to `proc`.
+fn sigterm(proc: &Proc) {
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &proc.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -TERM failed");
+}
+
+/// Starts a streaming `/generate` of `tokens` tokens through `router` and returns the byte
+/// stream once its first chunk arrived.
+async fn stream_started(
+    router: &str,
+    tokens: u32,
+) -> (
+    Vec<u8>,
+    impl futures::Stream<Item = reqwest::Result<bytes::Bytes>>,
+) {
+    let body = json!({"text":"drain me","stream":true,
+                      "sampling_params":{"max_new_tokens":tokens,"ignore_eos":true}});
+    let resp = client()
+        .post(format!("{router}/generate"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut stream = Box::pin(resp.bytes_stream());
+    let first = stream.next().await.unwrap().unwrap();
+    (first.to_vec(), stream)
+}
+
+/// True once a new TCP connection to `url` is refused (the listener is closed).
+async fn refused(url: &str) -> bool {
+    let addr = url.trim_start_matches("http://").to_string();
+    tokio::net::TcpStream::connect(addr).await.is_err()
+}
+
+/// The number of requests the mock at `url` is running or holding.
+async fn mock_busy(url: &str) -> u64 {
+    let (_, state) = support::http::get(url, "/mock/state").await;
+    state["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["running"].as_u64().unwrap() + r["waiting"].as_u64().unwrap())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_a_stream_in_flight_then_exits_0() {
+    // ~7 ms per token at --speedup 1: the stream outlives the signal by a few seconds.
+    let worker = mock(&[]);
+    let mut r = router_with(
+        &[&worker.url],
+        &[
+            "--mode",
+            "round-robin",
+            "--shutdown-grace-period-secs",
+            "30",
+        ],
+    )
+    .await;
+    let (mut all, mut stream) = stream_started(&r.url, 400).await;
+    sigterm(&r);
+    // Stop accepting: the listener closes while the stream is still running.
+    wait_for("the router's listener to close", || refused(&r.url)).await;
+    while let Some(chunk) = stream.next().await {
+        all.extend_from_slice(&chunk.expect("the stream in flight is not cut"));
+    }
+    let text = String::from_utf8(all).unwrap();
+    assert!(
+        text.trim_end().ends_with("data: [DONE]"),
+        "stream did not finish: ...{}",
+        &text[text.len().saturating_sub(300)..]
+    );
+    let status = r
+        .wait_exit(Duration::from_secs(20))
+        .expect("router exits after the drain");
+    assert_eq!(status.code(), Some(0), "exit status {status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grace_period_over_aborts_at_the_worker_and_exits_0() {
+    // ~75 ms per token at --speedup 0.1: 2000 tokens would take minutes.
+    let tokens = 2000;
+    let worker = mock(&["--speedup", "0.1"]);
+    let mut r = router_with(
+        &[&worker.url],
+        &["--mode", "round-robin", "--shutdown-grace-period-secs", "1"],
+    )
+    .await;
+    let (mut all, mut stream) = stream_started(&r.url, tokens).await;
+    assert_eq!(mock_busy(&worker.url).await, 1);
+    sigterm(&r);
+    let status = r
+        .wait_exit(Duration::from_secs(20))
+        .expect("router exits once the grace period is over");
+    assert_eq!(status.code(), Some(0), "exit status {status:?}");
+    while let Some(Ok(chunk)) = stream.next().await {
+        all.extend_from_slice(&chunk);
+    }
+    let text = String::from_utf8_lossy(&all);
+    let chunks = text.matches("data: {").count();
+    assert!(
+        chunks < tokens as usize,
+        "the stream was not cut ({chunks} chunks)"
+    );
+    wait_for("the worker to drop the aborted request", || async {
+        mock_busy(&worker.url).await == 0
+    })
+    .await;
+}
