@@ -1,6 +1,7 @@
 //! Graceful shutdown of the `router` binary: on SIGTERM it closes its listener (new connections
-//! are refused), lets a stream in flight finish within `--shutdown-grace-period-secs`, aborts
-//! what is left at the workers when the grace period runs out, and exits with status 0.
+//! are refused) and its idle keep-alive connections, lets a stream in flight finish within
+//! `--shutdown-grace-period-secs`, aborts what is left at the workers when the grace period
+//! runs out, and exits with status 0.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
 
 mod support;
@@ -12,6 +13,7 @@ use serde_json::json;
 use support::http::client;
 use support::procs::*;
 use support::wait::wait_for;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Sends SIGTERM to `proc`.
 fn sigterm(proc: &Proc) {
@@ -45,6 +47,23 @@ async fn stream_started(
     (first.to_vec(), stream)
 }
 
+/// A connection that answered one keep-alive request (`GET /health`) and is now idle.
+async fn idle_keep_alive(url: &str) -> tokio::net::TcpStream {
+    let addr = url.trim_start_matches("http://").to_string();
+    let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let req = format!("GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: keep-alive\r\n\r\n");
+    conn.write_all(req.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !String::from_utf8_lossy(&got).ends_with("OK") {
+        let n = conn.read(&mut buf).await.unwrap();
+        assert!(n > 0, "connection closed before the /health answer");
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(got.starts_with(b"HTTP/1.1 200"));
+    conn
+}
+
 /// True once a new TCP connection to `url` is refused (the listener is closed).
 async fn refused(url: &str) -> bool {
     let addr = url.trim_start_matches("http://").to_string();
@@ -76,8 +95,13 @@ async fn sigterm_drains_a_stream_in_flight_then_exits_0() {
         ],
     )
     .await;
+    let mut idle = idle_keep_alive(&r.url).await;
     let (mut all, mut stream) = stream_started(&r.url, 400).await;
     sigterm(&r);
+    // An idle keep-alive connection is closed at once, not after the grace period.
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(10), idle.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "the idle keep-alive connection stayed open");
     // Stop accepting: the listener closes while the stream is still running.
     wait_for("the router's listener to close", || refused(&r.url)).await;
     while let Some(chunk) = stream.next().await {
