@@ -9,9 +9,10 @@ mod support;
 use std::time::Duration;
 
 use futures::StreamExt;
-use serde_json::json;
+use serde_json::{json, Value};
 use support::http::client;
 use support::procs::*;
+use support::stub::{Behaviour, Stub};
 use support::wait::wait_for;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -149,4 +150,46 @@ async fn grace_period_over_aborts_at_the_worker_and_exits_0() {
         mock_busy(&worker.url).await == 0
     })
     .await;
+}
+
+/// A request still waiting for its worker when the grace period ends is aborted with an
+/// explicit worker-wide `/abort_request` (not only by the router's connection going away).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grace_period_over_sends_abort_all_to_every_worker() {
+    let stub = Stub::start(Behaviour::Hang).await;
+    let mut r = router_with(
+        &[&stub.url],
+        &["--mode", "round-robin", "--shutdown-grace-period-secs", "1"],
+    )
+    .await;
+    let url = format!("{}/generate", r.url);
+    let pending = tokio::spawn(async move {
+        client()
+            .post(url)
+            .json(&json!({"text":"never answered"}))
+            .send()
+            .await
+    });
+    let received = stub.received.clone();
+    wait_for("the request to reach the worker", || {
+        let n = received.lock().len();
+        async move { n == 1 }
+    })
+    .await;
+    sigterm(&r);
+    let status = r
+        .wait_exit(Duration::from_secs(20))
+        .expect("router exits once the grace period is over");
+    assert_eq!(status.code(), Some(0), "exit status {status:?}");
+    let aborts: Vec<Value> = stub
+        .aborts
+        .lock()
+        .iter()
+        .map(|b| serde_json::from_slice(b).unwrap())
+        .collect();
+    assert_eq!(aborts, vec![json!({"rid": "", "abort_all": true})]);
+    assert!(
+        pending.await.unwrap().is_err(),
+        "the pending request is cut"
+    );
 }
