@@ -66,6 +66,8 @@ pub struct Config {
     pub refit_refuse_when_paused: bool,
     /// Route to workers whose weight version differs from the fleet's (no `awaiting_refit` hold).
     pub allow_version_mismatch: bool,
+    /// How long a SIGTERM/SIGINT drain waits for requests in flight (0 = abort at once).
+    pub shutdown_grace_period: Duration,
     pub log_level: String,
     pub json_log: bool,
     /// KV-mode settings.
@@ -191,6 +193,7 @@ impl Config {
             refit_queue_size: o.refit_queue_size,
             refit_refuse_when_paused: o.refit_refuse_when_paused,
             allow_version_mismatch: o.allow_version_mismatch,
+            shutdown_grace_period: Duration::from_secs(o.shutdown_grace_period_secs),
             log_level,
             json_log: o.json_log,
             kv: KvConfig::from_options(&o.kv)?,

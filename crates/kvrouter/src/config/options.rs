@@ -102,6 +102,14 @@ pub struct Options {
     /// fleet (default: hold it as `awaiting_refit` until a refit levels it).
     #[arg(long, env = "KVROUTER_ALLOW_VERSION_MISMATCH", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
     pub allow_version_mismatch: bool,
+    /// Seconds a SIGTERM/SIGINT drain lets requests in flight finish (new connections are
+    /// refused and `/readiness` answers 503 at once); what is left is then aborted at the workers.
+    #[arg(
+        long,
+        env = "KVROUTER_SHUTDOWN_GRACE_PERIOD_SECS",
+        default_value_t = 180
+    )]
+    pub shutdown_grace_period_secs: u64,
     /// Log filter: error | warn | info | debug | trace, Python's words (warning, critical) too,
     /// or a tracing filter directive (`info,kvrouter::events=debug`).
     #[arg(long, env = "KVROUTER_LOG_LEVEL", default_value = "info")]

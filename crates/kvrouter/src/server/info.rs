@@ -18,9 +18,17 @@ pub fn health() -> Response<RouterBody> {
     text(StatusCode::OK, "OK")
 }
 
-/// `GET /readiness`: 200 once at least one worker is healthy, 503 before.
+/// `GET /readiness`: 200 once at least one worker is healthy, 503 before and from the start
+/// of a shutdown drain on (SIGTERM/SIGINT).
 pub fn readiness(state: &AppState) -> Response<RouterBody> {
     let snapshot = state.registry.snapshot();
+    if state.shutdown.is_cancelled() {
+        return json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({"status":"not ready","reason":"shutting down",
+                    "total_workers":snapshot.len()}),
+        );
+    }
     let healthy = snapshot.iter().filter(|w| w.is_routable()).count();
     if healthy > 0 {
         json(

@@ -2,7 +2,8 @@
 //!
 //! [`serve`] accepts connections on a bound listener (HTTP/1.1 and h2c via hyper-util's auto
 //! builder) and hands each request to [`routes::handle`]. [`run`] is what `src/bin/router.rs`
-//! calls: build state, register `--worker-urls`, bind, announce readiness, serve.
+//! calls: build state, register `--worker-urls`, bind, announce readiness, serve until
+//! SIGTERM/SIGINT, then drain gracefully ([`shutdown`]).
 
 mod attempt;
 pub mod auth;
@@ -15,6 +16,7 @@ pub mod info;
 pub mod refit_routes;
 pub mod rl_api;
 pub mod routes;
+pub mod shutdown;
 pub mod state;
 pub mod workers_api;
 
@@ -25,6 +27,7 @@ use std::time::Duration;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
 pub use error::ApiError;
@@ -32,11 +35,21 @@ pub use state::AppState;
 
 use crate::workers::WorkerSpec;
 
-/// Serves `listener` forever with `state`.
+/// Serves `listener` with `state` until `state.shutdown` is cancelled, then drains: the
+/// listener is closed, idle connections close at once, requests in flight get up to
+/// `--shutdown-grace-period-secs` to finish, and what is still running then is aborted at
+/// every worker (see [`shutdown`]).
 pub async fn serve(listener: TcpListener, state: Arc<AppState>) -> std::io::Result<()> {
     let builder = auto::Builder::new(TokioExecutor::new());
+    let graceful = GracefulShutdown::new();
+    let token = state.shutdown.clone();
     loop {
-        let (stream, peer) = match listener.accept().await {
+        let accepted = tokio::select! {
+            biased;
+            () = token.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
             Ok(s) => s,
             Err(e) => {
                 // Out of file descriptors and similar: back off briefly instead of spinning.
@@ -48,16 +61,38 @@ pub async fn serve(listener: TcpListener, state: Arc<AppState>) -> std::io::Resu
         let _ = stream.set_nodelay(true);
         let state = state.clone();
         let builder = builder.clone();
+        let watcher = graceful.watcher();
         tokio::spawn(async move {
             let svc = service_fn(move |req| {
                 let state = state.clone();
                 async move { Ok::<_, std::convert::Infallible>(routes::handle(&state, req).await) }
             });
-            if let Err(e) = builder.serve_connection(TokioIo::new(stream), svc).await {
+            let conn = builder.serve_connection(TokioIo::new(stream), svc);
+            if let Err(e) = watcher.watch(conn).await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
         });
     }
+    drop(listener);
+    let grace = state.config.shutdown_grace_period;
+    tracing::info!(
+        grace_secs = grace.as_secs(),
+        connections = graceful.count(),
+        "shutting down: listener closed, draining requests in flight"
+    );
+    if tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_ok()
+    {
+        tracing::info!("drained: every request in flight finished");
+    } else {
+        tracing::warn!(
+            grace_secs = grace.as_secs(),
+            "grace period over: aborting what is left at the workers"
+        );
+        shutdown::abort_all_at_workers(&state).await;
+    }
+    Ok(())
 }
 
 /// Registers the configured `--worker-urls` in the background (requests get 503 until one is healthy).
@@ -70,15 +105,19 @@ pub fn register_startup_workers(state: &AppState) {
     }
 }
 
-/// Periodically drops expired sticky keys until the state is gone.
+/// Periodically drops expired sticky keys until the state is gone or shutdown starts.
 pub fn spawn_sticky_sweeper(state: &Arc<AppState>) {
     let weak: Weak<AppState> = Arc::downgrade(state);
     let every =
         (state.config.sticky_ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    let token = state.shutdown.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(every);
         loop {
-            tick.tick().await;
+            tokio::select! {
+                () = token.cancelled() => break,
+                _ = tick.tick() => {}
+            }
             let Some(state) = weak.upgrade() else { break };
             state.selector.sticky().sweep();
         }
@@ -108,14 +147,33 @@ pub async fn start(state: Arc<AppState>) -> anyhow::Result<Started> {
     Ok(Started { addr: local, task })
 }
 
-/// Starts the router, prints the readiness line and serves until the accept loop ends.
+/// Starts the router, prints the readiness line and serves until SIGTERM/SIGINT, then drains
+/// (see [`shutdown`]) and returns `Ok` (exit status 0).
 pub async fn run(state: Arc<AppState>) -> anyhow::Result<()> {
-    let started = start(state).await?;
+    // Installed before the readiness line so a signal sent right after it is not lost.
+    let mut signals = shutdown::Signals::install()?;
+    let mut started = start(state.clone()).await?;
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening on http://{}", started.addr)?;
         out.flush()?;
     }
-    started.task.await??;
+    tokio::select! {
+        ended = &mut started.task => {
+            ended??;
+            return Ok(());
+        }
+        signal = signals.recv() => {
+            tracing::info!(signal, "shutdown requested");
+        }
+    }
+    state.shutdown.cancel();
+    tokio::select! {
+        ended = &mut started.task => ended??,
+        signal = signals.recv() => {
+            tracing::warn!(signal, "second signal: aborting requests in flight now");
+            shutdown::abort_all_at_workers(&state).await;
+        }
+    }
     Ok(())
 }

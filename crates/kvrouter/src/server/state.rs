@@ -3,6 +3,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::backoff::ExponentialBackoff;
 use crate::config::{Config, Mode};
 use crate::proxy::{build_client, UpstreamClient};
@@ -24,6 +26,9 @@ pub struct AppState {
     pub refit: Arc<RefitState>,
     /// KV mode: the index, unit loads and event sources (None in other modes).
     pub kv: Option<Arc<KvRuntime>>,
+    /// The one shutdown token: cancelled on SIGTERM/SIGINT. `/readiness` answers 503, the
+    /// accept loop stops and background tasks watching it end (see `server::shutdown`).
+    pub shutdown: CancellationToken,
 }
 
 /// Clears a worker's blocks from the KV index when the refit plane reports its cache cleared
@@ -125,6 +130,7 @@ impl AppState {
             started: Instant::now(),
             config,
             kv,
+            shutdown: CancellationToken::new(),
         })
     }
 }

@@ -64,6 +64,21 @@ impl Proc {
         self.child.id()
     }
 
+    /// Waits up to `within` for the process to exit on its own (after a signal); `None` if it
+    /// is still running then.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Kills the process now and waits for it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -1,5 +1,6 @@
 //! An in-process fake worker (hyper): SGLang info routes (page size 16) plus a
-//! data-plane behaviour the test chooses (fixed bytes, a status, or never answering).
+//! data-plane behaviour the test chooses (fixed bytes, a status, or never answering), and
+//! `/abort_request` recorded in `Stub::aborts`.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -29,6 +30,8 @@ pub struct Stub {
     pub url: String,
     /// Bodies received on data-plane routes, in order, byte for byte.
     pub received: Arc<Mutex<Vec<Bytes>>>,
+    /// Bodies received on `/abort_request` (answered 200), in order.
+    pub aborts: Arc<Mutex<Vec<Bytes>>>,
     behaviour: Arc<Mutex<Behaviour>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -40,18 +43,19 @@ impl Stub {
             .expect("bind stub");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
         let received = Arc::new(Mutex::new(Vec::new()));
+        let aborts = Arc::new(Mutex::new(Vec::new()));
         let behaviour = Arc::new(Mutex::new(behaviour));
-        let (rx, bx) = (received.clone(), behaviour.clone());
+        let (rx, ax, bx) = (received.clone(), aborts.clone(), behaviour.clone());
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
-                let (rx, bx) = (rx.clone(), bx.clone());
+                let (rx, ax, bx) = (rx.clone(), ax.clone(), bx.clone());
                 tokio::spawn(async move {
                     let svc = service_fn(move |req: Request<Incoming>| {
-                        let (rx, bx) = (rx.clone(), bx.clone());
-                        async move { Ok::<_, Infallible>(stub_answer(req, rx, bx).await) }
+                        let (rx, ax, bx) = (rx.clone(), ax.clone(), bx.clone());
+                        async move { Ok::<_, Infallible>(stub_answer(req, rx, ax, bx).await) }
                     });
                     let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
                         .serve_connection(TokioIo::new(stream), svc)
@@ -62,6 +66,7 @@ impl Stub {
         Stub {
             url,
             received,
+            aborts,
             behaviour,
             task,
         }
@@ -89,6 +94,7 @@ fn json_resp(status: u16, body: Value) -> Response<Full<Bytes>> {
 async fn stub_answer(
     req: Request<Incoming>,
     received: Arc<Mutex<Vec<Bytes>>>,
+    aborts: Arc<Mutex<Vec<Bytes>>>,
     behaviour: Arc<Mutex<Behaviour>>,
 ) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_string();
@@ -108,6 +114,10 @@ async fn stub_answer(
             200,
             serde_json::json!({"model_path": "stub", "weight_version": "default"}),
         ),
+        "/abort_request" => {
+            aborts.lock().push(body);
+            json_resp(200, serde_json::json!({}))
+        }
         "/generate" | "/v1/chat/completions" | "/v1/completions" => {
             received.lock().push(body);
             let b = behaviour.lock().clone();

@@ -1,0 +1,97 @@
+//! Graceful shutdown on SIGTERM / SIGINT.
+//!
+//! The sequence (driven by [`super::run`] and [`super::serve`]):
+//! 1. a signal arrives: [`AppState::shutdown`] (one `CancellationToken`) is cancelled;
+//!    `/readiness` answers 503 from then on, the accept loop stops and the listener is
+//!    closed (new connections are refused), idle keep-alive connections are closed at
+//!    once and busy ones after their current response (hyper-util `GracefulShutdown`);
+//!    background tasks that watch the token (the sticky sweeper) stop;
+//! 2. requests in flight may finish for `--shutdown-grace-period-secs` (default 180);
+//! 3. if some are still running then, every registered worker gets
+//!    `POST /abort_request {"rid": "", "abort_all": true}` (the router does not track the rid
+//!    of every request, so the abort is worker-wide) and the router exits with status 0.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, Method, Request};
+use http_body_util::Full;
+
+use super::state::AppState;
+
+/// Which signal started the drain.
+pub type SignalName = &'static str;
+
+/// The installed SIGTERM and SIGINT handlers. Install them before announcing readiness so
+/// a signal sent right after the `listening on` line is not lost.
+pub struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Installs the handlers (needs a tokio runtime).
+    pub fn install() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    /// Waits for the first SIGTERM or SIGINT.
+    pub async fn recv(&mut self) -> SignalName {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
+}
+
+/// How long one abort call to a worker may take.
+const ABORT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Sends `POST /abort_request {"rid": "", "abort_all": true}` to every registered worker and
+/// waits for the answers (each bounded by 5 s); failures are logged only.
+pub async fn abort_all_at_workers(state: &AppState) {
+    let workers = state.registry.snapshot();
+    let calls = workers.iter().map(|w| {
+        let url = format!("{}/abort_request", w.url);
+        let client = state.client.clone();
+        async move {
+            let body = serde_json::json!({ "rid": "", "abort_all": true }).to_string();
+            let Ok(req) = Request::builder()
+                .method(Method::POST)
+                .uri(&url)
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Full::new(Bytes::from(body)))
+            else {
+                return;
+            };
+            match tokio::time::timeout(ABORT_TIMEOUT, client.request(req)).await {
+                Ok(Ok(resp)) => tracing::info!(%url, status = %resp.status(), "abort-all sent"),
+                Ok(Err(e)) => tracing::warn!(%url, error = %e, "abort-all failed"),
+                Err(_) => tracing::warn!(%url, "abort-all timed out"),
+            }
+        }
+    });
+    futures::future::join_all(calls).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use http::StatusCode;
+
+    #[tokio::test]
+    async fn readiness_is_503_once_the_drain_started() {
+        let state = AppState::new(Config {
+            mode: crate::config::Mode::RoundRobin,
+            ..Config::default()
+        });
+        state.shutdown.cancel();
+        let resp = super::super::info::readiness(&state);
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+}
