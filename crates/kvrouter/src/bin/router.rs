@@ -34,6 +34,9 @@ async fn main() {
         }
     };
     init_logging(&config);
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
     let state = AppState::new(config);
     if let Err(e) = server::run(state).await {
         eprintln!("router: {e:#}");

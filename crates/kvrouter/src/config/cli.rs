@@ -18,6 +18,8 @@ pub struct Cli {
     pub options: Options,
     /// Option names (snake_case, as in the file) set by a flag or an environment variable.
     explicit: BTreeSet<String>,
+    /// The accepted-and-ignored sgl-router flags given (compat.rs), in table order.
+    pub ignored: Vec<&'static super::compat::Ignored>,
 }
 
 impl Cli {
@@ -45,10 +47,10 @@ fn explicit_ids(m: &ArgMatches) -> impl Iterator<Item = String> + '_ {
 
 impl CommandFactory for Cli {
     fn command() -> Command {
-        Options::command()
+        super::compat::with_ignored(Options::command())
     }
     fn command_for_update() -> Command {
-        Options::command_for_update()
+        super::compat::with_ignored(Options::command_for_update())
     }
 }
 
@@ -57,11 +59,13 @@ impl FromArgMatches for Cli {
         Ok(Cli {
             options: Options::from_arg_matches(m)?,
             explicit: explicit_ids(m).collect(),
+            ignored: super::compat::given(m),
         })
     }
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
         self.options.update_from_arg_matches(m)?;
         self.explicit.extend(explicit_ids(m));
+        self.ignored.extend(super::compat::given(m));
         Ok(())
     }
 }

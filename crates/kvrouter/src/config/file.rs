@@ -57,6 +57,11 @@ impl FileConfig {
         Ok(FileConfig { table })
     }
 
+    /// Whether the file sets top-level key `key`.
+    pub fn has(&self, key: &str) -> bool {
+        self.table.contains_key(key)
+    }
+
     /// The merged options: `cli`'s explicit values, else this file's, else the defaults.
     pub fn under(&self, cli: &Cli) -> Result<Options, ConfigError> {
         let mut merged = Table::try_from(&cli.options).map_err(|e| ConfigError {

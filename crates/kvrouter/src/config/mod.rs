@@ -6,6 +6,7 @@
 //! [`Config::from_sources`] merges and validates; every error names the offending field.
 
 pub mod cli;
+pub mod compat;
 pub mod example;
 pub mod file;
 pub mod kv;
@@ -72,6 +73,16 @@ pub struct Config {
     pub json_log: bool,
     /// KV-mode settings.
     pub kv: KvConfig,
+    /// Path the health checker probes on each worker (`--health-check-endpoint`).
+    pub health_check_endpoint: String,
+    /// How long a registering worker may take to pass its first probe.
+    pub worker_startup_timeout: Duration,
+    /// `--dp-aware` was given (DP size is read from the worker either way).
+    pub dp_aware: bool,
+    /// `--prometheus-host:--prometheus-port`: a second listener serving only `/metrics`.
+    pub prometheus: Option<(String, u16)>,
+    /// sgl-router compatibility warnings to log once at start (policy mapping, ignored flags).
+    pub warnings: Vec<String>,
 }
 
 impl Default for Config {
@@ -117,12 +128,40 @@ impl Config {
 
     /// Merges CLI/env values over file values over defaults, then validates.
     pub fn from_sources(cli: Cli, file: FileConfig) -> Result<Config, ConfigError> {
-        Config::from_options(file.under(&cli)?)
+        let mode_given = cli.is_explicit("mode") || file.has("mode");
+        let mut config = Config::validate(file.under(&cli)?, mode_given)?;
+        config
+            .warnings
+            .extend(cli.ignored.iter().map(|i| compat::warning(i)));
+        Ok(config)
     }
 
-    /// Validates merged options.
+    /// Validates merged options (`mode` counts as given when it is not the default).
     pub fn from_options(o: Options) -> Result<Config, ConfigError> {
-        let mode = o.mode.parse().map_err(|e: String| invalid("mode", e))?;
+        let mode_given = o.mode != Options::default().mode;
+        Config::validate(o, mode_given)
+    }
+
+    /// `mode` and `policy` into the routing mode and the mapping warning.
+    fn mode(o: &Options, mode_given: bool) -> Result<(Mode, Option<String>), ConfigError> {
+        let mode: Mode = o.mode.parse().map_err(|e: String| invalid("mode", e))?;
+        let Some(policy) = &o.policy else {
+            return Ok((mode, None));
+        };
+        let (mapped, warning) = Mode::from_policy(policy).map_err(|e| invalid("policy", e))?;
+        if mode_given && mapped != mode {
+            return Err(invalid(
+                "policy",
+                format!(
+                    "--policy {policy} means --mode {mapped}, but --mode {mode} is also given; pass one"
+                ),
+            ));
+        }
+        Ok((mapped, warning))
+    }
+
+    fn validate(o: Options, mode_given: bool) -> Result<Config, ConfigError> {
+        let (mode, policy_warning) = Config::mode(&o, mode_given)?;
         let page_size = o.page_size;
         if page_size < 2 {
             return Err(invalid(
@@ -161,6 +200,22 @@ impl Config {
         if o.max_payload_size == 0 {
             return Err(invalid("max_payload_size", "must be at least 1 byte"));
         }
+        let health_check_endpoint = o.health_check_endpoint;
+        if !health_check_endpoint.starts_with('/') {
+            return Err(invalid(
+                "health_check_endpoint",
+                format!("{health_check_endpoint:?} must start with /"),
+            ));
+        }
+        if o.prometheus_port != 0
+            && o.prometheus_host.parse::<std::net::IpAddr>().is_err()
+            && o.prometheus_host != "localhost"
+        {
+            return Err(invalid(
+                "prometheus_host",
+                format!("{:?} is not an IP address", o.prometheus_host),
+            ));
+        }
         let log_level = o.log_level;
         if tracing_subscriber::EnvFilter::try_new(&log_level).is_err() {
             return Err(invalid(
@@ -183,7 +238,11 @@ impl Config {
             health_check_timeout: secs("health_check_timeout_secs", o.health_check_timeout_secs)?,
             health_failure_threshold: o.health_failure_threshold,
             health_success_threshold: o.health_success_threshold,
-            retry_max_retries: o.retry_max_retries,
+            retry_max_retries: if o.disable_retries {
+                0
+            } else {
+                o.retry_max_retries
+            },
             retry_initial_backoff,
             retry_max_backoff,
             max_payload_size: o.max_payload_size,
@@ -197,6 +256,14 @@ impl Config {
             log_level,
             json_log: o.json_log,
             kv: KvConfig::from_options(&o.kv)?,
+            health_check_endpoint,
+            worker_startup_timeout: secs(
+                "worker_startup_timeout_secs",
+                o.worker_startup_timeout_secs,
+            )?,
+            dp_aware: o.dp_aware,
+            prometheus: (o.prometheus_port != 0).then_some((o.prometheus_host, o.prometheus_port)),
+            warnings: policy_warning.into_iter().collect(),
         })
     }
 

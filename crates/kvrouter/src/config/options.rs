@@ -84,7 +84,12 @@ pub struct Options {
     #[arg(long, env = "KVROUTER_MAX_PAYLOAD_SIZE", default_value_t = 512 * 1024 * 1024)]
     pub max_payload_size: usize,
     /// Idle seconds after which an `X-SMG-Routing-Key` sticky entry expires.
-    #[arg(long, env = "KVROUTER_STICKY_TTL_SECS", default_value_t = 14400.0)]
+    #[arg(
+        long,
+        env = "KVROUTER_STICKY_TTL_SECS",
+        default_value_t = 14400.0,
+        alias = "max-idle-secs"
+    )]
     pub sticky_ttl_secs: f64,
     /// Bearer token required on data-plane routes (/generate, /v1/*).
     #[arg(long, env = "KVROUTER_API_KEY")]
@@ -120,6 +125,43 @@ pub struct Options {
     /// KV-mode options (flags at top level, `[kv]` table in the file; see src/config/kv.rs).
     #[command(flatten)]
     pub kv: super::kv::KvOptions,
+    // sgl-router / SMG compatible options (see also compat.rs for the accepted-and-ignored ones).
+    /// sgl-router policy name, mapped onto `mode`: cache_aware -> kv, round_robin -> round-robin,
+    /// random -> random, power_of_two -> least-load, manual | consistent_hashing | prefix_hash ->
+    /// least-load (strict `X-SMG-Routing-Key` stickiness, new keys to the least-loaded worker).
+    /// An error if `--mode` is also given and disagrees.
+    #[arg(long, env = "KVROUTER_POLICY")]
+    pub policy: Option<String>,
+    /// No retry on another worker (sgl-router's `--disable-retries`; same as `retry_max_retries = 0`).
+    #[arg(long, env = "KVROUTER_DISABLE_RETRIES", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
+    pub disable_retries: bool,
+    /// Path the periodic health checker probes on each worker (registration still waits for
+    /// `/health`).
+    #[arg(
+        long,
+        env = "KVROUTER_HEALTH_CHECK_ENDPOINT",
+        default_value = "/health"
+    )]
+    pub health_check_endpoint: String,
+    /// How long a registering worker may take to answer its first health probe, in seconds.
+    #[arg(
+        long,
+        env = "KVROUTER_WORKER_STARTUP_TIMEOUT_SECS",
+        default_value_t = 30.0
+    )]
+    pub worker_startup_timeout_secs: f64,
+    /// Accepted for sgl-router compatibility: the router always reads each worker's DP size
+    /// from the worker and, for `dp_size > 1`, picks a rank and injects `routed_dp_rank`, with or
+    /// without this flag.
+    #[arg(long, env = "KVROUTER_DP_AWARE", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
+    pub dp_aware: bool,
+    /// Address of the second listener serving only `/metrics` (with `prometheus_port`).
+    #[arg(long, env = "KVROUTER_PROMETHEUS_HOST", default_value = "127.0.0.1")]
+    pub prometheus_host: String,
+    /// Port of a second listener serving only `/metrics` (0: none; `/metrics` is always on the
+    /// main port too).
+    #[arg(long, env = "KVROUTER_PROMETHEUS_PORT", default_value_t = 0)]
+    pub prometheus_port: u16,
 }
 
 /// The declared defaults of `cmd`'s arguments, ignoring the process environment and arguments.

@@ -96,3 +96,83 @@ fn repeated_worker_urls_accumulate() {
     .unwrap();
     assert_eq!(c.worker_urls.len(), 2);
 }
+
+fn load(args: &[&str], file: &str) -> Result<Config, ConfigError> {
+    Config::from_sources(cli(args), FileConfig::parse(file).unwrap())
+}
+
+#[test]
+fn policy_maps_onto_mode_and_conflicts_with_a_given_mode() {
+    assert_eq!(
+        load(&["--policy", "round_robin"], "").unwrap().mode,
+        Mode::RoundRobin
+    );
+    let c = load(&["--policy", "manual"], "").unwrap();
+    assert_eq!(c.mode, Mode::LeastLoad);
+    assert_eq!(c.warnings.len(), 1);
+    // Agreeing is fine; disagreeing (flag or file) names both.
+    assert_eq!(
+        load(&["--mode", "kv", "--policy", "cache_aware"], "")
+            .unwrap()
+            .mode,
+        Mode::Kv
+    );
+    let e = load(&["--policy", "random"], "mode = \"kv\"").unwrap_err();
+    assert_eq!(e.field, "policy");
+    assert!(e.message.contains("--mode kv") && e.message.contains("--policy random"));
+    assert_eq!(
+        load(&["--policy", "bucket"], "").unwrap_err().field,
+        "policy"
+    );
+}
+
+#[test]
+fn sgl_router_working_flags() {
+    let c = load(
+        &[
+            "--disable-retries",
+            "--health-check-endpoint",
+            "/health_generate",
+            "--worker-startup-timeout-secs",
+            "600",
+            "--max-idle-secs",
+            "60",
+            "--prometheus-port",
+            "29000",
+        ],
+        "",
+    )
+    .unwrap();
+    assert_eq!(c.retry_max_retries, 0);
+    assert_eq!(c.health_check_endpoint, "/health_generate");
+    assert_eq!(c.worker_startup_timeout, Duration::from_secs(600));
+    assert_eq!(c.sticky_ttl, Duration::from_secs(60));
+    assert_eq!(c.prometheus, Some(("127.0.0.1".into(), 29000)));
+    assert!(c.warnings.is_empty());
+    assert_eq!(
+        load(&["--health-check-endpoint", "health"], "")
+            .unwrap_err()
+            .field,
+        "health_check_endpoint"
+    );
+}
+
+#[test]
+fn ignored_flags_become_one_warning_each() {
+    let c = load(
+        &[
+            "--cache-threshold",
+            "0.3",
+            "--cb-failure-threshold",
+            "10",
+            "--enable-igw",
+            "--port",
+            "1",
+        ],
+        "",
+    )
+    .unwrap();
+    assert_eq!(c.port, 1, "values after ignored flags are consumed");
+    assert_eq!(c.warnings.len(), 3, "{:?}", c.warnings);
+    assert!(c.warnings[0].starts_with("--cache-threshold "));
+}

@@ -13,6 +13,7 @@ pub mod engine_metrics;
 pub mod error;
 pub mod fanout_routes;
 pub mod info;
+pub mod prometheus;
 pub mod refit_routes;
 pub mod rl_api;
 pub mod routes;
@@ -142,6 +143,7 @@ pub async fn start(state: Arc<AppState>) -> anyhow::Result<Started> {
     let local = listener.local_addr()?;
     register_startup_workers(&state);
     spawn_sticky_sweeper(&state);
+    prometheus::spawn(&state.config).await?;
     tracing::info!(%local, mode = %state.config.mode, policy = state.selector.policy_name(), "router started");
     let task = tokio::spawn(serve(listener, state));
     Ok(Started { addr: local, task })

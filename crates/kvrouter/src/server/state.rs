@@ -55,9 +55,11 @@ pub fn registry_config(config: &Config) -> RegistryConfig {
             timeout: config.health_check_timeout,
             failure_threshold: config.health_failure_threshold,
             success_threshold: config.health_success_threshold,
+            endpoint: config.health_check_endpoint.clone(),
             ..HealthConfig::default()
         },
         probe_timeout: config.health_check_timeout,
+        startup_timeout: config.worker_startup_timeout,
         hold_version_mismatch: !config.allow_version_mismatch,
         ..RegistryConfig::default()
     }
