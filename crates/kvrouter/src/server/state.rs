@@ -54,6 +54,8 @@ pub fn registry_config(config: &Config) -> RegistryConfig {
         },
         probe_timeout: config.health_check_timeout,
         hold_version_mismatch: !config.allow_version_mismatch,
+        allow_cidrs: config.worker_allow_cidr.clone(),
+        credentials: config.worker_credentials.clone(),
         ..RegistryConfig::default()
     }
 }
