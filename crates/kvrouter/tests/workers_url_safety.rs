@@ -115,3 +115,42 @@ async fn link_local_workers_are_refused_at_once() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("link-local"), "{stderr}");
 }
+
+#[tokio::test]
+async fn credentials_are_sent_as_basic_auth_to_the_worker() {
+    use tokio::io::AsyncReadExt as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Records the head of the first request (the registration probe's `/health`).
+    let seen = tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut buf = vec![0u8; 4096];
+        let mut got = Vec::new();
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = s.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&got).to_ascii_lowercase()
+    });
+    let reg = kvrouter::workers::Registry::new(kvrouter::workers::RegistryConfig {
+        probe_timeout: Duration::from_secs(1),
+        startup_timeout: Duration::from_secs(1),
+        ..kvrouter::workers::RegistryConfig::default()
+    });
+    let url = format!("http://user:secretpw@localhost:{port}");
+    let err = reg
+        .add_worker(&url, kvrouter::workers::WorkerSpec::default())
+        .await
+        .expect_err("the fake worker never answers");
+    assert!(!err.to_string().contains("secretpw"), "{err}");
+    let head = seen.await.unwrap();
+    // base64("user:secretpw"), lowercased like the rest of the head.
+    assert!(
+        head.contains("authorization: basic dxnlcjpzzwnyzxrwdw=="),
+        "{head}"
+    );
+    assert!(!head.contains("secretpw"), "{head}");
+}
