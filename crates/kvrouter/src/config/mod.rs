@@ -42,7 +42,12 @@ fn invalid(field: &str, message: impl Into<String>) -> ConfigError {
 pub struct Config {
     pub mode: Mode,
     pub page_size: u32,
+    /// Canonical, credential-free worker URLs.
     pub worker_urls: Vec<String>,
+    /// `--worker-allow-cidr` (empty: every address but link-local ones).
+    pub worker_allow_cidr: Vec<ipnet::IpNet>,
+    /// Credentials split off `--worker-urls`, by canonical URL (`Debug` prints `***`).
+    pub worker_credentials: Vec<(String, crate::workers::url::Credentials)>,
     pub host: String,
     pub port: u16,
     /// Deadline for the worker's first response byte (not for the whole stream).
@@ -169,13 +174,34 @@ impl Config {
                 format!("must be at least 2 (got {page_size})"),
             ));
         }
+        let mut worker_allow_cidr = Vec::new();
+        for raw in &o.worker_allow_cidr {
+            for part in raw.split([' ', ',']).filter(|s| !s.is_empty()) {
+                let net = part
+                    .parse::<ipnet::IpNet>()
+                    .map_err(|e| invalid("worker_allow_cidr", format!("{part:?}: {e}")))?;
+                worker_allow_cidr.push(net);
+            }
+        }
         let mut worker_urls = Vec::new();
+        let mut worker_credentials = Vec::new();
         for raw in &o.worker_urls {
             for part in raw.split_whitespace().filter(|s| !s.is_empty()) {
-                let url = crate::workers::url::normalize_worker_url(part)
-                    .map_err(|e| invalid("worker_urls", format!("{part:?}: {e}")))?;
-                if !worker_urls.contains(&url) {
-                    worker_urls.push(url);
+                let shown = match part.rsplit_once('@') {
+                    Some((_, rest)) => format!("***@{rest}"),
+                    None => part.to_string(),
+                };
+                let addr = crate::workers::url::parse_worker_url(part)
+                    .map_err(|e| invalid("worker_urls", format!("{shown:?}: {e}")))?;
+                crate::workers::url::check_worker_literal(&addr.host, &worker_allow_cidr)
+                    .map_err(|e| invalid("worker_urls", format!("{}: {e}", addr.url)))?;
+                if let Some(c) = addr.credentials {
+                    if !worker_credentials.iter().any(|(u, _)| *u == addr.url) {
+                        worker_credentials.push((addr.url.clone(), c));
+                    }
+                }
+                if !worker_urls.contains(&addr.url) {
+                    worker_urls.push(addr.url);
                 }
             }
         }
@@ -227,6 +253,8 @@ impl Config {
             mode,
             page_size,
             worker_urls,
+            worker_allow_cidr,
+            worker_credentials,
             host,
             port: o.port,
             request_timeout: secs("request_timeout_secs", o.request_timeout_secs)?,

@@ -38,6 +38,12 @@ pub struct Options {
     /// get 503 until one is healthy).
     #[arg(long, env = "KVROUTER_WORKER_URLS", num_args = 0.., value_delimiter = ',', action = clap::ArgAction::Append)]
     pub worker_urls: Vec<String>,
+    /// Worker address allow-list (CIDRs, comma-separated or repeated). When set, only
+    /// workers whose IP literal, or every address their hostname resolves to at
+    /// registration, is inside it are registered; when unset, every address but a
+    /// link-local one (169.254.0.0/16, fe80::/10).
+    #[arg(long, env = "KVROUTER_WORKER_ALLOW_CIDR", num_args = 0.., value_delimiter = ',', action = clap::ArgAction::Append)]
+    pub worker_allow_cidr: Vec<String>,
     /// Address to bind.
     #[arg(long, env = "KVROUTER_HOST", default_value = "127.0.0.1")]
     pub host: String,

@@ -61,6 +61,8 @@ pub fn registry_config(config: &Config) -> RegistryConfig {
         probe_timeout: config.health_check_timeout,
         startup_timeout: config.worker_startup_timeout,
         hold_version_mismatch: !config.allow_version_mismatch,
+        allow_cidrs: config.worker_allow_cidr.clone(),
+        credentials: config.worker_credentials.clone(),
         ..RegistryConfig::default()
     }
 }

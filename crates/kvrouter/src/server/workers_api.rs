@@ -61,7 +61,7 @@ pub async fn create(state: &AppState, req: Request<Incoming>) -> Response<Router
                 &json!({
                     "status": "accepted",
                     "worker_id": accepted.public_id,
-                    "url": request.url,
+                    "url": crate::workers::url::worker_url_key(&request.url),
                     "location": location,
                     "message": if accepted.existing {
                         "Worker already registered"
@@ -148,7 +148,13 @@ pub async fn add_legacy(state: &AppState, req: Request<Incoming>) -> Response<Ro
         }
     };
     match state.registry.add_worker(&url, WorkerSpec::default()).await {
-        Ok(_) => text(StatusCode::OK, format!("Successfully added worker: {url}")),
+        Ok(_) => text(
+            StatusCode::OK,
+            format!(
+                "Successfully added worker: {}",
+                crate::workers::url::worker_url_key(&url)
+            ),
+        ),
         Err(e) => add_error(e),
     }
 }

@@ -60,7 +60,7 @@ async fn check_worker<F: CheckedFleet>(fleet: &F, worker: &Arc<Worker>) {
     let result = http_get(
         fleet.client(),
         &url,
-        worker.spec.api_key.as_deref(),
+        worker.authorization().as_deref(),
         cfg.timeout,
     )
     .await;
@@ -106,7 +106,7 @@ async fn poll_load<F: CheckedFleet>(fleet: &F, worker: &Arc<Worker>) {
     let load = http_get_json(
         fleet.client(),
         &url,
-        worker.spec.api_key.as_deref(),
+        worker.authorization().as_deref(),
         fleet.health_config().timeout,
     )
     .await

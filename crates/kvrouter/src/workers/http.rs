@@ -52,19 +52,33 @@ pub fn new_client(connect_timeout: Duration) -> HttpClient {
         .build(connector)
 }
 
-/// GET `url`, returning the status and body (whatever the status), within `timeout`.
+/// The `Authorization` header value for a worker: `Bearer <api_key>` when it has an
+/// api key, else `Basic` of the credentials of its URL, else none.
+pub fn authorization(
+    api_key: Option<&str>,
+    credentials: Option<&super::url::Credentials>,
+) -> Option<String> {
+    match (api_key, credentials) {
+        (Some(key), _) => Some(format!("Bearer {key}")),
+        (None, Some(c)) => Some(c.basic_authorization()),
+        (None, None) => None,
+    }
+}
+
+/// GET `url`, returning the status and body (whatever the status), within `timeout`;
+/// `authorization` is the full header value (see [`authorization`]).
 pub async fn http_get(
     client: &HttpClient,
     url: &str,
-    api_key: Option<&str>,
+    authorization: Option<&str>,
     timeout: Duration,
 ) -> Result<(u16, Bytes), HttpGetError> {
     let uri: http::Uri = url
         .parse()
         .map_err(|_| HttpGetError::BadUrl(url.to_string()))?;
     let mut req = http::Request::get(uri);
-    if let Some(key) = api_key {
-        req = req.header(http::header::AUTHORIZATION, format!("Bearer {key}"));
+    if let Some(value) = authorization {
+        req = req.header(http::header::AUTHORIZATION, value);
     }
     let req = req
         .body(Empty::new())

@@ -19,6 +19,8 @@ pub(super) struct Job {
     pub id: WorkerId,
     pub public_id: String,
     pub url: String,
+    /// Split off the registered URL; applied as `Authorization: Basic`.
+    pub credentials: Option<super::url::Credentials>,
     pub spec: WorkerSpec,
     pub status: JobStatus,
     pub since: SystemTime,

@@ -13,13 +13,16 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
 use super::health::{self, CheckedFleet, HealthConfig, HealthState};
-use super::http::{new_client, HttpClient};
+use super::http::{authorization, new_client, HttpClient};
 use super::id::WorkerId;
 use super::job::{Job, JobStatus};
 use super::metrics::FleetMetrics;
 use super::probe::{probe_worker, read_info, AddWorkerError, ProbeTimeouts};
 use super::spec::WorkerSpec;
-use super::url::{parse_worker_address, worker_url_key};
+use super::url::{
+    check_worker_host, check_worker_literal, parse_worker_address, worker_url_key, Credentials,
+    WorkerAddress,
+};
 use super::views;
 use super::worker::{NewWorker, Worker};
 
@@ -42,6 +45,13 @@ pub struct RegistryConfig {
     /// Hold a worker that registers or restarts at a weight version other than the
     /// fleet's agreed one out of routing (`awaiting_refit`) until a refit levels it.
     pub hold_version_mismatch: bool,
+    /// `--worker-allow-cidr`: when non-empty, only worker addresses inside it are
+    /// registered (hostnames are resolved at registration); when empty, every address
+    /// but a link-local one.
+    pub allow_cidrs: Vec<ipnet::IpNet>,
+    /// Credentials split off configured `--worker-urls` (by canonical URL), applied
+    /// when that URL is registered without credentials of its own.
+    pub credentials: Vec<(String, Credentials)>,
 }
 
 impl Default for RegistryConfig {
@@ -53,6 +63,8 @@ impl Default for RegistryConfig {
             startup_timeout: Duration::from_secs(30),
             drain_timeout: Duration::from_secs(60),
             hold_version_mismatch: false,
+            allow_cidrs: Vec::new(),
+            credentials: Vec::new(),
         }
     }
 }
@@ -117,10 +129,14 @@ impl std::fmt::Debug for Registry {
 }
 
 /// Validates a client-given worker URL (`http://` assumed when no scheme is given):
-/// normalized URL and host.
-fn normalize_url(url: &str) -> Result<(String, String), AddWorkerError> {
+/// canonical URL, host and credentials.
+fn normalize_url(url: &str) -> Result<WorkerAddress, AddWorkerError> {
     parse_worker_address(url).map_err(|reason| AddWorkerError::InvalidUrl {
-        url: url.to_string(),
+        // Never echo a password back (the URL did not parse, so strip by hand).
+        url: match url.rsplit_once('@') {
+            Some((_, rest)) => format!("***@{rest}"),
+            None => url.to_string(),
+        },
         reason,
     })
 }
@@ -263,7 +279,24 @@ impl Registry {
     }
 
     fn begin_add(&self, url: &str, spec: WorkerSpec) -> Result<Begin, AddWorkerError> {
-        let (url, _host) = normalize_url(url)?;
+        let WorkerAddress {
+            url,
+            host,
+            credentials,
+        } = normalize_url(url)?;
+        check_worker_literal(&host, &self.inner.config.allow_cidrs).map_err(|reason| {
+            AddWorkerError::InvalidUrl {
+                url: url.clone(),
+                reason,
+            }
+        })?;
+        let credentials = credentials.or_else(|| {
+            let known = &self.inner.config.credentials;
+            known
+                .iter()
+                .find(|(u, _)| *u == url)
+                .map(|(_, c)| c.clone())
+        });
         let _w = self.inner.write.lock();
         if let Some(existing) = self.snapshot().iter().find(|w| w.url == url) {
             if existing.is_draining() {
@@ -282,6 +315,7 @@ impl Registry {
             id: WorkerId(self.inner.next_id.fetch_add(1, Ordering::Relaxed)),
             public_id: uuid::Uuid::new_v4().to_string(),
             url,
+            credentials,
             spec,
             status: JobStatus::Pending,
             since: SystemTime::now(),
@@ -403,6 +437,23 @@ fn fleet_version(workers: &[Arc<Worker>], skip: Option<WorkerId>) -> Option<Stri
 }
 
 impl Inner {
+    /// With an allow-list, resolves a hostname and checks every address it names.
+    async fn check_resolved(&self, url: &str) -> Result<(), AddWorkerError> {
+        let Ok(addr) = normalize_url(url) else {
+            return Ok(());
+        };
+        let port = url::Url::parse(&addr.url)
+            .ok()
+            .and_then(|u| u.port_or_known_default())
+            .unwrap_or(80);
+        check_worker_host(&addr.host, port, &self.config.allow_cidrs)
+            .await
+            .map_err(|reason| AddWorkerError::InvalidUrl {
+                url: addr.url,
+                reason,
+            })
+    }
+
     fn snapshot(&self) -> Snapshot {
         self.workers.read().clone()
     }
@@ -443,14 +494,20 @@ impl Inner {
             request: self.config.probe_timeout,
             startup: self.config.startup_timeout,
         };
-        let probed = probe_worker(
-            &self.client,
-            &job.url,
-            job.spec.api_key.as_deref(),
-            self.config.page_size,
-            timeouts,
-        )
-        .await;
+        let probed = match self.check_resolved(&job.url).await {
+            Ok(()) => {
+                let auth = authorization(job.spec.api_key.as_deref(), job.credentials.as_ref());
+                probe_worker(
+                    &self.client,
+                    &job.url,
+                    auth.as_deref(),
+                    self.config.page_size,
+                    timeouts,
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
         let _w = self.write.lock();
         let mut jobs = self.jobs.lock();
         let Some(pos) = jobs.pending.iter().position(|j| j.id == job.id) else {
@@ -459,7 +516,7 @@ impl Inner {
         let job = jobs.pending.remove(pos);
         match probed {
             Ok(info) => {
-                let host = normalize_url(&job.url).map(|(_, h)| h).unwrap_or_default();
+                let host = normalize_url(&job.url).map(|a| a.host).unwrap_or_default();
                 let health = HealthState::new(
                     self.config.health.failure_threshold,
                     self.config.health.success_threshold,
@@ -469,6 +526,7 @@ impl Inner {
                     public_id: job.public_id,
                     url: job.url.clone(),
                     host,
+                    credentials: job.credentials,
                     spec: job.spec,
                     info,
                     health,
@@ -572,7 +630,7 @@ impl Inner {
         match read_info(
             &self.client,
             &w.url,
-            w.spec.api_key.as_deref(),
+            w.authorization().as_deref(),
             self.config.page_size,
             self.config.probe_timeout,
         )
@@ -625,17 +683,16 @@ mod tests {
 
     #[test]
     fn urls_are_normalized() {
+        let a = normalize_url("http://127.0.0.1:30000/").expect("ok");
         assert_eq!(
-            normalize_url("http://127.0.0.1:30000/").expect("ok"),
-            (
-                "http://127.0.0.1:30000".to_string(),
-                "127.0.0.1".to_string()
-            )
+            (a.url.as_str(), a.host.as_str()),
+            ("http://127.0.0.1:30000", "127.0.0.1")
         );
         assert_eq!(worker_url_key("127.0.0.1:30000"), "http://127.0.0.1:30000");
+        let a = normalize_url("http://[::1]:5/x/").expect("ok");
         assert_eq!(
-            normalize_url("http://[::1]:5/x/").expect("ok"),
-            ("http://[::1]:5/x".to_string(), "::1".to_string())
+            (a.url.as_str(), a.host.as_str()),
+            ("http://[::1]:5/x", "::1")
         );
         for bad in ["", "https://h:1", "http://h:1/?a=b", "http://:1", "ftp://h"] {
             assert!(

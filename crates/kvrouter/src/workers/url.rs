@@ -1,37 +1,124 @@
-//! Worker URLs: the one definition of a valid worker URL and of its normalised form
-//! (`http://host[:port][/path]`, no trailing slash), shared by the configuration
-//! (`--worker-urls`) and the registry (`POST /workers`, lookups and removal by URL).
+//! Worker URLs: the one definition of a valid worker URL and of its canonical form,
+//! shared by the configuration (`--worker-urls`) and the registry (`POST /workers`,
+//! lookups and removal by URL). Canonical: `http://host[:port][/path]`, host
+//! lowercased, `localhost` spelled `127.0.0.1`, the default port (80) omitted, no
+//! trailing slash and no `user:password@` (credentials are split off into a
+//! [`Credentials`] secret, so the URL can be shown in metrics, logs, headers and JSON).
+//! Also the address policy: link-local addresses and, with `--worker-allow-cidr`,
+//! addresses outside the allow-list are refused.
 
-/// Validates a worker URL and returns its normalised form; the error is the reason
-/// (without the URL). Accepts `http://` URLs with a host and no query or fragment.
-pub fn normalize_worker_url(raw: &str) -> Result<String, String> {
-    parse_worker_url(raw).map(|(url, _host)| url)
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+/// `user:password` taken from a worker URL; sent as `Authorization: Basic` to that
+/// worker. Its `Debug` never shows the secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub username: String,
+    pub password: String,
 }
 
-/// [`normalize_worker_url`] and the URL's host (an IPv6 address without brackets).
-pub fn parse_worker_url(raw: &str) -> Result<(String, String), String> {
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl Credentials {
+    /// The `Authorization` header value: `Basic base64(user:password)`.
+    pub fn basic_authorization(&self) -> String {
+        use base64::Engine as _;
+        let raw = format!("{}:{}", self.username, self.password);
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(raw)
+        )
+    }
+}
+
+/// A parsed worker URL: canonical credential-free `url`, its `host` (an IPv6 address
+/// without brackets) and the credentials it carried, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerAddress {
+    pub url: String,
+    pub host: String,
+    pub credentials: Option<Credentials>,
+}
+
+/// Validates a worker URL and returns its canonical form; the error is the reason
+/// (without the URL). Accepts `http://` URLs with a host and no query or fragment.
+pub fn normalize_worker_url(raw: &str) -> Result<String, String> {
+    parse_worker_url(raw).map(|a| a.url)
+}
+
+/// [`normalize_worker_url`] with the host and the credentials split off.
+pub fn parse_worker_url(raw: &str) -> Result<WorkerAddress, String> {
     let trimmed = raw.trim();
     if trimmed.is_empty() {
         return Err("empty".to_string());
     }
-    let parsed = url::Url::parse(trimmed).map_err(|e| e.to_string())?;
+    let mut parsed = url::Url::parse(trimmed).map_err(|e| e.to_string())?;
     if parsed.scheme() != "http" {
         return Err("only http:// workers are supported".to_string());
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err("a worker url has no query or fragment".to_string());
     }
     let host = parsed
         .host_str()
         .ok_or_else(|| "no host".to_string())?
         .trim_matches(|c| c == '[' || c == ']')
-        .to_string();
-    if parsed.query().is_some() || parsed.fragment().is_some() {
-        return Err("a worker url has no query or fragment".to_string());
+        .to_ascii_lowercase();
+    let host = if host == "localhost" {
+        parsed
+            .set_host(Some("127.0.0.1"))
+            .map_err(|e| e.to_string())?;
+        "127.0.0.1".to_string()
+    } else {
+        host
+    };
+    let credentials = if parsed.username().is_empty() && parsed.password().is_none() {
+        None
+    } else {
+        let c = Credentials {
+            username: percent_decode(parsed.username()),
+            password: percent_decode(parsed.password().unwrap_or("")),
+        };
+        let _ = parsed.set_username("");
+        let _ = parsed.set_password(None);
+        Some(c)
+    };
+    Ok(WorkerAddress {
+        url: parsed.as_str().trim_end_matches('/').to_string(),
+        host,
+        credentials,
+    })
+}
+
+/// Decodes `%XX` escapes of a URL's userinfo (invalid escapes are kept as written).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok();
+            if let Some(v) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
     }
-    Ok((parsed.as_str().trim_end_matches('/').to_string(), host))
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The admin API's form of [`parse_worker_url`]: `http://` is assumed when `raw`
 /// names no scheme (`host:port`).
-pub fn parse_worker_address(raw: &str) -> Result<(String, String), String> {
+pub fn parse_worker_address(raw: &str) -> Result<WorkerAddress, String> {
     let trimmed = raw.trim();
     if trimmed.is_empty() || trimmed.contains("://") {
         parse_worker_url(trimmed)
@@ -40,13 +127,64 @@ pub fn parse_worker_address(raw: &str) -> Result<(String, String), String> {
     }
 }
 
-/// Infallible lookup key for a URL a client gave: the normalised form of
+/// Infallible lookup key for a URL a client gave: the canonical form of
 /// [`parse_worker_address`], or the input trimmed (and without trailing slashes)
 /// when it is not a valid worker URL.
 pub fn worker_url_key(raw: &str) -> String {
     parse_worker_address(raw)
-        .map(|(url, _host)| url)
+        .map(|a| a.url)
         .unwrap_or_else(|_| raw.trim().trim_end_matches('/').to_string())
+}
+
+/// Whether `ip` may be a worker: with an empty `allow` list every address but a
+/// link-local one (169.254.0.0/16, fe80::/10: cloud metadata services live there);
+/// with a list, exactly the addresses inside it.
+pub fn check_worker_ip(ip: IpAddr, allow: &[IpNet]) -> Result<(), String> {
+    if !allow.is_empty() {
+        if allow.iter().any(|n| n.contains(&ip)) {
+            return Ok(());
+        }
+        return Err(format!("address {ip} is outside --worker-allow-cidr"));
+    }
+    let link_local = match ip {
+        IpAddr::V4(v4) => v4.is_link_local(),
+        IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
+    };
+    if link_local {
+        return Err(format!(
+            "link-local address {ip} is refused (allow it with --worker-allow-cidr)"
+        ));
+    }
+    Ok(())
+}
+
+/// [`check_worker_ip`] for a host that is an IP literal; a hostname passes here (it
+/// is resolved and checked by [`check_worker_host`] when an allow-list is set).
+pub fn check_worker_literal(host: &str, allow: &[IpNet]) -> Result<(), String> {
+    match host.parse::<IpAddr>() {
+        Ok(ip) => check_worker_ip(ip, allow),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Full address check at registration: a literal IP is checked as is; a hostname,
+/// when an allow-list is set, is resolved and every address it resolves to must pass.
+pub async fn check_worker_host(host: &str, port: u16, allow: &[IpNet]) -> Result<(), String> {
+    if host.parse::<IpAddr>().is_ok() || allow.is_empty() {
+        return check_worker_literal(host, allow);
+    }
+    let addrs = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?;
+    let mut any = false;
+    for a in addrs {
+        any = true;
+        check_worker_ip(a.ip(), allow).map_err(|e| format!("{host} resolves to {e}"))?;
+    }
+    if !any {
+        return Err(format!("{host} resolves to no address"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -55,12 +193,10 @@ mod tests {
 
     #[test]
     fn addresses_are_normalized() {
+        let a = parse_worker_address("http://127.0.0.1:30000/").expect("ok");
         assert_eq!(
-            parse_worker_address("http://127.0.0.1:30000/").expect("ok"),
-            (
-                "http://127.0.0.1:30000".to_string(),
-                "127.0.0.1".to_string()
-            )
+            (a.url.as_str(), a.host.as_str()),
+            ("http://127.0.0.1:30000", "127.0.0.1")
         );
         assert_eq!(worker_url_key("127.0.0.1:30000"), "http://127.0.0.1:30000");
         assert_eq!(worker_url_key(" http://h:1// "), "http://h:1");
@@ -69,9 +205,10 @@ mod tests {
             "https://h:1",
             "kept as given"
         );
+        let a = parse_worker_address("http://[::1]:5/x/").expect("ok");
         assert_eq!(
-            parse_worker_address("http://[::1]:5/x/").expect("ok"),
-            ("http://[::1]:5/x".to_string(), "::1".to_string())
+            (a.url.as_str(), a.host.as_str()),
+            ("http://[::1]:5/x", "::1")
         );
         for bad in ["", "https://h:1", "http://h:1/?a=b", "http://:1", "ftp://h"] {
             assert!(
@@ -110,5 +247,60 @@ mod tests {
             normalize_worker_url("ftp://x"),
             Err("only http:// workers are supported".to_string())
         );
+    }
+
+    #[test]
+    fn spellings_of_one_worker_share_one_canonical_url() {
+        for raw in [
+            "http://127.0.0.1:30000",
+            "http://localhost:30000/",
+            "http://LOCALHOST:30000",
+            "localhost:30000",
+            "http://user:pw@127.0.0.1:30000",
+            "http://user:pw@localhost:30000//",
+        ] {
+            assert_eq!(worker_url_key(raw), "http://127.0.0.1:30000", "{raw}");
+        }
+        assert_eq!(
+            worker_url_key("http://Host.Example:80/"),
+            "http://host.example"
+        );
+        assert_eq!(worker_url_key("http://host.example"), "http://host.example");
+    }
+
+    #[test]
+    fn credentials_are_split_off_and_never_printed() {
+        let a = parse_worker_url("http://us%40er:p%3Ass@h:1/").expect("ok");
+        assert_eq!(a.url, "http://h:1");
+        let c = a.credentials.clone().expect("credentials");
+        assert_eq!(
+            (c.username.as_str(), c.password.as_str()),
+            ("us@er", "p:ss")
+        );
+        assert!(!format!("{a:?}").contains("p:ss"));
+        assert_eq!(format!("{c:?}"), "***");
+        let c = Credentials {
+            username: "user".into(),
+            password: "secretpw".into(),
+        };
+        assert_eq!(c.basic_authorization(), "Basic dXNlcjpzZWNyZXRwdw==");
+        assert!(parse_worker_url("http://h:1")
+            .expect("ok")
+            .credentials
+            .is_none());
+    }
+
+    #[test]
+    fn link_local_and_allow_list() {
+        let net = |s: &str| s.parse::<IpNet>().expect("cidr");
+        assert!(check_worker_literal("169.254.169.254", &[]).is_err());
+        assert!(check_worker_literal("fe80::1", &[]).is_err());
+        assert!(check_worker_literal("127.0.0.1", &[]).is_ok());
+        assert!(check_worker_literal("worker.example", &[]).is_ok());
+        let allow = [net("10.0.0.0/8"), net("169.254.0.0/16")];
+        assert!(check_worker_literal("10.1.2.3", &allow).is_ok());
+        assert!(check_worker_literal("169.254.169.254", &allow).is_ok());
+        let e = check_worker_literal("127.0.0.1", &allow).expect_err("outside");
+        assert!(e.contains("--worker-allow-cidr"), "{e}");
     }
 }

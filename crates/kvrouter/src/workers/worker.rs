@@ -25,6 +25,8 @@ pub struct Worker {
     pub url: String,
     /// Host part of `url` (for resolving wildcard KV-event endpoints).
     pub host: String,
+    /// Credentials split off the registered URL (`Debug` prints `***`).
+    pub credentials: Option<super::url::Credentials>,
     /// What the caller asked for at registration.
     pub spec: WorkerSpec,
     /// What the worker reported at registration.
@@ -53,6 +55,7 @@ pub(super) struct NewWorker {
     pub public_id: String,
     pub url: String,
     pub host: String,
+    pub credentials: Option<super::url::Credentials>,
     pub spec: WorkerSpec,
     pub info: WorkerInfo,
     pub health: HealthState,
@@ -67,6 +70,7 @@ impl Worker {
             public_id,
             url,
             host,
+            credentials,
             spec,
             info,
             health,
@@ -80,6 +84,7 @@ impl Worker {
             public_id,
             url,
             host,
+            credentials,
             weight_version: RwLock::new(info.weight_version.clone()),
             rank_in_flight: (0..info.dp_size.max(1))
                 .map(|_| AtomicUsize::new(0))
@@ -119,11 +124,18 @@ impl Worker {
             public_id: uuid::Uuid::new_v4().to_string(),
             url,
             host,
+            credentials: None,
             spec: WorkerSpec::default(),
             info,
             health: HealthState::new(defaults.failure_threshold, defaults.success_threshold),
             gauges: (gauge(), gauge()),
         })
+    }
+
+    /// The `Authorization` value for calls to this worker: `Bearer <api_key>` when
+    /// the spec has one, else `Basic` of the URL's credentials, else none.
+    pub fn authorization(&self) -> Option<String> {
+        super::http::authorization(self.spec.api_key.as_deref(), self.credentials.as_ref())
     }
 
     // ---- routing eligibility ----
