@@ -34,6 +34,9 @@ async fn main() {
         }
     };
     init_logging(&config);
+    if let Some(warning) = config.admin_warning() {
+        tracing::warn!("{warning}");
+    }
     let state = AppState::new(config);
     if let Err(e) = server::run(state).await {
         eprintln!("router: {e:#}");
