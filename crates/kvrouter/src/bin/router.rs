@@ -37,6 +37,9 @@ async fn main() {
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
+    if let Some(warning) = config.admin_warning() {
+        tracing::warn!("{warning}");
+    }
     let state = AppState::new(config);
     if let Err(e) = server::run(state).await {
         eprintln!("router: {e:#}");

@@ -66,6 +66,8 @@ pub struct Config {
     pub api_key: Option<String>,
     /// Key for admin and worker-management routes; falls back to `api_key` when unset.
     pub admin_api_key: Option<String>,
+    /// Serve admin routes keyless on a non-loopback host (see [`Config::admin_locked`]).
+    pub insecure_admin: bool,
     /// Requests held while the refit gate is closed (beyond: 503).
     pub refit_queue_size: usize,
     /// Refuse (503) instead of holding requests while paused.
@@ -277,6 +279,7 @@ impl Config {
             sticky_ttl: secs("sticky_ttl_secs", o.sticky_ttl_secs)?,
             api_key: non_empty("api_key", o.api_key)?,
             admin_api_key: non_empty("admin_api_key", o.admin_api_key)?,
+            insecure_admin: o.insecure_admin,
             refit_queue_size: o.refit_queue_size,
             refit_refuse_when_paused: o.refit_refuse_when_paused,
             allow_version_mismatch: o.allow_version_mismatch,
@@ -295,9 +298,49 @@ impl Config {
         })
     }
 
-    /// The key admin routes require: `admin_api_key`, else `api_key`, else none.
+    /// The key admin routes require: `admin_api_key`, else `api_key` (as in sgl-router, where
+    /// admin routes fall back to the `--api-key` Bearer check), else none.
     pub fn effective_admin_key(&self) -> Option<&str> {
         self.admin_api_key.as_deref().or(self.api_key.as_deref())
+    }
+
+    /// True when `host` only accepts local connections: 127.0.0.0/8, ::1 or "localhost".
+    pub fn host_is_loopback(&self) -> bool {
+        self.host == "localhost"
+            || self
+                .host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    }
+
+    /// True when admin routes must refuse (403): no admin key (nor `--api-key`), a
+    /// non-loopback bind and no `--insecure-admin`.
+    pub fn admin_locked(&self) -> bool {
+        self.effective_admin_key().is_none() && !self.insecure_admin && !self.host_is_loopback()
+    }
+
+    /// The one startup warning about admin access, if the configuration deserves one.
+    pub fn admin_warning(&self) -> Option<String> {
+        let host = &self.host;
+        if self.admin_locked() {
+            Some(format!(
+                "admin routes are disabled (403): --host {host} is not loopback and no \
+                 --admin-api-key is set; set --admin-api-key or pass --insecure-admin"
+            ))
+        } else if self.effective_admin_key().is_none() && !self.host_is_loopback() {
+            Some(format!(
+                "--insecure-admin: admin routes (flush, pause, weight updates, abort, worker \
+                 removal) are open to anyone who can reach --host {host}"
+            ))
+        } else if self.admin_api_key.is_none() && self.api_key.is_some() {
+            Some(
+                "no --admin-api-key: every --api-key holder can use the admin routes \
+                 (sgl-router semantics); set --admin-api-key to separate them"
+                    .to_string(),
+            )
+        } else {
+            None
+        }
     }
 }
 

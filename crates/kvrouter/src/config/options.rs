@@ -103,6 +103,10 @@ pub struct Options {
     /// Bearer token required on worker-management and admin routes (defaults to `--api-key`).
     #[arg(long, env = "KVROUTER_ADMIN_API_KEY")]
     pub admin_api_key: Option<String>,
+    /// Serve the admin routes without an admin key on a non-loopback `--host` (by default they
+    /// answer 403 there: anyone reaching the port could flush, pause, refit or drop workers).
+    #[arg(long, env = "KVROUTER_INSECURE_ADMIN", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
+    pub insecure_admin: bool,
     /// Requests held while the refit gate is closed (paused); beyond it they get 503.
     #[arg(long, env = "KVROUTER_REFIT_QUEUE_SIZE", default_value_t = 4096)]
     pub refit_queue_size: usize,

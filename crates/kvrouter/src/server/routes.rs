@@ -53,11 +53,15 @@ pub enum Route<'a> {
 /// Which key a route requires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
-    /// No key (probes, metrics, read-only info).
+    /// No key (probes, `/metrics`, model info).
     Open,
     /// `--api-key`.
     Data,
-    /// `--admin-api-key` (falls back to `--api-key`).
+    /// Information that fans out to every worker or names them (`/get_loads`,
+    /// `/engine_metrics`, `/get_server_info`): the admin key when one is set, else open.
+    Info,
+    /// `--admin-api-key` (falls back to `--api-key`); with neither, refused (403) on a
+    /// non-loopback bind unless `--insecure-admin` ([`crate::config::Config::admin_locked`]).
     Admin,
 }
 
@@ -187,6 +191,7 @@ impl Route<'_> {
             | Route::RlWorker(_)
             | Route::RlWorkerEngine(..)
             | Route::RlEngine(_) => Access::Admin,
+            Route::ServerInfo | Route::GetLoads | Route::EngineMetrics => Access::Info,
             _ => Access::Open,
         }
     }
@@ -201,7 +206,13 @@ pub async fn handle(state: &AppState, req: Request<Incoming>) -> Response<Router
     let key = match route.access() {
         Access::Open => None,
         Access::Data => state.config.api_key.as_deref(),
-        Access::Admin => state.config.effective_admin_key(),
+        Access::Info => state.config.effective_admin_key(),
+        Access::Admin => {
+            if let Err(e) = auth::admin_lock(&state.config) {
+                return e.into_response();
+            }
+            state.config.effective_admin_key()
+        }
     };
     if let Err(e) = auth::check(req.headers(), key) {
         return e.into_response();
@@ -281,6 +292,15 @@ mod tests {
             Access::Admin
         );
         assert_eq!(match_route(&Method::GET, "/metrics").access(), Access::Open);
+        assert_eq!(match_route(&Method::GET, "/health").access(), Access::Open);
+        for p in [
+            "/get_loads",
+            "/engine_metrics",
+            "/get_server_info",
+            "/server_info",
+        ] {
+            assert_eq!(match_route(&Method::GET, p).access(), Access::Info, "{p}");
+        }
         assert_eq!(
             match_route(&Method::POST, "/pause_generation"),
             Route::RefitFanout("/pause_generation")
