@@ -11,7 +11,7 @@ use super::cursor::{SeqCursor, Verdict};
 use super::dynamo_wire::{DynamoData, DynamoEvent};
 use super::metrics::metrics;
 use super::sglang_wire::{decode_batch, WireEvent};
-use super::sink::KvEventSink;
+use super::sink::{Absorbed, KvEventSink};
 use crate::index::KvEvent;
 use crate::workers::{Rank, WorkerId};
 
@@ -220,6 +220,23 @@ impl RankFeed {
         self.sink.set_recovering(self.worker, self.rank, recovering);
     }
 
+    /// Applies one event; a rank the sink cleared for going over its capacity cap is
+    /// counted and marked recovering (the next cache reset ends it, as after a gap).
+    fn absorb(&mut self, event: KvEvent) {
+        if let Absorbed::OverCap { blocks, cap } =
+            self.sink.apply_checked(self.worker, self.rank, event)
+        {
+            let m = metrics();
+            m.index_cap_exceeded.with_label_values(&[&self.label]).inc();
+            m.recoveries.inc();
+            if !self.recovering {
+                warn!(worker = %self.label, rank = self.rank, blocks, cap,
+                    "kv events: rank holds more blocks than its KV capacity allows, rank cleared and recovering");
+            }
+            self.set_recovering(true);
+        }
+    }
+
     fn apply_sglang(&mut self, bytes: &[u8]) {
         let batch = match decode_batch(bytes) {
             Ok(batch) => batch,
@@ -273,16 +290,12 @@ impl RankFeed {
                     }
                     return;
                 }
-                self.sink.apply(
-                    self.worker,
-                    self.rank,
-                    KvEvent::Stored {
-                        parent,
-                        block_hashes,
-                        token_ids,
-                        block_size,
-                    },
-                );
+                self.absorb(KvEvent::Stored {
+                    parent,
+                    block_hashes,
+                    token_ids,
+                    block_size,
+                });
             }
             WireEvent::Removed {
                 block_hashes,
@@ -339,7 +352,7 @@ impl RankFeed {
             DynamoData::Cleared => KvEvent::Cleared,
         };
         let cleared = converted == KvEvent::Cleared;
-        self.sink.apply(self.worker, self.rank, converted);
+        self.absorb(converted);
         if cleared {
             self.set_recovering(false);
         }
@@ -639,5 +652,43 @@ mod tests {
                 }
             )]
         );
+    }
+
+    #[test]
+    fn a_rank_past_its_capacity_is_cleared_recovering_and_counted() {
+        let index = Arc::new(crate::index::KvIndex::new(PAGE));
+        // 4 tokens = 2 pages of 2: cap 2 + 0 + 64 = 66 entries.
+        index.set_worker_capacity(WorkerId(1), Some(4));
+        let sink: Arc<dyn KvEventSink> = index.clone();
+        let mut f = RankFeed::new(WorkerId(1), 0, "http://capped".into(), PAGE, 0, sink);
+        let counted = || {
+            metrics()
+                .index_cap_exceeded
+                .with_label_values(&["http://capped"])
+                .get()
+        };
+        let recoveries = metrics().recoveries.get();
+        // 66 distinct stored pages: at the cap, nothing changes.
+        let events: Vec<V> = (0..66).map(|h| stored(h, &[h, h + 1], 2)).collect();
+        f.offer(0, Payload::Sglang(&batch(events)), false);
+        assert_eq!(index.unit_blocks(WorkerId(1), 0), 66);
+        assert!(!f.is_recovering());
+        assert_eq!(counted(), 0);
+        // One more: cleared, recovering, counted; never more than the cap.
+        f.offer(
+            1,
+            Payload::Sglang(&batch(vec![stored(100, &[7, 7], 2)])),
+            false,
+        );
+        assert_eq!(index.unit_blocks(WorkerId(1), 0), 0);
+        assert!(f.is_recovering());
+        assert_eq!(counted(), 1);
+        assert!(metrics().recoveries.get() > recoveries);
+        // Later stores apply again; a cache reset ends the recovery, as after a gap.
+        f.offer(2, Payload::Sglang(&stored_batch(5)), false);
+        assert_eq!(index.unit_blocks(WorkerId(1), 0), 1);
+        let cleared = batch(vec![V::Array(vec![V::from("AllBlocksCleared")])]);
+        f.offer(3, Payload::Sglang(&cleared), false);
+        assert!(!f.is_recovering());
     }
 }

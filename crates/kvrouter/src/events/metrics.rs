@@ -27,6 +27,9 @@ pub struct EventMetrics {
     /// Ranks cleared and marked recovering because a gap could not be replayed
     /// (or a batch could not be decoded).
     pub recoveries: IntCounter,
+    /// Ranks cleared and marked recovering because their index entries went past the
+    /// worker's KV capacity cap, by `worker` (URL).
+    pub index_cap_exceeded: IntCounterVec,
     /// Ranks currently recovering.
     pub recovering_ranks: IntGauge,
     /// Duplicate or stale batches skipped.
@@ -107,6 +110,12 @@ impl EventMetrics {
             recoveries: counter(
                 "kvrouter_kv_event_recoveries_total",
                 "Ranks cleared and marked recovering after unrecoverable event loss",
+            ),
+            index_cap_exceeded: counter_vec(
+                "kvrouter_kv_index_cap_exceeded_total",
+                "Worker ranks cleared and marked recovering because their KV index entries \
+                 went past the worker's KV capacity (max_total_num_tokens / page size + slack)",
+                "worker",
             ),
             recovering_ranks: gauge(
                 "kvrouter_kv_event_recovering_ranks",

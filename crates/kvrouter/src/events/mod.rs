@@ -27,5 +27,5 @@ pub use feed::{ApplyOutcome, Payload, RankFeed, ResetReason};
 pub use handle::SourceHandle;
 pub use nats_source::{NatsConsumer, NatsConsumerConfig, WorkerKey, WorkerResolver};
 pub use relay::{NatsRelay, RelaySender};
-pub use sink::{KvEventSink, Record, RecordingSink};
+pub use sink::{Absorbed, KvEventSink, Record, RecordingSink};
 pub use zmq_source::{ZmqSource, ZmqSourceConfig};

@@ -18,6 +18,13 @@ pub trait KvEventSink: Send + Sync + 'static {
     /// Applies one event of `(worker, rank)`.
     fn apply(&self, worker: WorkerId, rank: Rank, event: KvEvent);
 
+    /// [`KvEventSink::apply`], telling whether the rank went over its capacity cap
+    /// (the sink then cleared it; the feed marks it recovering). The default never does.
+    fn apply_checked(&self, worker: WorkerId, rank: Rank, event: KvEvent) -> Absorbed {
+        self.apply(worker, rank, event);
+        Absorbed::Ok
+    }
+
     /// Told when a rank enters (`true`) or leaves (`false`) the recovering state:
     /// its events were lost and could not be replayed, so the rank was cleared and
     /// only blocks stored since are known (a safe under-approximation).
@@ -28,9 +35,22 @@ impl<S: KvEventSink + ?Sized> KvEventSink for Arc<S> {
     fn apply(&self, worker: WorkerId, rank: Rank, event: KvEvent) {
         (**self).apply(worker, rank, event)
     }
+    fn apply_checked(&self, worker: WorkerId, rank: Rank, event: KvEvent) -> Absorbed {
+        (**self).apply_checked(worker, rank, event)
+    }
     fn set_recovering(&self, worker: WorkerId, rank: Rank, recovering: bool) {
         (**self).set_recovering(worker, rank, recovering)
     }
+}
+
+/// What [`KvEventSink::apply_checked`] did with an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Absorbed {
+    /// Applied (or refused for a reason that needs no resync).
+    Ok,
+    /// The rank's entries went past `cap` (the capacity the worker advertised, plus
+    /// slack): the sink cleared the rank instead of growing without bound.
+    OverCap { blocks: usize, cap: usize },
 }
 
 /// One call seen by a [`RecordingSink`].

@@ -22,4 +22,8 @@ pub enum IndexError {
     /// (missed events; the caller should treat the unit as needing recovery).
     #[error("BlockStored parent {parent:#x} is unknown on this worker rank; store dropped")]
     UnknownParent { parent: EngineHash },
+    /// The unit went past its entry cap (the worker's advertised capacity plus
+    /// slack): its entries were cleared instead of growing without bound.
+    #[error("worker rank holds {blocks} blocks, over its cap of {cap}; rank cleared")]
+    CapExceeded { blocks: usize, cap: usize },
 }

@@ -15,6 +15,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::block_map::BlockMap;
 use super::booking::IndexBooking;
+use super::cap::{unit_cap_blocks, DEFAULT_UNIT_CAP_BLOCKS};
 use super::error::IndexError;
 use super::event::KvEvent;
 use super::find::prefix_depths;
@@ -51,6 +52,9 @@ pub struct KvIndex {
     page_size: u32,
     blocks: BlockMap,
     units: RwLock<HashMap<UnitId, UnitHandle>>,
+    /// Per-unit entry caps by worker ([`KvIndex::set_worker_capacity`]); read only when a
+    /// unit is created. Workers absent here get [`DEFAULT_UNIT_CAP_BLOCKS`].
+    caps: RwLock<HashMap<WorkerId, usize>>,
     resident: AtomicI64,
     unknown_parent: AtomicU64,
     unknown_removals: AtomicU64,
@@ -64,6 +68,7 @@ impl KvIndex {
             page_size,
             blocks: BlockMap::default(),
             units: RwLock::new(HashMap::new()),
+            caps: RwLock::new(HashMap::new()),
             resident: AtomicI64::new(0),
             unknown_parent: AtomicU64::new(0),
             unknown_removals: AtomicU64::new(0),
@@ -79,11 +84,56 @@ impl KvIndex {
         if let Some(u) = self.units.read().get(&id) {
             return u.clone();
         }
+        let cap = self.cap_of(Unit::from_id(id).worker);
         self.units
             .write()
             .entry(id)
-            .or_insert_with(|| Arc::new(Mutex::new(UnitBlocks::new(id))))
+            .or_insert_with(|| Arc::new(Mutex::new(UnitBlocks::new(id, cap))))
             .clone()
+    }
+
+    fn cap_of(&self, worker: WorkerId) -> usize {
+        self.caps
+            .read()
+            .get(&worker)
+            .copied()
+            .unwrap_or(DEFAULT_UNIT_CAP_BLOCKS)
+    }
+
+    /// Caps each rank of `worker` at its KV capacity: `max_total_num_tokens` (per rank, as
+    /// the worker's server info reports it; `None` = unknown) in pages plus slack
+    /// ([`unit_cap_blocks`]). Applies to its existing and future units. A store that takes
+    /// a unit past its cap clears the unit and returns [`IndexError::CapExceeded`].
+    pub fn set_worker_capacity(&self, worker: WorkerId, max_total_num_tokens: Option<u64>) {
+        let cap = unit_cap_blocks(max_total_num_tokens, self.page_size);
+        self.set_worker_cap_blocks(worker, cap);
+    }
+
+    /// [`KvIndex::set_worker_capacity`] with the cap given in entries (blocks) per unit.
+    pub fn set_worker_cap_blocks(&self, worker: WorkerId, cap: usize) {
+        self.caps.write().insert(worker, cap);
+        let range = worker_range(worker);
+        let units: Vec<UnitHandle> = self
+            .units
+            .read()
+            .iter()
+            .filter(|(id, _)| range.contains(id))
+            .map(|(_, u)| u.clone())
+            .collect();
+        for u in units {
+            u.lock().cap = cap;
+        }
+    }
+
+    /// The entry cap of `(worker, rank)`'s unit.
+    pub fn unit_cap(&self, worker: WorkerId, rank: Rank) -> usize {
+        let Ok(id) = Unit::new(worker, rank).id() else {
+            return 0;
+        };
+        match self.units.read().get(&id) {
+            Some(u) => u.lock().cap,
+            None => self.cap_of(worker),
+        }
     }
 
     /// Applies one event of `(worker, rank)`. Idempotent: re-storing a resident
@@ -210,6 +260,17 @@ impl KvIndex {
         }
         self.resident
             .fetch_add(new - out.removed as i64, Ordering::Relaxed);
+        let blocks = unit.len();
+        if blocks > unit.cap {
+            // More than the worker can hold: stop trusting this unit's view (the events
+            // layer marks it recovering) rather than grow without bound.
+            let removed = unit.clear(&self.blocks);
+            self.resident.fetch_sub(removed as i64, Ordering::Relaxed);
+            return Err(IndexError::CapExceeded {
+                blocks,
+                cap: unit.cap,
+            });
+        }
         Ok(out)
     }
 
@@ -284,6 +345,7 @@ impl KvIndex {
         for id in ids {
             self.clear_unit(id, true);
         }
+        self.caps.write().remove(&worker);
         metrics().blocks.set(self.resident.load(Ordering::Relaxed));
     }
 

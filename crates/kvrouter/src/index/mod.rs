@@ -4,6 +4,7 @@
 
 mod block_map;
 mod booking;
+pub mod cap;
 mod error;
 pub mod event;
 mod find;
@@ -18,6 +19,7 @@ mod unit_blocks;
 mod unit_set;
 
 pub use booking::IndexBooking;
+pub use cap::{unit_cap_blocks, DEFAULT_UNIT_CAP_BLOCKS};
 pub use error::IndexError;
 pub use event::{EngineHash, KvEvent};
 pub use kv_index::{Applied, IndexStats, KvIndex};

@@ -550,3 +550,42 @@ fn a_warm_booking_marks_only_its_uncached_suffix_in_flight() {
     cold.cancel();
     assert_eq!(idx.inflight_blocks(w(2), 0), 0);
 }
+
+#[test]
+fn a_unit_past_its_capacity_cap_is_cleared_alone() {
+    let idx = KvIndex::new(PAGE);
+    // 32 tokens of capacity = 8 pages, + 0 (8 / 10) + 64 slack = 72 entries per unit.
+    idx.set_worker_capacity(w(1), Some(32));
+    assert_eq!(idx.unit_cap(w(1), 0), 72);
+    assert_eq!(idx.unit_cap(w(2), 0), DEFAULT_UNIT_CAP_BLOCKS);
+    let other = toks(16, 9);
+    idx.apply(w(2), 0, &stored(None, &other)).unwrap();
+    idx.apply(w(1), 1, &stored(None, &other)).unwrap();
+    // Up to the cap: applied as usual.
+    let t = toks(72 * PAGE as usize, 1);
+    let applied = idx.apply(w(1), 0, &stored(None, &t)).unwrap();
+    assert_eq!(applied.stored, 72);
+    assert_eq!(idx.unit_blocks(w(1), 0), 72);
+    // Re-storing resident blocks is not growth.
+    idx.apply(w(1), 0, &stored(None, &t[..16])).unwrap();
+    assert_eq!(idx.unit_blocks(w(1), 0), 72);
+    // One more block: the unit is cleared, the others keep theirs.
+    let more = toks(4, 2);
+    assert_eq!(
+        idx.apply(w(1), 0, &stored(None, &more)),
+        Err(IndexError::CapExceeded {
+            blocks: 73,
+            cap: 72
+        })
+    );
+    assert_eq!(idx.unit_blocks(w(1), 0), 0);
+    assert_eq!(idx.unit_blocks(w(1), 1), 4);
+    assert_eq!(idx.unit_blocks(w(2), 0), 4);
+    assert_eq!(idx.resident_blocks(), 8);
+    // The unit stays usable: later stores apply (within the cap).
+    idx.apply(w(1), 0, &stored(None, &more)).unwrap();
+    assert_eq!(idx.unit_blocks(w(1), 0), 1);
+    // A new capacity reaches existing units too.
+    idx.set_worker_capacity(w(1), None);
+    assert_eq!(idx.unit_cap(w(1), 0), DEFAULT_UNIT_CAP_BLOCKS);
+}

@@ -19,6 +19,8 @@ pub(crate) struct UnitBlocks {
     id: UnitId,
     /// Set once the unit was removed; late events on a stale handle are ignored.
     pub(crate) removed: bool,
+    /// Most entries this unit may hold (see [`super::cap`]); checked after each store.
+    pub(crate) cap: usize,
     mapped: Table<EngineHash, SeqHash, MulBuild>,
     identity: usize,
 }
@@ -35,10 +37,11 @@ pub(crate) enum Insert {
 }
 
 impl UnitBlocks {
-    pub(crate) fn new(id: UnitId) -> Self {
+    pub(crate) fn new(id: UnitId, cap: usize) -> Self {
         Self {
             id,
             removed: false,
+            cap,
             mapped: Table::default(),
             identity: 0,
         }

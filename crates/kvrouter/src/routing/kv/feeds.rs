@@ -125,6 +125,9 @@ impl KvRuntime {
 
     /// Subscribes to every rank of `w` (no-op without ZMQ events or when already subscribed).
     pub fn worker_added(&self, w: &Arc<Worker>) {
+        // Cap its index entries at what its KV cache can hold (ZMQ- or NATS-fed alike).
+        self.index
+            .set_worker_capacity(w.id, w.info.max_total_num_tokens);
         if !self.zmq_enabled {
             return;
         }
@@ -172,6 +175,8 @@ impl KvRuntime {
 
     /// `w`'s KV cache is empty (restart, flush, refit): clear all its ranks.
     pub fn clear_worker(&self, w: &Worker) {
+        self.index
+            .set_worker_capacity(w.id, w.info.max_total_num_tokens);
         for rank in w.ranks() {
             self.index.clear_rank(w.id, rank);
         }

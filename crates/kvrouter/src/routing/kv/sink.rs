@@ -4,14 +4,21 @@
 //! worker's later stores re-anchor once the parent chain is known again), a page-size
 //! mismatch is logged loudly (the events layer already rejects and counts those stores).
 
-use crate::events::KvEventSink;
+use crate::events::{Absorbed, KvEventSink};
 use crate::index::{IndexError, KvEvent, KvIndex};
 use crate::workers::{Rank, WorkerId};
 
 impl KvEventSink for KvIndex {
     fn apply(&self, worker: WorkerId, rank: Rank, event: KvEvent) {
+        let _ = self.apply_checked(worker, rank, event);
+    }
+
+    fn apply_checked(&self, worker: WorkerId, rank: Rank, event: KvEvent) -> Absorbed {
         match KvIndex::apply(self, worker, rank, &event) {
             Ok(_) => {}
+            Err(IndexError::CapExceeded { blocks, cap }) => {
+                return Absorbed::OverCap { blocks, cap };
+            }
             Err(e @ IndexError::PageSizeMismatch { .. }) => {
                 tracing::error!(worker = worker.0, rank, error = %e, "KV event page size does not match --page-size; store ignored");
             }
@@ -19,6 +26,7 @@ impl KvEventSink for KvIndex {
                 tracing::debug!(worker = worker.0, rank, error = %e, "KV event not applied");
             }
         }
+        Absorbed::Ok
     }
 
     fn set_recovering(&self, worker: WorkerId, rank: Rank, recovering: bool) {
