@@ -5,6 +5,7 @@
 //! [`Policy`]) and returns a [`Booking`] that counts the request in flight until dropped.
 //! A KV-aware policy implements [`Policy`] and is passed to [`Selector::new`].
 
+pub mod assembly;
 pub mod basic;
 pub mod booking;
 pub mod dp_rank;

@@ -243,11 +243,8 @@ pub async fn handle(state: &AppState, req: Request<Incoming>) -> Response<Router
         Route::AddWorker => workers_api::add_legacy(state, req).await,
         Route::RemoveWorker => workers_api::remove_legacy(state, req).await,
         Route::ListWorkers => workers_api::list_legacy(state),
-        Route::DebugIndex => match &state.kv {
-            Some(kv) => super::body::json(
-                StatusCode::OK,
-                &crate::routing::kv::debug::index_json(kv, &state.registry),
-            ),
+        Route::DebugIndex => match &state.index {
+            Some(index) => super::body::json(StatusCode::OK, &index.index_json(&state.registry)),
             None => {
                 ApiError::not_found("not_found", "/debug/index needs --mode kv").into_response()
             }

@@ -6,11 +6,11 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::ExponentialBackoff;
-use crate::config::{Config, Mode};
+use crate::config::Config;
 use crate::proxy::{build_client, UpstreamClient};
-use crate::refit::{CacheCleared, CacheInvalidation, RefitConfig, RefitState};
-use crate::routing::kv::{KvPolicy, KvPolicySettings, KvRuntime};
-use crate::routing::{policy_for, Policy, Selector, StickyTable};
+use crate::refit::{RefitConfig, RefitState};
+use crate::routing::assembly::{self, IndexView};
+use crate::routing::{Policy, Selector, StickyTable};
 use crate::workers::{HealthConfig, Registry, RegistryConfig};
 
 /// Shared per-process router state.
@@ -24,26 +24,11 @@ pub struct AppState {
     pub started: Instant,
     /// The RL control plane: admission gate, cache-invalidation hook, rid table.
     pub refit: Arc<RefitState>,
-    /// KV mode: the index, unit loads and event sources (None in other modes).
-    pub kv: Option<Arc<KvRuntime>>,
+    /// The routing index for `/debug/index` (KV mode; None in other modes).
+    pub index: Option<Arc<dyn IndexView>>,
     /// The one shutdown token: cancelled on SIGTERM/SIGINT. `/readiness` answers 503, the
     /// accept loop stops and background tasks watching it end (see `server::shutdown`).
     pub shutdown: CancellationToken,
-}
-
-/// Clears a worker's blocks from the KV index when the refit plane reports its cache cleared
-/// (flush, weight update, memory release), before the refit call answers.
-struct KvInvalidation {
-    kv: Arc<KvRuntime>,
-    registry: Registry,
-}
-
-impl CacheInvalidation for KvInvalidation {
-    fn cache_cleared(&self, event: &CacheCleared) {
-        if let Some(w) = self.registry.get(event.worker) {
-            self.kv.clear_worker(&w);
-        }
-    }
 }
 
 /// The fleet registry settings derived from the router configuration.
@@ -89,27 +74,16 @@ pub fn refit_config(config: &Config) -> RefitConfig {
 }
 
 impl AppState {
-    /// Builds the state with the policy for `config.mode` (must run inside a tokio runtime).
-    /// `--mode kv` builds the KV index, follows the fleet's KV event streams, routes with
-    /// [`KvPolicy`] and clears the index when the refit plane reports a cleared cache.
+    /// Builds the state with the routing parts for `config.mode` ([`assembly::build`]); the
+    /// mode's cache-invalidation listener is registered with the refit plane.
     pub fn new(config: Config) -> Arc<AppState> {
         let registry = Registry::new(registry_config(&config));
-        if config.mode == Mode::Kv {
-            let kv = KvRuntime::start(config.page_size, &config.kv, &registry);
-            let policy = KvPolicy::new(
-                kv.index.clone(),
-                kv.loads.clone(),
-                KvPolicySettings::from_config(&config.kv),
-            );
-            let state = AppState::build(config, Box::new(policy), registry, Some(kv.clone()));
-            state.refit.cache.add_listener(Arc::new(KvInvalidation {
-                kv,
-                registry: state.registry.clone(),
-            }));
-            return state;
+        let parts = assembly::build(&config, &registry);
+        let state = AppState::build(config, parts.policy, registry, parts.index);
+        if let Some(listener) = parts.invalidation {
+            state.refit.cache.add_listener(listener);
         }
-        let policy = policy_for(config.mode);
-        AppState::build(config, policy, registry, None)
+        state
     }
 
     /// Builds the state with an explicit policy (how a KV-aware policy is plugged in).
@@ -122,7 +96,7 @@ impl AppState {
         config: Config,
         policy: Box<dyn Policy>,
         registry: Registry,
-        kv: Option<Arc<KvRuntime>>,
+        index: Option<Arc<dyn IndexView>>,
     ) -> Arc<AppState> {
         let selector = Selector::new(policy, StickyTable::new(config.sticky_ttl));
         Arc::new(AppState {
@@ -133,7 +107,7 @@ impl AppState {
             selector,
             started: Instant::now(),
             config,
-            kv,
+            index,
             shutdown: CancellationToken::new(),
         })
     }
