@@ -81,14 +81,7 @@ fn stores(first: u32, count: u32) -> Vec<u8> {
 }
 
 async fn cap_exceeded(c: &reqwest::Client, router: &str, worker: &str) -> u64 {
-    let page = c
-        .get(format!("{router}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = support::http::get_text(c, &format!("{router}/metrics")).await;
     let name = format!("kvrouter_kv_index_cap_exceeded_total{{worker=\"{worker}\"}}");
     metric_sum(&page, &name)
 }

@@ -23,25 +23,11 @@ async fn credentials_never_leak() {
     let r = support::procs::router_with(&[&with_creds], &[]).await;
     let c = support::http::client();
 
-    let metrics = c
-        .get(format!("{}/metrics", r.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = support::http::get_text(&c, &format!("{}/metrics", r.url)).await;
     assert!(metrics.contains(&mock.url), "metrics name the worker");
     assert!(!metrics.contains("secretpw"), "password in /metrics");
 
-    let info = c
-        .get(format!("{}/get_server_info", r.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let info = support::http::get_text(&c, &format!("{}/get_server_info", r.url)).await;
     assert!(!info.contains("secretpw"), "password in /get_server_info");
 
     let workers = support::admin::workers(&r.url).await;

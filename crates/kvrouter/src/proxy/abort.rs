@@ -1,4 +1,5 @@
-//! Best-effort `/abort_request` to a worker for requests whose client disconnected.
+//! Best-effort `/abort_request` to a worker: per rid for requests whose client disconnected,
+//! or abort-all at the end of a shutdown drain.
 
 use std::time::Duration;
 
@@ -18,20 +19,30 @@ pub fn abort_upstream(client: &UpstreamClient, worker_url: &str, rids: Vec<Strin
     let url = format!("{worker_url}/abort_request");
     handle.spawn(async move {
         for rid in rids {
-            let body = serde_json::json!({ "rid": rid }).to_string();
-            let Ok(req) = Request::builder()
-                .method(Method::POST)
-                .uri(&url)
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Full::new(Bytes::from(body)))
-            else {
-                return;
-            };
-            match tokio::time::timeout(Duration::from_secs(5), client.request(req)).await {
-                Ok(Ok(resp)) => tracing::debug!(%url, %rid, status = %resp.status(), "abort sent"),
-                Ok(Err(e)) => tracing::debug!(%url, %rid, error = %e, "abort failed"),
-                Err(_) => tracing::debug!(%url, %rid, "abort timed out"),
+            let body = serde_json::json!({ "rid": rid });
+            match post_abort(&client, &url, &body).await {
+                Ok(status) => tracing::debug!(%url, %rid, %status, "abort sent"),
+                Err(e) => tracing::debug!(%url, %rid, error = %e, "abort failed"),
             }
         }
     });
+}
+
+/// One `POST {url}` of an abort `body`, bounded by 5 s: the worker's status, or why not.
+pub async fn post_abort(
+    client: &UpstreamClient,
+    url: &str,
+    body: &serde_json::Value,
+) -> Result<http::StatusCode, String> {
+    let req = Request::builder()
+        .method(Method::POST)
+        .uri(url)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .map_err(|e| e.to_string())?;
+    match tokio::time::timeout(Duration::from_secs(5), client.request(req)).await {
+        Ok(Ok(resp)) => Ok(resp.status()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("timed out after 5 s".to_string()),
+    }
 }

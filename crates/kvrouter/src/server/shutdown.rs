@@ -11,13 +11,8 @@
 //!    `POST /abort_request {"rid": "", "abort_all": true}` (the router does not track the rid
 //!    of every request, so the abort is worker-wide) and the router exits with status 0.
 
-use std::time::Duration;
-
-use bytes::Bytes;
-use http::{header, Method, Request};
-use http_body_util::Full;
-
 use super::state::AppState;
+use crate::proxy::abort::post_abort;
 
 /// Which signal started the drain.
 pub type SignalName = &'static str;
@@ -48,30 +43,18 @@ impl Signals {
     }
 }
 
-/// How long one abort call to a worker may take.
-const ABORT_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// Sends `POST /abort_request {"rid": "", "abort_all": true}` to every registered worker and
 /// waits for the answers (each bounded by 5 s); failures are logged only.
 pub async fn abort_all_at_workers(state: &AppState) {
     let workers = state.registry.snapshot();
+    let body = serde_json::json!({ "rid": "", "abort_all": true });
     let calls = workers.iter().map(|w| {
         let url = format!("{}/abort_request", w.url);
-        let client = state.client.clone();
+        let (client, body) = (&state.client, &body);
         async move {
-            let body = serde_json::json!({ "rid": "", "abort_all": true }).to_string();
-            let Ok(req) = Request::builder()
-                .method(Method::POST)
-                .uri(&url)
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Full::new(Bytes::from(body)))
-            else {
-                return;
-            };
-            match tokio::time::timeout(ABORT_TIMEOUT, client.request(req)).await {
-                Ok(Ok(resp)) => tracing::info!(%url, status = %resp.status(), "abort-all sent"),
-                Ok(Err(e)) => tracing::warn!(%url, error = %e, "abort-all failed"),
-                Err(_) => tracing::warn!(%url, "abort-all timed out"),
+            match post_abort(client, &url, body).await {
+                Ok(status) => tracing::info!(%url, %status, "abort-all sent"),
+                Err(e) => tracing::warn!(%url, error = %e, "abort-all failed"),
             }
         }
     });

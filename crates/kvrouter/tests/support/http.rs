@@ -65,3 +65,14 @@ pub async fn generate(
     let body = r.json().await.unwrap_or(Value::Null);
     (status, worker, body)
 }
+
+/// GETs `url` and returns its body as text (panics on a transport error).
+pub async fn get_text(c: &reqwest::Client, url: &str) -> String {
+    c.get(url)
+        .send()
+        .await
+        .expect("GET")
+        .text()
+        .await
+        .expect("response body")
+}
