@@ -41,5 +41,4 @@ pub use load::parse_load;
 pub use probe::AddWorkerError;
 pub use registry::{AddAccepted, Registry, RegistryConfig, RegistryEvent, Snapshot};
 pub use spec::{WorkerConfigRequest, WorkerSpec};
-pub use url::normalize_worker_url;
 pub use worker::Worker;

@@ -46,13 +46,9 @@ pub struct WorkerAddress {
     pub credentials: Option<Credentials>,
 }
 
-/// Validates a worker URL and returns its canonical form; the error is the reason
-/// (without the URL). Accepts `http://` URLs with a host and no query or fragment.
-pub fn normalize_worker_url(raw: &str) -> Result<String, String> {
-    parse_worker_url(raw).map(|a| a.url)
-}
-
-/// [`normalize_worker_url`] with the host and the credentials split off.
+/// Validates a worker URL and returns its canonical form with the host and the credentials
+/// split off; the error is the reason (without the URL). Accepts `http://` URLs with a host
+/// and no query or fragment.
 pub fn parse_worker_url(raw: &str) -> Result<WorkerAddress, String> {
     let trimmed = raw.trim();
     if trimmed.is_empty() {
@@ -191,6 +187,11 @@ pub async fn check_worker_host(host: &str, port: u16, allow: &[IpNet]) -> Result
 mod tests {
     use super::*;
 
+    /// The canonical URL alone.
+    fn canonical(raw: &str) -> Result<String, String> {
+        parse_worker_url(raw).map(|a| a.url)
+    }
+
     #[test]
     fn addresses_are_normalized() {
         let a = parse_worker_address("http://127.0.0.1:30000/").expect("ok");
@@ -220,14 +221,8 @@ mod tests {
 
     #[test]
     fn configured_urls_need_their_scheme() {
-        assert_eq!(
-            normalize_worker_url(" http://a:1/ ").as_deref(),
-            Ok("http://a:1")
-        );
-        assert_eq!(
-            normalize_worker_url("http://b:2").as_deref(),
-            Ok("http://b:2")
-        );
+        assert_eq!(canonical(" http://a:1/ ").as_deref(), Ok("http://a:1"));
+        assert_eq!(canonical("http://b:2").as_deref(), Ok("http://b:2"));
         for bad in [
             "127.0.0.1:30000",
             "localhost:30000",
@@ -238,13 +233,10 @@ mod tests {
             "http://:1",
             "",
         ] {
-            assert!(
-                normalize_worker_url(bad).is_err(),
-                "{bad:?} must be refused"
-            );
+            assert!(canonical(bad).is_err(), "{bad:?} must be refused");
         }
         assert_eq!(
-            normalize_worker_url("ftp://x"),
+            canonical("ftp://x"),
             Err("only http:// workers are supported".to_string())
         );
     }
