@@ -590,6 +590,58 @@ mod tests {
     }
 
     #[test]
+    fn new_workloads_and_the_speedup_are_checked() {
+        let with = |w| LoadgenConfig::new(vec!["http://127.0.0.1:1".into()], w);
+        let rollout = with(Workload::Rollout(RolloutConfig::default()));
+        assert_eq!(rollout.validate(), Ok(()));
+        assert_eq!(rollout.max_new_tokens(), 4096);
+        let tenants = with(Workload::Tenants(TenantsConfig::default()));
+        assert_eq!(tenants.validate(), Ok(()));
+        assert_eq!(tenants.max_new_tokens(), 128);
+        let mut c = rollout.clone();
+        c.sim_speedup = 0.0;
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::Bad("sim_speedup", ..))
+        ));
+        let c = with(Workload::Rollout(RolloutConfig {
+            prompt_len_min: 900,
+            prompt_len_max: 800,
+            ..RolloutConfig::default()
+        }));
+        assert!(matches!(c.validate(), Err(ConfigError::BadRange { .. })));
+        let c = with(Workload::Rollout(RolloutConfig {
+            system_prefix_len: 2000,
+            ..RolloutConfig::default()
+        }));
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::PrefixLongerThanPrompt { .. })
+        ));
+        let c = with(Workload::Rollout(RolloutConfig {
+            output_len_sigma: -1.0,
+            ..RolloutConfig::default()
+        }));
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::Bad("output_len_sigma", ..))
+        ));
+        let c = with(Workload::Tenants(TenantsConfig {
+            rate: 0.0,
+            ..TenantsConfig::default()
+        }));
+        assert!(matches!(c.validate(), Err(ConfigError::Bad("rate", ..))));
+        let c = with(Workload::Agent(AgentConfig {
+            think_time_ms: f64::NAN,
+            ..AgentConfig::default()
+        }));
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::Bad("think_time_ms", ..))
+        ));
+    }
+
+    #[test]
     fn configs_round_trip_through_json() {
         let mut c = grpo();
         c.workload = Workload::Trace(TraceConfig::new("/tmp/t.jsonl"));
@@ -597,5 +649,9 @@ mod tests {
         let json = serde_json::to_string(&c).unwrap();
         assert!(json.contains(r#""kind":"trace""#), "{json}");
         assert_eq!(serde_json::from_str::<LoadgenConfig>(&json).unwrap(), c);
+        // Configs saved before sim_speedup and think_time_ms existed still load.
+        let old = json.replace(r#""sim_speedup":1.0,"#, "");
+        assert_ne!(old, json);
+        assert_eq!(serde_json::from_str::<LoadgenConfig>(&old).unwrap(), c);
     }
 }

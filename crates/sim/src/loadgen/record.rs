@@ -95,3 +95,51 @@ pub fn write_jsonl(path: &Path, records: &[RequestRecord]) -> anyhow::Result<()>
         .with_context(|| format!("cannot write records file {}", path.display()))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_carry_ok_and_read_back() {
+        let r = RequestRecord {
+            index: 3,
+            tag: "b0/g1/s2".into(),
+            batch: Some(0),
+            routing_key: None,
+            url: "http://127.0.0.1:1".into(),
+            worker: "direct".into(),
+            status: RequestStatus::Ok,
+            http_status: Some(200),
+            error: None,
+            scheduled_ms: 0.0,
+            start_ms: 1.0,
+            ttft_ms: Some(2.0),
+            e2e_ms: 2.0,
+            prompt_len: 8,
+            prompt_tokens: Some(8),
+            cached_tokens: Some(0),
+            completion_tokens: Some(4),
+            finish_reason: Some("length".into()),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        let failed = RequestRecord {
+            status: RequestStatus::Failed,
+            batch: None,
+            ..r.clone()
+        };
+        write_jsonl(&path, &[r.clone(), failed]).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines[0]["ok"], true);
+        assert_eq!(lines[0]["batch"], 0);
+        assert_eq!(lines[1]["ok"], false);
+        assert!(lines[1].get("batch").is_none());
+        let back: RequestRecord = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(back, r);
+    }
+}
