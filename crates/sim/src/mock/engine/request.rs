@@ -91,4 +91,11 @@ pub struct Done {
     pub dp_rank: u32,
     /// Seconds from arrival to the first token (None when no token was generated).
     pub ttft: Option<f64>,
+    /// Seconds from the last entry into the waiting queue to the admission that followed
+    /// (SGLang `meta_info.queue_time`).
+    pub queue_time: f64,
+    /// Simulated milliseconds of the prefill pass that completed the prompt.
+    pub prefill_ms: f64,
+    /// Times the request was retracted (SGLang `meta_info.total_retractions`).
+    pub retractions: u32,
 }
