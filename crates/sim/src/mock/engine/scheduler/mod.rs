@@ -586,6 +586,7 @@ impl Scheduler {
             ttft,
             queue_time,
             prefill_ms,
+            prefill_secs: 0.0,
             retractions,
         };
         self.outbox.push((req.reply, Reply::Done(Box::new(done))));
