@@ -156,7 +156,7 @@ impl Drop for RelayBody {
             if !self.ctx.rids.is_empty() {
                 abort_upstream(
                     &self.ctx.client,
-                    &b.worker().url,
+                    b.worker().as_ref().into(),
                     std::mem::take(&mut self.ctx.rids),
                 );
             }

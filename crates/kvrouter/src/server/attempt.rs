@@ -36,7 +36,7 @@ impl Drop for AbortIfDropped<'_> {
     fn drop(&mut self) {
         if let Some(w) = self.worker.take() {
             if !self.rids.is_empty() {
-                abort_upstream(&self.state.client, &w.url, self.rids.to_vec());
+                abort_upstream(&self.state.client, w.as_ref().into(), self.rids.to_vec());
             }
         }
     }
@@ -260,7 +260,7 @@ impl Attempts for WorkerAttempts<'_> {
         let result = forward(
             &state.client,
             Method::POST,
-            &worker.url,
+            worker.as_ref().into(),
             path,
             &headers,
             body,
