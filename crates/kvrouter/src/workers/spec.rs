@@ -45,6 +45,21 @@ pub struct WorkerConfigRequest {
     pub spec: WorkerSpec,
 }
 
+impl std::fmt::Debug for WorkerSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerSpec")
+            .field("worker_type", &self.worker_type)
+            .field("api_key", &self.api_key.as_ref().map(|_| "***"))
+            .field("model_id", &self.model_id)
+            .field("priority", &self.priority)
+            .field("cost", &self.cost)
+            .field("bootstrap_port", &self.bootstrap_port)
+            .field("labels", &self.labels)
+            .field("disable_health_check", &self.disable_health_check)
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,26 +77,6 @@ mod tests {
         assert_eq!(req.spec.labels.get("pool").map(String::as_str), Some("a"));
         assert_eq!(WorkerSpec::default().worker_type(), "regular");
     }
-}
-
-impl std::fmt::Debug for WorkerSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WorkerSpec")
-            .field("worker_type", &self.worker_type)
-            .field("api_key", &self.api_key.as_ref().map(|_| "***"))
-            .field("model_id", &self.model_id)
-            .field("priority", &self.priority)
-            .field("cost", &self.cost)
-            .field("bootstrap_port", &self.bootstrap_port)
-            .field("labels", &self.labels)
-            .field("disable_health_check", &self.disable_health_check)
-            .finish()
-    }
-}
-
-#[cfg(test)]
-mod debug_tests {
-    use super::WorkerSpec;
 
     #[test]
     fn debug_hides_the_api_key() {
