@@ -88,6 +88,8 @@ pub struct Config {
     pub dp_aware: bool,
     /// `--prometheus-host:--prometheus-port`: a second listener serving only `/metrics`.
     pub prometheus: Option<(String, u16)>,
+    /// `--metrics-compat`: sgl-router / SMG series served beside `kvrouter_*`.
+    pub metrics_compat: Option<crate::metrics::compat::Flavor>,
     /// sgl-router compatibility warnings to log once at start (policy mapping, ignored flags).
     pub warnings: Vec<String>,
 }
@@ -294,6 +296,12 @@ impl Config {
             )?,
             dp_aware: o.dp_aware,
             prometheus: (o.prometheus_port != 0).then_some((o.prometheus_host, o.prometheus_port)),
+            metrics_compat: o
+                .metrics_compat
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(|e: String| invalid("metrics_compat", e))?,
             warnings: policy_warning.into_iter().collect(),
         })
     }

@@ -172,6 +172,11 @@ pub struct Options {
     /// main port too).
     #[arg(long, env = "KVROUTER_PROMETHEUS_PORT", default_value_t = 0)]
     pub prometheus_port: u16,
+    /// Also serve the series sgl-router / SMG dashboards query, under their names, on
+    /// `/metrics`: `sgl-router` (`sgl_router_*`, sgl-router <= 0.2) or `smg` (`smg_*`,
+    /// sgl-router 0.3 / SMG). Unset: only `kvrouter_*` (docs/metrics.md).
+    #[arg(long, env = "KVROUTER_METRICS_COMPAT", value_parser = ["sgl-router", "smg"])]
+    pub metrics_compat: Option<String>,
 }
 
 /// The declared defaults of `cmd`'s arguments, ignoring the process environment and arguments.

@@ -2,7 +2,10 @@
 //!
 //! Every concern defines its own handles (counters, gauges, histograms named
 //! `kvrouter_*`) in its own folder and registers them here with [`registry`], so
-//! `/metrics` renders everything from one place.
+//! `/metrics` renders everything from one place. `compat/` adds the sgl-router / SMG
+//! series of `--metrics-compat`.
+
+pub mod compat;
 
 use std::sync::OnceLock;
 
@@ -22,12 +25,16 @@ pub fn register<C: prometheus::core::Collector + Clone + 'static>(collector: C) 
     collector
 }
 
-/// Renders the registry in the Prometheus text exposition format.
+/// Renders the registry in the Prometheus text exposition format, followed by the
+/// `--metrics-compat` series when enabled.
 pub fn render() -> String {
     let mut buf = Vec::new();
     let encoder = TextEncoder::new();
-    if encoder.encode(&registry().gather(), &mut buf).is_err() {
+    let families = registry().gather();
+    if encoder.encode(&families, &mut buf).is_err() {
         return String::new();
     }
-    String::from_utf8(buf).unwrap_or_default()
+    let mut text = String::from_utf8(buf).unwrap_or_default();
+    text.push_str(&compat::render(&families));
+    text
 }

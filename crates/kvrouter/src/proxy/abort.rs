@@ -8,38 +8,42 @@ use http::{header, Method, Request};
 use http_body_util::Full;
 
 use super::client::UpstreamClient;
+use super::target::Target;
 
 /// Spawns one `POST {worker}/abort_request {"rid": ...}` per rid (needs a tokio runtime;
 /// silently does nothing outside one). Failures are logged at debug level only.
-pub fn abort_upstream(client: &UpstreamClient, worker_url: &str, rids: Vec<String>) {
+pub fn abort_upstream(client: &UpstreamClient, target: Target<'_>, rids: Vec<String>) {
     let Ok(handle) = tokio::runtime::Handle::try_current() else {
         return;
     };
     let client = client.clone();
-    let url = format!("{worker_url}/abort_request");
+    let target = target.to_owned();
     handle.spawn(async move {
+        let target = target.target();
         for rid in rids {
             let body = serde_json::json!({ "rid": rid });
-            match post_abort(&client, &url, &body).await {
-                Ok(status) => tracing::debug!(%url, %rid, %status, "abort sent"),
-                Err(e) => tracing::debug!(%url, %rid, error = %e, "abort failed"),
+            match post_abort(&client, target, &body).await {
+                Ok(status) => tracing::debug!(url = %target.url, %rid, %status, "abort sent"),
+                Err(e) => tracing::debug!(url = %target.url, %rid, error = %e, "abort failed"),
             }
         }
     });
 }
 
-/// One `POST {url}` of an abort `body`, bounded by 5 s: the worker's status, or why not.
+/// One `POST {target}/abort_request` of an abort `body` with the worker's credentials, bounded
+/// by 5 s: the worker's status, or why not.
 pub async fn post_abort(
     client: &UpstreamClient,
-    url: &str,
+    target: Target<'_>,
     body: &serde_json::Value,
 ) -> Result<http::StatusCode, String> {
-    let req = Request::builder()
+    let mut req = Request::builder()
         .method(Method::POST)
-        .uri(url)
+        .uri(format!("{}/abort_request", target.url))
         .header(header::CONTENT_TYPE, "application/json")
         .body(Full::new(Bytes::from(body.to_string())))
         .map_err(|e| e.to_string())?;
+    target.authorize(req.headers_mut());
     match tokio::time::timeout(Duration::from_secs(5), client.request(req)).await {
         Ok(Ok(resp)) => Ok(resp.status()),
         Ok(Err(e)) => Err(e.to_string()),

@@ -9,25 +9,29 @@ use http_body_util::{BodyExt, Full};
 
 use super::client::UpstreamClient;
 use super::forward::error_chain;
+use super::target::Target;
 
-/// Calls `{worker_url}{path}` and returns the status and the whole body (bounded by `timeout`).
+/// Calls `{target}{path}` with the worker's credentials and returns the status and the whole
+/// body (bounded by `timeout`).
 pub async fn call(
     client: &UpstreamClient,
     method: Method,
-    worker_url: &str,
+    target: Target<'_>,
     path: &str,
     body: Bytes,
     timeout: Duration,
 ) -> Result<(StatusCode, http::HeaderMap, Bytes), String> {
+    let worker_url = target.url;
     let mut builder = Request::builder()
         .method(method)
         .uri(format!("{worker_url}{path}"));
     if !body.is_empty() {
         builder = builder.header(http::header::CONTENT_TYPE, "application/json");
     }
-    let req = builder
+    let mut req = builder
         .body(Full::new(body))
         .map_err(|e| format!("bad request to {worker_url}{path}: {e}"))?;
+    target.authorize(req.headers_mut());
     let fut = async {
         let resp = client.request(req).await.map_err(|e| error_chain(&e))?;
         let (parts, body) = resp.into_parts();

@@ -10,6 +10,7 @@ use hyper::body::Incoming;
 
 use super::client::UpstreamClient;
 use super::headers::request_headers;
+use super::target::Target;
 
 /// Why an attempt produced no response head.
 #[derive(Debug, thiserror::Error)]
@@ -40,17 +41,18 @@ impl ForwardError {
     }
 }
 
-/// Sends `body` to `{worker_url}{path}` with the client's headers, waiting at most
-/// `first_byte_timeout` for the response head.
+/// Sends `body` to `{target}{path}` with the client's headers (and the worker's credentials,
+/// see [`Target::authorize`]), waiting at most `first_byte_timeout` for the response head.
 pub async fn forward(
     client: &UpstreamClient,
     method: Method,
-    worker_url: &str,
+    target: Target<'_>,
     path: &str,
     headers: &HeaderMap,
     body: Bytes,
     first_byte_timeout: Duration,
 ) -> Result<Response<Incoming>, ForwardError> {
+    let worker_url = target.url;
     let uri: Uri = format!("{worker_url}{path}")
         .parse()
         .map_err(|_| ForwardError::BadUrl {
@@ -61,6 +63,7 @@ pub async fn forward(
     *req.method_mut() = method;
     *req.uri_mut() = uri;
     request_headers(headers, req.headers_mut());
+    target.authorize(req.headers_mut());
     match tokio::time::timeout(first_byte_timeout, client.request(req)).await {
         Err(_) => Err(ForwardError::Timeout {
             url: worker_url.to_string(),

@@ -3,7 +3,8 @@
 //! [`forward`] sends one attempt (original bytes, filtered headers, time-to-first-byte deadline);
 //! [`RelayBody`] streams the worker's response back and owns the request's booking;
 //! [`retry::run`] repeats attempts (backoff, exhausted, metrics hooks) while nothing reached the
-//! client; [`fanout::call`] does the small buffered admin calls. Choosing workers is not done here.
+//! client; [`fanout::call`] does the small buffered admin calls; [`Target`] is the one place a
+//! worker's credentials are put on a request. Choosing workers is not done here.
 
 pub mod abort;
 pub mod client;
@@ -13,8 +14,10 @@ pub mod headers;
 pub mod metrics;
 pub mod relay;
 pub mod retry;
+pub mod target;
 
 pub use client::{build_client, UpstreamClient};
 pub use forward::{forward, ForwardError};
 pub use relay::{RelayBody, RelayContext};
 pub use retry::{Retried, RetryPolicy};
+pub use target::Target;

@@ -71,6 +71,10 @@ impl RelayBody {
                 if self.ctx.stream { "true" } else { "false" },
             ])
             .observe(self.ctx.started.elapsed().as_secs_f64());
+        crate::metrics::compat::request_duration(
+            self.ctx.route,
+            self.ctx.started.elapsed().as_secs_f64(),
+        );
     }
 }
 
@@ -96,10 +100,12 @@ impl Body for RelayBody {
                 if !this.seen_first_byte && frame.is_data() {
                     this.seen_first_byte = true;
                     if this.ctx.stream {
+                        let secs = this.ctx.started.elapsed().as_secs_f64();
                         ProxyMetrics::get()
                             .first_byte
                             .with_label_values(&[this.ctx.route])
-                            .observe(this.ctx.started.elapsed().as_secs_f64());
+                            .observe(secs);
+                        crate::metrics::compat::first_token(this.ctx.route, secs);
                     }
                 }
                 Poll::Ready(Some(Ok(frame)))
@@ -156,7 +162,7 @@ impl Drop for RelayBody {
             if !self.ctx.rids.is_empty() {
                 abort_upstream(
                     &self.ctx.client,
-                    &b.worker().url,
+                    b.worker().as_ref().into(),
                     std::mem::take(&mut self.ctx.rids),
                 );
             }

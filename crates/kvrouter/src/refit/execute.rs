@@ -105,7 +105,7 @@ async fn call_one(
     let r = fanout::call(
         ctx.client,
         method,
-        &w.url,
+        w.as_ref().into(),
         path_and_query,
         body,
         ctx.refit.config.call_timeout,
@@ -173,7 +173,7 @@ async fn read_version(ctx: &Ctx<'_>, w: &Worker) -> Option<String> {
     let t = Duration::from_secs(10);
     for path in ["/model_info", "/get_model_info"] {
         if let Ok((s, _, b)) =
-            fanout::call(ctx.client, Method::GET, &w.url, path, Bytes::new(), t).await
+            fanout::call(ctx.client, Method::GET, w.into(), path, Bytes::new(), t).await
         {
             if s.is_success() {
                 let v: Value = serde_json::from_slice(&b).ok()?;

@@ -36,7 +36,7 @@ impl Drop for AbortIfDropped<'_> {
     fn drop(&mut self) {
         if let Some(w) = self.worker.take() {
             if !self.rids.is_empty() {
-                abort_upstream(&self.state.client, &w.url, self.rids.to_vec());
+                abort_upstream(&self.state.client, w.as_ref().into(), self.rids.to_vec());
             }
         }
     }
@@ -95,6 +95,7 @@ impl RetryHooks<RetryReason> for RetryMetrics {
             .retries
             .with_label_values(&[self.route, reason.label()])
             .inc();
+        crate::metrics::compat::retry(self.route);
     }
 }
 
@@ -181,13 +182,16 @@ impl<'a> WorkerAttempts<'a> {
     /// Builds the client's response from the last attempt.
     pub(super) fn respond(self, last: Tried) -> Response<RouterBody> {
         let route = self.endpoint.label();
+        let stream = self.input.stream;
         match last {
             Tried::Answered { resp, booking, .. } => self.relay(resp, booking),
-            Tried::Failed { error, worker, .. } => worker_error(route, error.into(), &worker.url),
+            Tried::Failed { error, worker, .. } => {
+                worker_error(route, stream, error.into(), &worker.url)
+            }
             Tried::Refused {
                 error,
                 worker: Some(w),
-            } => worker_error(route, error, &w.url),
+            } => worker_error(route, stream, error, &w.url),
             Tried::Refused {
                 error,
                 worker: None,
@@ -210,7 +214,7 @@ impl<'a> WorkerAttempts<'a> {
             .is_some_and(|v| v.starts_with("text/event-stream"))
             // A final error event can only be appended to a stream without a declared length.
             && !parts.headers.contains_key(header::CONTENT_LENGTH);
-        record(route, parts.status, &url);
+        record(route, self.input.stream, parts.status, &url, true);
         booking.on_response_head(parts.status);
         let ctx = RelayContext {
             route,
@@ -238,6 +242,7 @@ impl Attempts for WorkerAttempts<'_> {
             Err(refused) => return refused,
         };
         let worker = booking.worker().clone();
+        crate::metrics::compat::selection(state.selector.policy_name(), &worker.url);
         self.rid_guard = state
             .refit
             .rids
@@ -260,7 +265,7 @@ impl Attempts for WorkerAttempts<'_> {
         let result = forward(
             &state.client,
             Method::POST,
-            &worker.url,
+            worker.as_ref().into(),
             path,
             &headers,
             body,

@@ -51,21 +51,34 @@ pub async fn read_body(
     }
 }
 
-pub(super) fn record(route: &'static str, status: StatusCode, worker: &str) {
+/// Counts one answered request (`from_worker`: the worker's own answer, relayed).
+pub(super) fn record(
+    route: &'static str,
+    stream: bool,
+    status: StatusCode,
+    worker: &str,
+    from_worker: bool,
+) {
     ProxyMetrics::get()
         .requests
         .with_label_values(&[route, status.as_str(), worker])
         .inc();
+    crate::metrics::compat::request_done(route, stream, status.as_u16(), from_worker);
 }
 
 pub(super) fn error(route: &'static str, e: ApiError) -> Response<RouterBody> {
-    record(route, e.status, "");
+    record(route, false, e.status, "", false);
     e.into_response()
 }
 
 /// A router-made error after trying `worker`: still names the worker in `x-kvrouter-worker`.
-pub(super) fn worker_error(route: &'static str, e: ApiError, worker: &str) -> Response<RouterBody> {
-    record(route, e.status, worker);
+pub(super) fn worker_error(
+    route: &'static str,
+    stream: bool,
+    e: ApiError,
+    worker: &str,
+) -> Response<RouterBody> {
+    record(route, stream, e.status, worker, false);
     let mut resp = e.into_response();
     if let Ok(v) = HeaderValue::from_str(worker) {
         resp.headers_mut().insert(WORKER_HEADER, v);

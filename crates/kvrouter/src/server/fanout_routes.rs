@@ -23,7 +23,7 @@ pub async fn get_loads(state: &AppState) -> Response<RouterBody> {
         fanout::call(
             &state.client,
             Method::GET,
-            &w.url,
+            w.as_ref().into(),
             "/get_load",
             Bytes::new(),
             FANOUT_TIMEOUT,
@@ -57,7 +57,7 @@ pub async fn engine_metrics(state: &AppState) -> Response<RouterBody> {
         fanout::call(
             &state.client,
             Method::GET,
-            &w.url,
+            w.as_ref().into(),
             "/metrics",
             Bytes::new(),
             FANOUT_TIMEOUT,

@@ -105,7 +105,7 @@ pub async fn model_info(state: &AppState, path: &'static str) -> Response<Router
     match fanout::call(
         &state.client,
         Method::GET,
-        &worker.url,
+        worker.as_ref().into(),
         path,
         Bytes::new(),
         Duration::from_secs(10),

@@ -143,6 +143,12 @@ pub async fn start(state: Arc<AppState>) -> anyhow::Result<Started> {
     let local = listener.local_addr()?;
     register_startup_workers(&state);
     spawn_sticky_sweeper(&state);
+    if let Some(flavor) = state.config.metrics_compat {
+        let active = crate::metrics::compat::enable(flavor);
+        if active != flavor {
+            tracing::warn!(%flavor, %active, "another metrics compat flavour is already active in this process");
+        }
+    }
     prometheus::spawn(&state.config).await?;
     tracing::info!(%local, mode = %state.config.mode, policy = state.selector.policy_name(), "router started");
     let task = tokio::spawn(serve(listener, state));

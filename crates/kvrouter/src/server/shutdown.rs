@@ -49,10 +49,10 @@ pub async fn abort_all_at_workers(state: &AppState) {
     let workers = state.registry.snapshot();
     let body = serde_json::json!({ "rid": "", "abort_all": true });
     let calls = workers.iter().map(|w| {
-        let url = format!("{}/abort_request", w.url);
+        let url = &w.url;
         let (client, body) = (&state.client, &body);
         async move {
-            match post_abort(client, &url, body).await {
+            match post_abort(client, w.as_ref().into(), body).await {
                 Ok(status) => tracing::info!(%url, %status, "abort-all sent"),
                 Err(e) => tracing::warn!(%url, error = %e, "abort-all failed"),
             }

@@ -48,6 +48,7 @@ pub fn registry_config(config: &Config) -> RegistryConfig {
         hold_version_mismatch: !config.allow_version_mismatch,
         allow_cidrs: config.worker_allow_cidr.clone(),
         credentials: config.worker_credentials.clone(),
+        default_api_key: config.api_key.clone(),
         ..RegistryConfig::default()
     }
 }

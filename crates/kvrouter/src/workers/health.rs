@@ -57,13 +57,7 @@ pub(super) async fn check_round<F: CheckedFleet>(fleet: &F) {
 async fn check_worker<F: CheckedFleet>(fleet: &F, worker: &Arc<Worker>) {
     let cfg = fleet.health_config();
     let url = format!("{}{}", worker.url, cfg.endpoint);
-    let result = http_get(
-        fleet.client(),
-        &url,
-        worker.authorization().as_deref(),
-        cfg.timeout,
-    )
-    .await;
+    let result = http_get(fleet.client(), &url, worker.authorization(), cfg.timeout).await;
     let ok = matches!(result, Ok((status, _)) if (200..300).contains(&status));
     fleet.metrics().health_check(ok);
     if ok {
@@ -106,7 +100,7 @@ async fn poll_load<F: CheckedFleet>(fleet: &F, worker: &Arc<Worker>) {
     let load = http_get_json(
         fleet.client(),
         &url,
-        worker.authorization().as_deref(),
+        worker.authorization(),
         fleet.health_config().timeout,
     )
     .await

@@ -77,7 +77,8 @@ pub async fn http_get(
         .parse()
         .map_err(|_| HttpGetError::BadUrl(url.to_string()))?;
     let mut req = http::Request::get(uri);
-    if let Some(value) = authorization {
+    if let Some(mut value) = authorization.and_then(|v| http::HeaderValue::from_str(v).ok()) {
+        value.set_sensitive(true);
         req = req.header(http::header::AUTHORIZATION, value);
     }
     let req = req

@@ -52,6 +52,9 @@ pub struct RegistryConfig {
     /// Credentials split off configured `--worker-urls` (by canonical URL), applied
     /// when that URL is registered without credentials of its own.
     pub credentials: Vec<(String, Credentials)>,
+    /// Worker key for workers registered without an `api_key` or URL credentials of their own
+    /// (sgl-router's `--api-key` is both the router's key and the default worker key).
+    pub default_api_key: Option<String>,
 }
 
 impl Default for RegistryConfig {
@@ -65,6 +68,7 @@ impl Default for RegistryConfig {
             hold_version_mismatch: false,
             allow_cidrs: Vec::new(),
             credentials: Vec::new(),
+            default_api_key: None,
         }
     }
 }
@@ -278,7 +282,7 @@ impl Registry {
         }
     }
 
-    fn begin_add(&self, url: &str, spec: WorkerSpec) -> Result<Begin, AddWorkerError> {
+    fn begin_add(&self, url: &str, mut spec: WorkerSpec) -> Result<Begin, AddWorkerError> {
         let WorkerAddress {
             url,
             host,
@@ -297,6 +301,9 @@ impl Registry {
                 .find(|(u, _)| *u == url)
                 .map(|(_, c)| c.clone())
         });
+        if spec.api_key.is_none() && credentials.is_none() {
+            spec.api_key.clone_from(&self.inner.config.default_api_key);
+        }
         let _w = self.inner.write.lock();
         if let Some(existing) = self.snapshot().iter().find(|w| w.url == url) {
             if existing.is_draining() {
@@ -630,7 +637,7 @@ impl Inner {
         match read_info(
             &self.client,
             &w.url,
-            w.authorization().as_deref(),
+            w.authorization(),
             self.config.page_size,
             self.config.probe_timeout,
         )

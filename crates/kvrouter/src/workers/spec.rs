@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Registration options for one worker. Every field is optional.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct WorkerSpec {
     /// `"regular"` (default), `"prefill"` or `"decode"`.
     pub worker_type: Option<String>,
-    /// Sent as `Authorization: Bearer <key>` to this worker (probes and health checks too).
+    /// Sent as `Authorization: Bearer <key>` on every call to this worker (`Debug` prints `***`).
     pub api_key: Option<String>,
     /// Model id override (else the worker's served model name).
     pub model_id: Option<String>,
@@ -45,6 +45,21 @@ pub struct WorkerConfigRequest {
     pub spec: WorkerSpec,
 }
 
+impl std::fmt::Debug for WorkerSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerSpec")
+            .field("worker_type", &self.worker_type)
+            .field("api_key", &self.api_key.as_ref().map(|_| "***"))
+            .field("model_id", &self.model_id)
+            .field("priority", &self.priority)
+            .field("cost", &self.cost)
+            .field("bootstrap_port", &self.bootstrap_port)
+            .field("labels", &self.labels)
+            .field("disable_health_check", &self.disable_health_check)
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,5 +76,18 @@ mod tests {
         assert_eq!(req.spec.bootstrap_port, Some(8998));
         assert_eq!(req.spec.labels.get("pool").map(String::as_str), Some("a"));
         assert_eq!(WorkerSpec::default().worker_type(), "regular");
+    }
+
+    #[test]
+    fn debug_hides_the_api_key() {
+        let s = WorkerSpec {
+            api_key: Some("s3cret".into()),
+            ..WorkerSpec::default()
+        };
+        let printed = format!("{s:?}");
+        assert!(
+            !printed.contains("s3cret") && printed.contains("***"),
+            "{printed}"
+        );
     }
 }

@@ -33,6 +33,8 @@ pub struct Worker {
     pub info: WorkerInfo,
     /// When it was registered.
     pub registered_at: SystemTime,
+    /// `Authorization` sent on every call to this worker (sensitive; `Debug` prints `***`).
+    authorization: Option<Secret>,
     pub(super) health: HealthState,
     in_flight: AtomicUsize,
     rank_in_flight: Box<[AtomicUsize]>,
@@ -47,6 +49,15 @@ pub struct Worker {
     drained: Notify,
     pub(super) in_flight_gauge: IntGauge,
     pub(super) healthy_gauge: IntGauge,
+}
+
+/// A header value that `Debug` never prints.
+struct Secret(http::HeaderValue);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
 }
 
 /// Everything a new `Worker` is built from.
@@ -79,12 +90,20 @@ impl Worker {
         let (in_flight_gauge, healthy_gauge) = gauges;
         healthy_gauge.set(1);
         in_flight_gauge.set(0);
+        let authorization =
+            super::http::authorization(spec.api_key.as_deref(), credentials.as_ref())
+                .and_then(|v| http::HeaderValue::from_str(&v).ok())
+                .map(|mut v| {
+                    v.set_sensitive(true);
+                    Secret(v)
+                });
         Worker {
             id,
             public_id,
             url,
             host,
             credentials,
+            authorization,
             weight_version: RwLock::new(info.weight_version.clone()),
             rank_in_flight: (0..info.dp_size.max(1))
                 .map(|_| AtomicUsize::new(0))
@@ -134,8 +153,14 @@ impl Worker {
 
     /// The `Authorization` value for calls to this worker: `Bearer <api_key>` when
     /// the spec has one, else `Basic` of the URL's credentials, else none.
-    pub fn authorization(&self) -> Option<String> {
-        super::http::authorization(self.spec.api_key.as_deref(), self.credentials.as_ref())
+    pub fn authorization(&self) -> Option<&str> {
+        self.authorization.as_ref().and_then(|v| v.0.to_str().ok())
+    }
+
+    /// [`Worker::authorization`] as a header value marked sensitive (what every call to the
+    /// worker carries, see `proxy::target`).
+    pub fn authorization_header(&self) -> Option<&http::HeaderValue> {
+        self.authorization.as_ref().map(|v| &v.0)
     }
 
     // ---- routing eligibility ----

@@ -1,6 +1,6 @@
 //! The one support module of the integration tests (`mod support;` in each test file).
 //! Each file has one job: processes (`procs`), HTTP calls (`http`), polling with a
-//! deadline (`wait`), the router's admin view (`admin`), an in-process stub worker
+//! deadline (`wait`), the router's admin view (`admin`), a router with captured stderr (`captured`), an in-process stub worker
 //! (`stub`), SGLang's event wire format decoded and built independently of `src/`
 //! (`sglang_wire`), ZMQ subscriber/replay clients (`zmq`), a fake SGLang publisher
 //! (`fake_publisher`), a real `nats-server` (`nats`), SGLang HTTP rules (`sglang_rules`),
@@ -9,6 +9,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod admin;
+pub mod captured;
 pub mod fake_publisher;
 pub mod http;
 pub mod kv;

@@ -1,0 +1,85 @@
+//! A `router` child whose stdout and stderr are both captured (support::Proc inherits
+//! stderr), for tests that read the router's log lines.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A running `router` with its stderr lines; killed on drop.
+pub struct Captured {
+    child: Child,
+    /// Base URL from the readiness line.
+    pub url: String,
+    stderr: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Drop for Captured {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+impl Captured {
+    /// Starts `router --host 127.0.0.1 --port 0` plus `args` and waits for `listening on URL`.
+    pub fn start(args: &[&str]) -> Captured {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_router"))
+            .args(["--host", "127.0.0.1", "--port", "0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start router: {e}"));
+        let stdout = lines(child.stdout.take().expect("piped stdout"));
+        let stderr = lines(child.stderr.take().expect("piped stderr"));
+        let url = loop {
+            match stdout.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) => {
+                    if let Some(url) = line.strip_prefix("listening on ") {
+                        break url.trim().to_string();
+                    }
+                }
+                Err(e) => {
+                    let _ = child.kill();
+                    let err: Vec<String> = stderr.try_iter().collect();
+                    panic!("router {args:?} did not start: {e}\n{}", err.join("\n"));
+                }
+            }
+        };
+        Captured {
+            child,
+            url,
+            stderr,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Every stderr line so far, after waiting (up to 30 s) until one contains `wanted`.
+    pub fn stderr_until(&mut self, wanted: &str) -> &[String] {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.seen.iter().any(|l| l.contains(wanted)) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stderr.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => break,
+            }
+        }
+        self.seen.extend(self.stderr.try_iter());
+        &self.seen
+    }
+}
