@@ -9,6 +9,8 @@ it starts is stopped on exit, failure or Ctrl-C. See docs/compare.md.
     python3 scripts/compare/compare.py --quick            # smoke run, seconds
     python3 scripts/compare/compare.py --update-docs      # the published report (~25 min)
     python3 scripts/compare/compare.py report RESULTS.json --update-docs
+    python3 scripts/compare/compare.py pressure --quick    # the pressure suite (issue 10), smoke size
+    python3 scripts/compare/compare.py pressure-report OUT/pressure.json --update-docs
 """
 
 from __future__ import annotations
@@ -30,12 +32,16 @@ sys.path.insert(0, str(HERE))
 
 from kvcompare import fleet as fleet_mod  # noqa: E402
 from kvcompare import measure as measure_mod  # noqa: E402
+from kvcompare.pressure import render as pressure_render  # noqa: E402
+from kvcompare.pressure import run as pressure_run  # noqa: E402
 from kvcompare import overhead, procs, procstat, report, routers, runenv, venvs, workloads  # noqa: E402
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", nargs="?", default="run", choices=["run", "report"],
-                    help="run (default) measures; report regenerates tables/charts from a results file")
+    ap.add_argument("command", nargs="?", default="run", choices=["run", "report", "pressure", "pressure-report"],
+                    help="run (default) measures side by side; report regenerates its tables/charts from a results "
+                         "file; pressure runs the pressure suite (docs/compare.md); pressure-report regenerates "
+                         "its report from pressure.json file(s)"),
     ap.add_argument("results", nargs="*",
                     help="results.json file(s) for `report`; later files replace earlier runs of the same "
                          "(workload, router) and overhead rows of the same router")
@@ -44,7 +50,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="workload size (default full; --quick = --size quick)")
     ap.add_argument("--only", default=None,
                     help="routers: groups kvrouter|peers|sglr|smg|demo|all and/or names, comma separated")
-    ap.add_argument("--workloads", default="grpo,agent,trace", help="comma list of grpo,agent,trace")
+    ap.add_argument("--workloads", default=None,
+                    help="comma list: grpo,agent,trace (default all three); pressure: trace,grpo,tenants,agent,mix")
+    ap.add_argument("--timing-models", default=None,
+                    help="pressure: the mocks' --timing-model values, comma separated (default poly,roofline; "
+                         "--quick: poly)")
+    ap.add_argument("--trace-requests", type=int, default=None,
+                    help="pressure (full): leading trace requests replayed (default 2400; 0 = the whole trace)")
     ap.add_argument("--no-overhead", action="store_true", help="skip the proxy-overhead (wrk) run")
     ap.add_argument("--no-reference", action="store_true",
                     help="skip the reference run (one worker with the whole fleet's KV, no router)")
@@ -64,9 +76,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--trace", default=str(workloads.TRACE), help="Mooncake-format trace for the trace workload")
     ap.add_argument("--seed", type=int, default=7)
     a = ap.parse_args(argv)
-    if a.command == "report" and not a.results:
-        ap.error("report needs a results.json path")
+    if a.command in ("report", "pressure-report") and not a.results:
+        ap.error(f"{a.command} needs a results file path")
     a.size = "quick" if a.quick else (a.size or "full")
+    if a.command.startswith("pressure"):
+        if a.size == "demo":
+            ap.error("pressure: --size is quick or full")
+        a.workloads = a.workloads or "trace,grpo,tenants,agent,mix"
+        a.timing_models = a.timing_models or ("poly" if a.size == "quick" else "poly,roofline")
+    a.workloads = a.workloads or "grpo,agent,trace"
     if a.overhead_seconds is None:
         a.overhead_seconds = 3 if a.size == "quick" else 10
     if a.bin_dir:
@@ -207,9 +225,7 @@ def run(a) -> int:
             continue
         # Reference: the same load on ONE worker holding the whole fleet's KV and running
         # N times as fast, i.e. a single shared cache of the fleet's size (only its hit rate counts).
-        cspec = fleet_mod.FleetSpec(workers=1, page_size=spec.page_size, speedup=spec.speedup * spec.workers,
-                                    max_total_tokens=spec.max_total_tokens * spec.workers,
-                                    extra_args=spec.extra_args)
+        cspec = spec.shared_cache()
         print(f"[fleet] reference: {cspec.describe()}", flush=True)
         cf = fleet_mod.Fleet(bin_dir / "sglang-mock", cspec, launch.model_dir, logs / f"reference-{len(res['runs'])}")
         try:
@@ -237,6 +253,14 @@ def main(argv: list[str]) -> int:
     venvs.reexec_in_harness_venv(Path(a.venv_root))
     procs.install_signal_handlers()
     try:
+        if a.command == "pressure":
+            return pressure_run.run(a)
+        if a.command == "pressure-report":
+            res = pressure_render.merge([report.load(Path(p)) for p in a.results])
+            out = Path(a.out) if a.out else REPO / "target" / "compare" / "pressure-report"
+            ok = pressure_render.write_outputs(res, out, a.update_docs)
+            print((out / "pressure.md").read_text() if ok else "[pressure] no report")
+            return 0 if ok else 1
         if a.command == "report":
             res = report.merge([report.load(Path(p)) for p in a.results])
             out = Path(a.out) if a.out else REPO / "target" / "compare" / "report"
