@@ -59,6 +59,7 @@ impl Default for DemoConfig {
                 first_prompt_len: 1024,
                 tool_output_len: 1024,
                 tool_latency_ms: 0,
+                think_time_ms: 0.0,
             },
             agent_output_tokens: 64,
             seed: 7,
@@ -88,6 +89,7 @@ impl DemoConfig {
                 first_prompt_len: 64,
                 tool_output_len: 32,
                 tool_latency_ms: 0,
+                think_time_ms: 0.0,
             },
             agent_output_tokens: 4,
             ..DemoConfig::default()

@@ -281,6 +281,7 @@ async fn agent_sessions_resend_their_context_with_the_routing_key() {
         first_prompt_len: 16,
         tool_output_len: 8,
         tool_latency_ms: 0,
+        think_time_ms: 0.0,
     };
     for stream in [false, true] {
         let mut cfg = LoadgenConfig::new(vec![s.url.clone()], Workload::Agent(agent.clone()));

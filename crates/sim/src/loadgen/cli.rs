@@ -9,11 +9,12 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
 
 use super::config::{
-    AgentConfig, Endpoint, GrpoConfig, LoadgenConfig, TraceConfig, UrlPick, Workload,
+    AgentConfig, Endpoint, GrpoConfig, LoadgenConfig, RolloutConfig, TenantsConfig, TraceConfig,
+    UrlPick, Workload,
 };
 
-/// Drive an SGLang / OpenAI endpoint with GRPO, agent or trace workloads and
-/// report latency, throughput and prefix-cache hit rate.
+/// Drive an SGLang / OpenAI endpoint with GRPO, rollout, agent, tenants or trace
+/// workloads and report latency, throughput and prefix-cache hit rate.
 #[derive(Debug, Parser)]
 #[command(name = "loadgen", version)]
 pub struct Cli {
@@ -43,7 +44,7 @@ pub struct CommonArgs {
     /// Stream responses (SSE); TTFT is then the first data chunk.
     #[arg(long, global = true)]
     pub stream: bool,
-    /// Output tokens per request [default: grpo 128, agent 64; trace: each entry's own, capped by this].
+    /// Output tokens per request [default: grpo and tenants 128, agent 64; trace: each entry's own, capped by this; rollout: cap of each sample's drawn length, 4096].
     #[arg(long, global = true, visible_alias = "output-len")]
     pub max_new_tokens: Option<u32>,
     /// Requests in flight at most, over all URLs.
@@ -76,6 +77,10 @@ pub struct CommonArgs {
     /// What to print on stdout.
     #[arg(long, global = true, value_enum, default_value_t = OutputArg::Table)]
     pub output: OutputArg,
+    /// The fleet runs S times faster than real time (`sglang-mock --speedup S`): sleeps
+    /// are divided by S, reported durations multiplied by S.
+    #[arg(long, global = true, default_value_t = 1.0, value_name = "S")]
+    pub sim_speedup: f64,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -104,6 +109,10 @@ pub enum WorkloadArgs {
     Agent(AgentArgs),
     /// Replay of a Mooncake-format JSONL trace.
     Trace(TraceArgs),
+    /// miles-shaped GRPO rollout batches: prompts x samples per batch, batch after batch.
+    Rollout(RolloutArgs),
+    /// Multi-tenant traffic: Zipf-popular tenant system prompts, Poisson arrivals.
+    Tenants(TenantsArgs),
     /// The embedded demo: a simulated fleet, the router per mode, GRPO + agent load, one table.
     Demo(DemoArgs),
 }
@@ -157,9 +166,68 @@ pub struct AgentArgs {
     /// New tool-output tokens appended after every turn.
     #[arg(long, default_value_t = 128)]
     pub tool_output_len: u32,
-    /// Simulated tool time between turns, ms.
+    /// Simulated tool time between turns, ms (fixed part of the wait).
     #[arg(long, default_value_t = 0)]
     pub tool_latency_ms: u64,
+    /// Mean exponential think time between turns, ms (added to the tool time).
+    #[arg(long, default_value_t = 0.0)]
+    pub think_time_ms: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct RolloutArgs {
+    /// Prompts per batch.
+    #[arg(long, default_value_t = 256)]
+    pub prompts: u32,
+    /// Samples per prompt: identical requests fired together.
+    #[arg(long, default_value_t = 8)]
+    pub samples: u32,
+    /// Batches, each starting when the previous one has ended.
+    #[arg(long, default_value_t = 2)]
+    pub batches: u32,
+    /// Shortest prompt, tokens (lengths are uniform in min..=max).
+    #[arg(long, default_value_t = 1024)]
+    pub prompt_len_min: u32,
+    /// Longest prompt, tokens.
+    #[arg(long, default_value_t = 8192)]
+    pub prompt_len_max: u32,
+    /// Leading tokens shared by every prompt.
+    #[arg(long, default_value_t = 0)]
+    pub system_prefix_len: u32,
+    /// Median output length, tokens (lognormal per sample, capped by --max-new-tokens).
+    #[arg(long, default_value_t = 400.0)]
+    pub output_len_median: f64,
+    /// Sigma of the log of the output length.
+    #[arg(long, default_value_t = 1.0)]
+    pub output_len_sigma: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct TenantsArgs {
+    /// Tenants, each with its own system prompt.
+    #[arg(long, default_value_t = 128)]
+    pub tenants: u32,
+    /// Shortest tenant system prompt, tokens (uniform in min..=max).
+    #[arg(long, default_value_t = 2048)]
+    pub system_len_min: u32,
+    /// Longest tenant system prompt, tokens.
+    #[arg(long, default_value_t = 8192)]
+    pub system_len_max: u32,
+    /// Zipf exponent of tenant popularity (0 = uniform).
+    #[arg(long, default_value_t = 1.0)]
+    pub zipf_s: f64,
+    /// User suffix tokens, unique to each request.
+    #[arg(long, default_value_t = 256)]
+    pub suffix_len: u32,
+    /// Poisson arrival rate, requests per second of simulated time.
+    #[arg(long, default_value_t = 20.0)]
+    pub rate: f64,
+    /// Requests in all.
+    #[arg(long, default_value_t = 2000)]
+    pub requests: u32,
+    /// Send `X-SMG-Routing-Key: tenant-<n>` with each request.
+    #[arg(long)]
+    pub routing_key: bool,
 }
 
 #[derive(Debug, Args)]
@@ -197,12 +265,33 @@ impl Cli {
                 first_prompt_len: a.first_prompt_len,
                 tool_output_len: a.tool_output_len,
                 tool_latency_ms: a.tool_latency_ms,
+                think_time_ms: a.think_time_ms,
             }),
             WorkloadArgs::Trace(t) => Workload::Trace(TraceConfig {
                 file: t.file.clone(),
                 block_size: t.trace_block_size,
                 time_scale: t.time_scale,
                 max_requests: t.max_requests,
+            }),
+            WorkloadArgs::Rollout(r) => Workload::Rollout(RolloutConfig {
+                prompts: r.prompts,
+                samples: r.samples,
+                batches: r.batches,
+                prompt_len_min: r.prompt_len_min,
+                prompt_len_max: r.prompt_len_max,
+                system_prefix_len: r.system_prefix_len,
+                output_len_median: r.output_len_median,
+                output_len_sigma: r.output_len_sigma,
+            }),
+            WorkloadArgs::Tenants(t) => Workload::Tenants(TenantsConfig {
+                tenants: t.tenants,
+                system_len_min: t.system_len_min,
+                system_len_max: t.system_len_max,
+                zipf_s: t.zipf_s,
+                suffix_len: t.suffix_len,
+                rate: t.rate,
+                requests: t.requests,
+                routing_key: t.routing_key,
             }),
             // The demo builds its own per-workload configurations (see `execute`).
             WorkloadArgs::Demo(_) => Workload::Grpo(GrpoConfig::default()),
@@ -227,6 +316,7 @@ impl Cli {
             model: c.model.clone(),
             return_logprob: !c.no_logprob,
             records_path: c.records.clone(),
+            sim_speedup: c.sim_speedup,
             workload,
         }
     }
@@ -402,6 +492,71 @@ mod tests {
                 max_requests: 5,
             })
         );
+    }
+
+    #[test]
+    fn rollout_and_tenants_take_the_contract_flags() {
+        let c = parse(&[
+            "rollout",
+            "--prompts",
+            "256",
+            "--samples",
+            "8",
+            "--batches",
+            "2",
+            "--prompt-len-min",
+            "1024",
+            "--prompt-len-max",
+            "8192",
+            "--system-prefix-len",
+            "0",
+            "--output-len-median",
+            "400",
+            "--output-len-sigma",
+            "1.0",
+            "--max-new-tokens",
+            "4096",
+            "--concurrency",
+            "128",
+            "--sim-speedup",
+            "10",
+        ]);
+        assert_eq!(c.workload, Workload::Rollout(RolloutConfig::default()));
+        assert_eq!(
+            (c.concurrency, c.max_new_tokens(), c.sim_speedup),
+            (128, 4096, 10.0)
+        );
+        assert!(c.validate().is_ok());
+        let c = parse(&[
+            "tenants",
+            "--tenants",
+            "128",
+            "--system-len-min",
+            "2048",
+            "--system-len-max",
+            "8192",
+            "--zipf-s",
+            "1.0",
+            "--suffix-len",
+            "256",
+            "--rate",
+            "20",
+            "--requests",
+            "2000",
+        ]);
+        assert_eq!(c.workload, Workload::Tenants(TenantsConfig::default()));
+        assert_eq!((c.max_new_tokens(), c.sim_speedup), (128, 1.0));
+        let c = parse(&[
+            "agent",
+            "--think-time-ms",
+            "1500",
+            "--tool-latency-ms",
+            "20",
+        ]);
+        let Workload::Agent(a) = c.workload else {
+            panic!("agent")
+        };
+        assert_eq!((a.think_time_ms, a.tool_latency_ms), (1500.0, 20));
     }
 
     #[test]

@@ -85,8 +85,11 @@ pub struct AgentConfig {
     pub first_prompt_len: u32,
     /// New tool-output tokens appended after every model turn.
     pub tool_output_len: u32,
-    /// Simulated tool run time between turns, in milliseconds.
+    /// Simulated tool run time between turns, in milliseconds (a fixed part of the wait).
     pub tool_latency_ms: u64,
+    /// Mean of the exponential think time added between turns, in milliseconds (0 = none).
+    #[serde(default)]
+    pub think_time_ms: f64,
 }
 
 impl Default for AgentConfig {
@@ -98,6 +101,78 @@ impl Default for AgentConfig {
             first_prompt_len: 256,
             tool_output_len: 128,
             tool_latency_ms: 0,
+            think_time_ms: 0.0,
+        }
+    }
+}
+
+/// `rollout`: miles-shaped GRPO batches. Each batch fires `samples` identical requests
+/// per prompt for `prompts` prompts; the next batch starts when the previous one ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RolloutConfig {
+    /// Prompts per batch (miles' `rollout_batch_size`).
+    pub prompts: u32,
+    /// Samples per prompt (miles' `n_samples_per_prompt`).
+    pub samples: u32,
+    /// Batches, run one after the other.
+    pub batches: u32,
+    /// Prompt lengths are uniform in `prompt_len_min..=prompt_len_max` tokens.
+    pub prompt_len_min: u32,
+    pub prompt_len_max: u32,
+    /// Leading tokens every prompt shares.
+    pub system_prefix_len: u32,
+    /// Median of the lognormal per-sample output length (capped by `max_new_tokens`).
+    pub output_len_median: f64,
+    /// Sigma of the log of the output length.
+    pub output_len_sigma: f64,
+}
+
+impl Default for RolloutConfig {
+    fn default() -> Self {
+        RolloutConfig {
+            prompts: 256,
+            samples: 8,
+            batches: 2,
+            prompt_len_min: 1024,
+            prompt_len_max: 8192,
+            system_prefix_len: 0,
+            output_len_median: 400.0,
+            output_len_sigma: 1.0,
+        }
+    }
+}
+
+/// `tenants`: Poisson arrivals; each request is a Zipf-popular tenant's system prompt
+/// plus a short user suffix of its own.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TenantsConfig {
+    pub tenants: u32,
+    /// Tenant system prompts are uniform in `system_len_min..=system_len_max` tokens.
+    pub system_len_min: u32,
+    pub system_len_max: u32,
+    /// Zipf exponent of tenant popularity (0 = uniform).
+    pub zipf_s: f64,
+    /// Tokens of the user suffix, unique to each request.
+    pub suffix_len: u32,
+    /// Mean arrival rate, requests per second of simulated time.
+    pub rate: f64,
+    /// Requests in all.
+    pub requests: u32,
+    /// Send `X-SMG-Routing-Key: tenant-<n>`.
+    pub routing_key: bool,
+}
+
+impl Default for TenantsConfig {
+    fn default() -> Self {
+        TenantsConfig {
+            tenants: 128,
+            system_len_min: 2048,
+            system_len_max: 8192,
+            zipf_s: 1.0,
+            suffix_len: 256,
+            rate: 20.0,
+            requests: 2000,
+            routing_key: false,
         }
     }
 }
@@ -134,6 +209,8 @@ pub enum Workload {
     Grpo(GrpoConfig),
     Agent(AgentConfig),
     Trace(TraceConfig),
+    Rollout(RolloutConfig),
+    Tenants(TenantsConfig),
 }
 
 impl Workload {
@@ -143,6 +220,8 @@ impl Workload {
             Workload::Grpo(_) => "grpo",
             Workload::Agent(_) => "agent",
             Workload::Trace(_) => "trace",
+            Workload::Rollout(_) => "rollout",
+            Workload::Tenants(_) => "tenants",
         }
     }
 
@@ -150,16 +229,20 @@ impl Workload {
     pub fn default_endpoint(&self) -> Endpoint {
         match self {
             Workload::Agent(_) => Endpoint::Chat,
-            Workload::Grpo(_) | Workload::Trace(_) => Endpoint::Generate,
+            Workload::Grpo(_)
+            | Workload::Trace(_)
+            | Workload::Rollout(_)
+            | Workload::Tenants(_) => Endpoint::Generate,
         }
     }
 
     /// Output tokens per request when none is configured (`trace` uses each entry's own).
     fn default_max_new_tokens(&self) -> u32 {
         match self {
-            Workload::Grpo(_) => 128,
+            Workload::Grpo(_) | Workload::Tenants(_) => 128,
             Workload::Agent(_) => 64,
             Workload::Trace(_) => u32::MAX,
+            Workload::Rollout(_) => 4096,
         }
     }
 }
@@ -175,8 +258,9 @@ pub struct LoadgenConfig {
     pub endpoint: Option<Endpoint>,
     /// Ask for SSE streaming (TTFT = first data chunk).
     pub stream: bool,
-    /// Output tokens per request; `None` = workload default (grpo 128, agent 64). For
-    /// `trace` it caps each entry's `output_length`.
+    /// Output tokens per request; `None` = workload default (grpo and tenants 128,
+    /// agent 64). For `trace` it caps each entry's `output_length`, for `rollout` each
+    /// sample's drawn length (default 4096).
     pub max_new_tokens: Option<u32>,
     /// Requests in flight at most, over all URLs.
     pub concurrency: u32,
@@ -195,7 +279,15 @@ pub struct LoadgenConfig {
     pub return_logprob: bool,
     /// Write one JSON line per request here.
     pub records_path: Option<PathBuf>,
+    /// The fleet runs this many times faster than real time: sleeps (think times,
+    /// arrival gaps) are divided by it, reported durations multiplied by it.
+    #[serde(default = "one")]
+    pub sim_speedup: f64,
     pub workload: Workload,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 impl LoadgenConfig {
@@ -215,6 +307,7 @@ impl LoadgenConfig {
             model: "default".to_string(),
             return_logprob: true,
             records_path: None,
+            sim_speedup: 1.0,
             workload,
         }
     }
@@ -257,6 +350,13 @@ impl LoadgenConfig {
         }
         positive_secs("timeout_secs", self.timeout_secs)?;
         positive_secs("max_duration_secs", self.max_duration_secs)?;
+        if !(self.sim_speedup.is_finite() && self.sim_speedup > 0.0) {
+            return Err(ConfigError::Bad(
+                "sim_speedup",
+                "a finite number > 0",
+                self.sim_speedup,
+            ));
+        }
         match &self.workload {
             Workload::Grpo(g) => {
                 nonzero("groups", g.groups)?;
@@ -273,6 +373,13 @@ impl LoadgenConfig {
             Workload::Agent(a) => {
                 nonzero("sessions", a.sessions)?;
                 nonzero("turns", a.turns)?;
+                if !(a.think_time_ms.is_finite() && a.think_time_ms >= 0.0) {
+                    return Err(ConfigError::Bad(
+                        "think_time_ms",
+                        "a finite number >= 0",
+                        a.think_time_ms,
+                    ));
+                }
                 if a.system_prefix_len + a.first_prompt_len == 0 {
                     return Err(ConfigError::Zero("system_prefix_len + first_prompt_len"));
                 }
@@ -284,6 +391,49 @@ impl LoadgenConfig {
                 }
                 if !t.time_scale.is_finite() || t.time_scale < 0.0 {
                     return Err(ConfigError::BadTimeScale(t.time_scale));
+                }
+            }
+            Workload::Rollout(r) => {
+                nonzero("prompts", r.prompts)?;
+                nonzero("samples", r.samples)?;
+                nonzero("batches", r.batches)?;
+                nonzero("prompt_len_min", r.prompt_len_min)?;
+                range("prompt_len", r.prompt_len_min, r.prompt_len_max)?;
+                if r.system_prefix_len > r.prompt_len_min {
+                    return Err(ConfigError::PrefixLongerThanPrompt {
+                        prefix: r.system_prefix_len,
+                        prompt: r.prompt_len_min,
+                    });
+                }
+                if !(r.output_len_median.is_finite() && r.output_len_median > 0.0) {
+                    let m = r.output_len_median;
+                    return Err(ConfigError::Bad(
+                        "output_len_median",
+                        "a finite number > 0",
+                        m,
+                    ));
+                }
+                if !(r.output_len_sigma.is_finite() && r.output_len_sigma >= 0.0) {
+                    let s = r.output_len_sigma;
+                    return Err(ConfigError::Bad(
+                        "output_len_sigma",
+                        "a finite number >= 0",
+                        s,
+                    ));
+                }
+            }
+            Workload::Tenants(t) => {
+                nonzero("tenants", t.tenants)?;
+                nonzero("requests", t.requests)?;
+                range("system_len", t.system_len_min, t.system_len_max)?;
+                if t.system_len_min + t.suffix_len == 0 {
+                    return Err(ConfigError::Zero("system_len_min + suffix_len"));
+                }
+                if !(t.zipf_s.is_finite() && t.zipf_s >= 0.0) {
+                    return Err(ConfigError::Bad("zipf_s", "a finite number >= 0", t.zipf_s));
+                }
+                if !(t.rate.is_finite() && t.rate > 0.0) {
+                    return Err(ConfigError::Bad("rate", "a finite number > 0", t.rate));
                 }
             }
         }
@@ -310,6 +460,22 @@ pub enum ConfigError {
     PrefixLongerThanPrompt { prefix: u32, prompt: u32 },
     #[error("time scale must be a finite number >= 0, got {0}")]
     BadTimeScale(f64),
+    #[error("{0} must be {1}, got {2}")]
+    Bad(&'static str, &'static str, f64),
+    #[error("{name}_min ({min}) is greater than {name}_max ({max})")]
+    BadRange {
+        name: &'static str,
+        min: u32,
+        max: u32,
+    },
+}
+
+fn range(name: &'static str, min: u32, max: u32) -> Result<(), ConfigError> {
+    if min > max {
+        Err(ConfigError::BadRange { name, min, max })
+    } else {
+        Ok(())
+    }
 }
 
 fn nonzero(name: &'static str, value: u32) -> Result<(), ConfigError> {
@@ -424,6 +590,58 @@ mod tests {
     }
 
     #[test]
+    fn new_workloads_and_the_speedup_are_checked() {
+        let with = |w| LoadgenConfig::new(vec!["http://127.0.0.1:1".into()], w);
+        let rollout = with(Workload::Rollout(RolloutConfig::default()));
+        assert_eq!(rollout.validate(), Ok(()));
+        assert_eq!(rollout.max_new_tokens(), 4096);
+        let tenants = with(Workload::Tenants(TenantsConfig::default()));
+        assert_eq!(tenants.validate(), Ok(()));
+        assert_eq!(tenants.max_new_tokens(), 128);
+        let mut c = rollout.clone();
+        c.sim_speedup = 0.0;
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::Bad("sim_speedup", ..))
+        ));
+        let c = with(Workload::Rollout(RolloutConfig {
+            prompt_len_min: 900,
+            prompt_len_max: 800,
+            ..RolloutConfig::default()
+        }));
+        assert!(matches!(c.validate(), Err(ConfigError::BadRange { .. })));
+        let c = with(Workload::Rollout(RolloutConfig {
+            system_prefix_len: 2000,
+            ..RolloutConfig::default()
+        }));
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::PrefixLongerThanPrompt { .. })
+        ));
+        let c = with(Workload::Rollout(RolloutConfig {
+            output_len_sigma: -1.0,
+            ..RolloutConfig::default()
+        }));
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::Bad("output_len_sigma", ..))
+        ));
+        let c = with(Workload::Tenants(TenantsConfig {
+            rate: 0.0,
+            ..TenantsConfig::default()
+        }));
+        assert!(matches!(c.validate(), Err(ConfigError::Bad("rate", ..))));
+        let c = with(Workload::Agent(AgentConfig {
+            think_time_ms: f64::NAN,
+            ..AgentConfig::default()
+        }));
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::Bad("think_time_ms", ..))
+        ));
+    }
+
+    #[test]
     fn configs_round_trip_through_json() {
         let mut c = grpo();
         c.workload = Workload::Trace(TraceConfig::new("/tmp/t.jsonl"));
@@ -431,5 +649,9 @@ mod tests {
         let json = serde_json::to_string(&c).unwrap();
         assert!(json.contains(r#""kind":"trace""#), "{json}");
         assert_eq!(serde_json::from_str::<LoadgenConfig>(&json).unwrap(), c);
+        // Configs saved before sim_speedup and think_time_ms existed still load.
+        let old = json.replace(r#""sim_speedup":1.0,"#, "");
+        assert_ne!(old, json);
+        assert_eq!(serde_json::from_str::<LoadgenConfig>(&old).unwrap(), c);
     }
 }

@@ -1,6 +1,7 @@
-//! `loadgen`: workloads that look like kvrouter's users (GRPO sibling bursts,
-//! multi-turn agent sessions, Mooncake trace replay) driven against any SGLang /
-//! OpenAI endpoint, measured per request and summarised.
+//! `loadgen`: workloads that look like kvrouter's users (GRPO sibling bursts and
+//! rollout batches, multi-turn agent sessions, multi-tenant traffic, Mooncake trace
+//! replay) driven against any SGLang / OpenAI endpoint, measured per request and
+//! summarised.
 //!
 //! Library entry points (the `loadgen` binary, the demo and the comparison harness
 //! call them in-process): [`run`], [`run_with_records`] and [`run_until`].
@@ -12,6 +13,8 @@
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod dist;
+pub mod makespan;
 pub mod record;
 pub mod report;
 pub mod request;
@@ -23,7 +26,8 @@ pub mod synth;
 pub mod workloads;
 
 pub use config::{
-    AgentConfig, Endpoint, GrpoConfig, LoadgenConfig, TraceConfig, UrlPick, Workload,
+    AgentConfig, Endpoint, GrpoConfig, LoadgenConfig, RolloutConfig, TenantsConfig, TraceConfig,
+    UrlPick, Workload,
 };
 pub use record::{RequestRecord, RequestStatus};
 pub use report::Summary;
@@ -58,15 +62,15 @@ pub async fn run_until(
     let runner = Runner::new(&cfg, stop)?;
     let seed = cfg.seed;
     let max_new = cfg.max_new_tokens();
+    let slots = cfg.concurrency as usize;
     match &cfg.workload {
         Workload::Grpo(g) => workloads::grpo::run(&runner, g, seed, max_new).await,
         Workload::Agent(a) => workloads::agent::run(&runner, a, seed, max_new).await,
-        Workload::Trace(t) => {
-            let slots = cfg.concurrency as usize;
-            workloads::trace::run(&runner, t, &trace, seed, max_new, slots).await
-        }
+        Workload::Trace(t) => workloads::trace::run(&runner, t, &trace, seed, max_new, slots).await,
+        Workload::Rollout(r) => workloads::rollout::run(&runner, r, seed, max_new).await,
+        Workload::Tenants(t) => workloads::tenants::run(&runner, t, seed, max_new, slots).await,
     }
-    let duration_secs = runner.start().elapsed().as_secs_f64();
+    let duration_secs = runner.sim_secs(runner.start().elapsed());
     let records = runner.take_records();
     if let Some(path) = &cfg.records_path {
         record::write_jsonl(path, &records)?;

@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
+use super::makespan::{self, BatchSummary, MakespanSummary};
 use super::record::{RequestRecord, RequestStatus};
 use super::stats::{hit_rate, Percentiles};
 
@@ -17,7 +18,8 @@ pub struct Summary {
     pub stream: bool,
     pub urls: Vec<String>,
     pub seed: u64,
-    /// Wall time of the run.
+    /// Duration of the run in simulated seconds (wall x `sim_speedup`); every
+    /// duration and rate here is in simulated time.
     pub duration_secs: f64,
     pub requests: RequestCounts,
     /// Over ok requests; first SSE data chunk when streaming, else equal to `e2e_ms`.
@@ -32,6 +34,12 @@ pub struct Summary {
     pub per_worker: Vec<WorkerSummary>,
     /// Most frequent error messages, most frequent first (at most 5).
     pub errors: Vec<ErrorCount>,
+    /// Rollout batches in order (absent for other workloads).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub batches: Vec<BatchSummary>,
+    /// Over `batches` (absent for other workloads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub makespan_secs: Option<MakespanSummary>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,9 +52,9 @@ pub struct RequestCounts {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Throughput {
-    /// Ok requests per second of wall time.
+    /// Ok requests per second of the run's (simulated) duration.
     pub requests_per_sec: f64,
-    /// Completion tokens of ok requests per second of wall time.
+    /// Completion tokens of ok requests per second of the run's (simulated) duration.
     pub output_tokens_per_sec: f64,
 }
 
@@ -151,6 +159,7 @@ impl Summary {
             .collect();
         errors.sort_by(|a, b| b.count.cmp(&a.count).then(a.message.cmp(&b.message)));
         errors.truncate(5);
+        let batches = makespan::batches(records);
         Summary {
             workload: meta.workload,
             endpoint: meta.endpoint,
@@ -185,6 +194,8 @@ impl Summary {
                 })
                 .collect(),
             errors,
+            makespan_secs: makespan::summary(&batches),
+            batches,
         }
     }
 
@@ -242,6 +253,16 @@ impl Summary {
             t.prompt_sent, t.prompt_reported, t.cached, t.completion
         );
         let _ = writeln!(s, "prefix hit rate {}", pct(self.prefix_hit_rate));
+        if let Some(m) = &self.makespan_secs {
+            let _ = writeln!(
+                s,
+                "makespan (s)    {} batches: mean {:.2}, max {:.2}, total {:.2}",
+                self.batches.len(),
+                m.mean,
+                m.max,
+                m.total
+            );
+        }
         let _ = writeln!(
             s,
             "{:<30}{:>9}{:>8}{:>8}{:>12}{:>12}{:>10}",
@@ -313,6 +334,7 @@ mod tests {
         RequestRecord {
             index: 0,
             tag: "t".into(),
+            batch: None,
             routing_key: None,
             url: "http://127.0.0.1:1".into(),
             worker: worker.into(),

@@ -23,8 +23,10 @@ pub struct RequestSpec {
     pub routing_key: Option<String>,
     /// Picks the URL under `--url-pick sticky`.
     pub affinity: u64,
-    /// When the workload meant to send it, from the start of the run.
+    /// When the workload meant to send it, wall time from the start of the run.
     pub scheduled: Duration,
+    /// The rollout batch it belongs to (makespans are measured per batch).
+    pub batch: Option<u32>,
 }
 
 /// Body options that hold for every request of a run.
@@ -150,6 +152,7 @@ mod tests {
             routing_key: None,
             affinity: 0,
             scheduled: Duration::ZERO,
+            batch: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! `Runner`: sends the requests workloads plan. It owns the client, the URL pick,
-//! the concurrency slots, when the run stops (deadline or stop request) and the
-//! collected records.
+//! the concurrency slots, when the run stops (deadline or stop request), the
+//! simulated clock (`sim_speedup`: sleeps shrink by it, recorded durations grow by
+//! it) and the collected records.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -35,6 +36,7 @@ pub struct Runner {
     deadline: Instant,
     stop: CancellationToken,
     timeout: Duration,
+    speedup: f64,
     dispatched: AtomicU64,
     records: Mutex<Vec<RequestRecord>>,
 }
@@ -84,6 +86,7 @@ impl Runner {
             deadline: start + cfg.max_duration(),
             stop,
             timeout: cfg.timeout(),
+            speedup: cfg.sim_speedup,
             dispatched: AtomicU64::new(0),
             records: Mutex::new(Vec::new()),
         })
@@ -105,6 +108,31 @@ impl Runner {
             _ = sleep_until(self.deadline) => {}
             _ = self.stop.cancelled() => {}
         }
+    }
+
+    /// The wall time that `sim` of simulated time takes (`sim / sim_speedup`).
+    pub fn wall(&self, sim: Duration) -> Duration {
+        Duration::try_from_secs_f64(sim.as_secs_f64() / self.speedup).unwrap_or(Duration::MAX)
+    }
+
+    /// `wall` of wall time in simulated seconds (`wall * sim_speedup`).
+    pub fn sim_secs(&self, wall: Duration) -> f64 {
+        wall.as_secs_f64() * self.speedup
+    }
+
+    fn sim_ms(&self, wall: Duration) -> f64 {
+        self.sim_secs(wall) * 1000.0
+    }
+
+    /// Sleeps `sim` of simulated time from now; false if the run stopped first.
+    pub async fn sleep_sim(&self, sim: Duration) -> bool {
+        if sim.is_zero() {
+            return !self.expired();
+        }
+        let at = Instant::now()
+            .checked_add(self.wall(sim))
+            .unwrap_or(self.deadline);
+        self.sleep_until(at).await
     }
 
     /// Sleeps until `at`; false if the run stopped first.
@@ -139,16 +167,17 @@ impl Runner {
         let mut record = RequestRecord {
             index,
             tag: spec.tag,
+            batch: spec.batch,
             routing_key: spec.routing_key,
             url: target.base.clone(),
             worker: target.direct_label.clone(),
             status: RequestStatus::Failed,
             http_status: None,
             error: None,
-            scheduled_ms: ms(spec.scheduled),
-            start_ms: ms(sent - self.start),
+            scheduled_ms: self.sim_ms(spec.scheduled),
+            start_ms: self.sim_ms(sent - self.start),
             ttft_ms: None,
-            e2e_ms: ms(e2e),
+            e2e_ms: self.sim_ms(e2e),
             prompt_len: spec.input_ids.len() as u64,
             prompt_tokens: None,
             cached_tokens: None,
@@ -188,7 +217,7 @@ impl Runner {
         if let Some(w) = x.worker {
             record.worker = w;
         }
-        record.ttft_ms = Some(x.ttft.map_or(record.e2e_ms, ms));
+        record.ttft_ms = Some(x.ttft.map_or(record.e2e_ms, |t| self.sim_ms(t)));
         record.prompt_tokens = info.prompt_tokens;
         record.cached_tokens = info.cached_tokens;
         record.completion_tokens = info.completion_tokens;
@@ -229,8 +258,4 @@ enum End {
     Done(Result<Exchange, ClientError>),
     TimedOut,
     Stopped,
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }

@@ -25,6 +25,12 @@ pub enum Domain {
     TraceBlock = 6,
     /// Padding past a trace entry's last hash id.
     TraceTail = 7,
+    /// The unique tail of one rollout prompt (batch << 32 | prompt).
+    RolloutPrompt = 8,
+    /// One tenant's system prompt.
+    TenantSystem = 9,
+    /// One tenants-workload request's user suffix.
+    UserSuffix = 10,
 }
 
 /// The token at `position` of block `id` in `domain`.

@@ -1,7 +1,9 @@
 //! `agent`: S concurrent multi-turn sessions of T turns. Every turn resends the
 //! whole context (shared system prefix, the session's task, then per earlier turn
 //! the model's output ids and new tool-output tokens) with `X-SMG-Routing-Key:
-//! <session id>`, as miles' session server does.
+//! <session id>`, as miles' session server does. Between turns a session waits the
+//! tool latency plus an exponential think time, long enough for idle sessions'
+//! prefixes to be evicted on a loaded fleet.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +11,7 @@ use std::time::Duration;
 use futures::stream::{self, StreamExt};
 
 use crate::loadgen::config::AgentConfig;
+use crate::loadgen::dist::{self, ExpWait, Stream};
 use crate::loadgen::request::RequestSpec;
 use crate::loadgen::response::ResponseInfo;
 use crate::loadgen::runner::Runner;
@@ -67,6 +70,7 @@ impl Session {
             routing_key: Some(self.id.clone()),
             affinity: u64::from(self.index),
             scheduled,
+            batch: None,
         }
     }
 
@@ -104,22 +108,32 @@ impl Session {
     }
 }
 
+/// The waits of session `index` between its turns (simulated time): the fixed tool
+/// latency plus an exponential think time of mean `think_time_ms`, from the session's
+/// own random stream.
+pub fn waits(cfg: &AgentConfig, seed: u64, index: u32) -> impl Iterator<Item = Duration> {
+    let fixed = Duration::from_millis(cfg.tool_latency_ms);
+    let think = ExpWait::new(cfg.think_time_ms / 1000.0);
+    let mut rng = dist::rng(seed, Stream::Think, u64::from(index));
+    std::iter::repeat_with(move || fixed + think.map_or(Duration::ZERO, |t| t.sample(&mut rng)))
+}
+
 /// Runs all sessions concurrently; a session ends after its last turn, on a failed
 /// turn, or when the run stops.
 pub async fn run(runner: &Runner, cfg: &AgentConfig, seed: u64, max_new_tokens: u32) {
     stream::iter(0..cfg.sessions)
         .map(|index| async move {
             let mut session = Session::new(cfg, seed, index);
+            let mut waits = waits(cfg, seed, index);
             while session.turn < cfg.turns && !runner.expired() {
                 let spec = session.request(seed, max_new_tokens, runner.start().elapsed());
                 let Some(reply) = runner.send(spec).await else {
                     break;
                 };
                 session.absorb(cfg, seed, max_new_tokens, &reply);
-                if cfg.tool_latency_ms > 0 && session.turn < cfg.turns {
-                    let wake =
-                        tokio::time::Instant::now() + Duration::from_millis(cfg.tool_latency_ms);
-                    if !runner.sleep_until(wake).await {
+                if session.turn < cfg.turns {
+                    let wait = waits.next().unwrap_or_default();
+                    if !runner.sleep_sim(wait).await {
                         break;
                     }
                 }
@@ -142,7 +156,25 @@ mod tests {
             first_prompt_len: 16,
             tool_output_len: 8,
             tool_latency_ms: 0,
+            think_time_ms: 0.0,
         }
+    }
+
+    #[test]
+    fn waits_are_the_tool_latency_plus_exponential_think_time() {
+        let none: Vec<Duration> = waits(&cfg(), 1, 0).take(3).collect();
+        assert_eq!(none, vec![Duration::ZERO; 3]);
+        let c = AgentConfig {
+            tool_latency_ms: 100,
+            think_time_ms: 2000.0,
+            ..cfg()
+        };
+        let a: Vec<Duration> = waits(&c, 1, 0).take(4000).collect();
+        assert_eq!(a[..10], waits(&c, 1, 0).take(10).collect::<Vec<_>>()[..]);
+        assert_ne!(a[..10], waits(&c, 1, 1).take(10).collect::<Vec<_>>()[..]);
+        assert!(a.iter().all(|w| *w >= Duration::from_millis(100)));
+        let mean = a.iter().map(Duration::as_secs_f64).sum::<f64>() / a.len() as f64;
+        assert!((2.0..2.2).contains(&mean), "mean {mean}");
     }
 
     #[test]

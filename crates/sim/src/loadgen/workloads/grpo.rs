@@ -13,15 +13,22 @@ use crate::loadgen::synth::{self, Domain};
 
 /// Prompt of `group`: the shared system prefix, then tokens unique to the group.
 pub fn group_prompt(cfg: &GrpoConfig, seed: u64, group: u32) -> Vec<u32> {
-    let prefix = cfg.system_prefix_len as usize;
-    let mut prompt = synth::block(seed, Domain::SystemPrefix, 0, prefix);
-    synth::extend(
-        &mut prompt,
+    prompt(
         seed,
+        cfg.system_prefix_len,
         Domain::GrpoPrompt,
         u64::from(group),
-        cfg.prompt_len as usize - prefix,
-    );
+        cfg.prompt_len,
+    )
+}
+
+/// A prompt of `len` tokens: the first `system_prefix_len` shared by every prompt of
+/// the run, the rest block `id` of `domain` (`system_prefix_len` <= `len`).
+pub fn prompt(seed: u64, system_prefix_len: u32, domain: Domain, id: u64, len: u32) -> Vec<u32> {
+    let prefix = system_prefix_len.min(len) as usize;
+    let mut prompt = Vec::with_capacity(len as usize);
+    synth::extend(&mut prompt, seed, Domain::SystemPrefix, 0, prefix);
+    synth::extend(&mut prompt, seed, domain, id, len as usize - prefix);
     prompt
 }
 
@@ -33,15 +40,38 @@ pub fn group_requests(
     max_new_tokens: u32,
 ) -> Vec<RequestSpec> {
     let prompt: Arc<[u32]> = group_prompt(cfg, seed, group).into();
-    (0..cfg.samples)
-        .map(|sample| RequestSpec {
-            tag: format!("g{group}/s{sample}"),
+    let outputs = std::iter::repeat_n(max_new_tokens, cfg.samples as usize);
+    siblings(
+        &format!("g{group}"),
+        prompt,
+        seed,
+        u64::from(group),
+        outputs,
+    )
+}
+
+/// One request per output length, all with the same `input_ids` (miles'
+/// `n_samples_per_prompt` siblings): sibling i is tagged `<tag>/s<i>` and gets
+/// `sampling_seed = seed + i`.
+pub fn siblings(
+    tag: &str,
+    prompt: Arc<[u32]>,
+    seed: u64,
+    affinity: u64,
+    output_lens: impl IntoIterator<Item = u32>,
+) -> Vec<RequestSpec> {
+    output_lens
+        .into_iter()
+        .enumerate()
+        .map(|(sample, max_new_tokens)| RequestSpec {
+            tag: format!("{tag}/s{sample}"),
             input_ids: prompt.clone(),
             max_new_tokens,
-            sampling_seed: Some(seed.wrapping_add(u64::from(sample))),
+            sampling_seed: Some(seed.wrapping_add(sample as u64)),
             routing_key: None,
-            affinity: u64::from(group),
+            affinity,
             scheduled: std::time::Duration::ZERO,
+            batch: None,
         })
         .collect()
 }

@@ -2,20 +2,20 @@
 //! `input_length`, `output_length` and `hash_ids`; every hash id becomes one block
 //! of `block_size` deterministic tokens (the same id always the same tokens), the
 //! blocks are concatenated and cut to `input_length`. Requests are sent at
-//! `timestamp * time_scale` after the start (late if all slots are busy).
+//! `timestamp * time_scale` (simulated time) after the start, open loop.
 
 use std::io::BufRead;
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
-use futures::stream::{FuturesUnordered, StreamExt};
 use serde::Deserialize;
 
 use crate::loadgen::config::TraceConfig;
 use crate::loadgen::request::RequestSpec;
 use crate::loadgen::runner::Runner;
 use crate::loadgen::synth::{self, Domain};
+use crate::loadgen::workloads::open_loop;
 
 /// One line of a Mooncake trace.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -93,6 +93,7 @@ pub fn entry_request(
         routing_key: None,
         affinity: conversation_affinity(entry, index),
         scheduled,
+        batch: None,
     }
 }
 
@@ -128,24 +129,21 @@ pub async fn run(
     let Some(first) = entries.first().map(|e| e.timestamp) else {
         return;
     };
-    let mut inflight = FuturesUnordered::new();
-    for (index, entry) in entries.iter().enumerate() {
-        let offset = replay_offset(entry.timestamp, first, cfg.time_scale);
-        let at = runner.start() + offset;
-        let mut due = std::pin::pin!(runner.sleep_until(at));
-        let on_time = loop {
-            tokio::select! {
-                on_time = &mut due, if inflight.len() < concurrency => break on_time,
-                Some(_) = inflight.next(), if !inflight.is_empty() => {}
-            }
-        };
-        if !on_time || runner.expired() {
-            break;
-        }
-        let spec = entry_request(entry, index as u64, cfg, seed, max_new_tokens_cap, offset);
-        inflight.push(runner.send(spec));
-    }
-    while inflight.next().await.is_some() {}
+    let offsets = entries
+        .iter()
+        .map(|e| replay_offset(e.timestamp, first, cfg.time_scale));
+    open_loop::run(runner, concurrency, offsets, |index, wall_offset| {
+        let entry = &entries[index];
+        entry_request(
+            entry,
+            index as u64,
+            cfg,
+            seed,
+            max_new_tokens_cap,
+            wall_offset,
+        )
+    })
+    .await;
 }
 
 #[cfg(test)]
