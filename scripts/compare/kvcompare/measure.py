@@ -5,7 +5,9 @@ kvrouter's KV evidence, the router's warnings). Used by the side-by-side and pre
 
 from __future__ import annotations
 
+import os
 import re
+import resource
 import shlex
 import time
 from dataclasses import dataclass
@@ -48,6 +50,9 @@ def measure(spec: routers.RouterSpec, tag_name: str, fleet: fleet_mod.Fleet, lau
         fleet.flush()
         before = fleet.scrape()
         cpu0 = procstat.cpu_seconds(router.pid) if router else 0.0
+        fleet_cpu0 = sum(procstat.cpu_seconds(p.pid) for p in fleet.procs)
+        # loadgen's CPU: the only children reaped during the run are the loadgen processes.
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         (out / "loadgen").mkdir(parents=True, exist_ok=True)
         running = []
         t0 = time.monotonic()
@@ -66,9 +71,17 @@ def measure(spec: routers.RouterSpec, tag_name: str, fleet: fleet_mod.Fleet, lau
             rc = p.wait_exit(max(1.0, deadline - time.monotonic()))
             results.append((part, rc, js, recs, log, argv))
         rec["wall_s"] = time.monotonic() - t0
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        rec["loadgen_cpu_s"] = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+        rec["fleet_cpu_s"] = sum(procstat.cpu_seconds(p.pid) for p in fleet.procs) - fleet_cpu0
         if router is not None:
             rec["router_cpu_s"] = procstat.cpu_seconds(router.pid) - cpu0
             rec["router_peak_rss_mb"] = procstat.peak_rss_mb(router.pid)
+        # Cores the measured processes used together: at too high a speedup CPU contention
+        # distorts the simulated clock, so the suite's speedups keep this well below the cores.
+        rec["cores_used"] = (rec["loadgen_cpu_s"] + rec["fleet_cpu_s"] + rec.get("router_cpu_s", 0.0)) / max(
+            rec["wall_s"], 1e-3)
+        rec["loadavg_1m"] = os.getloadavg()[0]
         if router is not None and not router.alive():
             raise RuntimeError(f"router exited during the run; log: {router.log_path}\n{router.tail()}")
         summaries = {}
@@ -86,8 +99,10 @@ def measure(spec: routers.RouterSpec, tag_name: str, fleet: fleet_mod.Fleet, lau
             else:
                 rec.setdefault("parts", {})[part.name] = {"command": command, "loadgen_args": part.argv,
                                                           "loadgen": raw, "summary": s}
-        if len(parts) > 1:
-            rec["summary"] = workloads.combine(summaries)
+        if len(parts) > 1:  # latency from a streaming part (TTFT), makespan from a rollout part
+            stream = next((p.name for p in parts if "--stream" in p.argv), None)
+            mk = next((n for n, s in summaries.items() if s.get("makespan_mean_s") is not None), None)
+            rec["summary"] = workloads.combine(summaries, latency_part=stream, makespan_part=mk)
         if spec.family == "kvrouter":  # evidence that KV mode ran on events (fresh router per run)
             m = fleet_mod.scrape_metrics(url)
             rec["router_kv_metrics"] = {k: m[k] for k in KV_COUNTERS if k in m}

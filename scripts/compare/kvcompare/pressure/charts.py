@@ -41,6 +41,7 @@ def draw(res: dict, img_dir: Path) -> list[Path]:
                 ax.plot([p[0] for p in pts], [float(p[1]) * scale for p in pts], STYLES[tm_i % len(STYLES)],
                         marker="o", color=colors[n], label=n if tm_i == 0 else None)
         ax.set_xscale("log", base=2)
+        _plain_minor(ax)
         ax.set_xlabel("KV tokens per worker")
         ax.grid(alpha=0.3)
 
@@ -53,7 +54,8 @@ def draw(res: dict, img_dir: Path) -> list[Path]:
                     labels.append(lab)
         fig.legend(handles, labels, fontsize=8, ncol=4, loc="lower center")
 
-    tm_note = " / ".join(f"{STYLES[i % len(STYLES)]} {tm}" for i, tm in enumerate(tms))
+    names_of = {"-": "solid", "--": "dashed", ":": "dotted", "-.": "dash-dot"}
+    tm_note = ", ".join(f"{tm} {names_of[STYLES[i % len(STYLES)]]}" for i, tm in enumerate(tms))
     fig, axes = plt.subplots(1, len(wls), figsize=(4 * len(wls), 4.2), squeeze=False)
     for ax, wl in zip(axes[0], wls):
         lines(ax, wl, "hit_rate", 100)
@@ -69,6 +71,7 @@ def draw(res: dict, img_dir: Path) -> list[Path]:
         for i, (key, label) in enumerate((("ttft_p50_ms", "TTFT p50 (ms)"), ("ttft_p99_ms", "TTFT p99 (ms)"))):
             lines(axes[i][j], wl, key)
             axes[i][j].set_yscale("log")
+            _plain_minor(axes[i][j])
             axes[i][j].set_title(wl + (" (non-streaming: E2E)" if wl == "grpo" else ""))
             axes[i][j].set_ylabel(label)
     fig.suptitle(f"TTFT against fleet capacity, lower is better (timing model: {tm_note})")
@@ -89,6 +92,7 @@ def draw(res: dict, img_dir: Path) -> list[Path]:
                 if q:
                     ax.plot(q, [k / (len(q) - 1) for k in range(len(q))], color=colors[r["router"]], label=r["router"])
             ax.set_xscale("log")
+            _plain_minor(ax)
             ax.set_title(f"{wl}, {cap}")
             ax.set_xlabel("E2E latency (ms)")
             ax.grid(alpha=0.3)
@@ -121,6 +125,13 @@ def draw(res: dict, img_dir: Path) -> list[Path]:
     fig.tight_layout(rect=(0, 0.1, 1, 1))
     out.append(_save(fig, img_dir / "pressure-makespan.png"))
     return out
+
+
+def _plain_minor(ax) -> None:
+    """No labels on minor log ticks (they overlap)."""
+    from matplotlib.ticker import NullFormatter
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def _e2e_quantiles(r: dict) -> list[float] | None:

@@ -33,7 +33,8 @@ def progress_line(rec: dict, secs: float) -> str:
     mk = f" makespan={_f(s.get('makespan_mean_s'), '.1f')}s" if s.get("makespan_mean_s") is not None else ""
     return (head + f" hit={_f(s.get('hit_rate'), '.1%'):>6} ttft p50={_f(s.get('ttft_p50_ms'), '.0f')} "
             f"p99={_f(s.get('ttft_p99_ms'), '.0f')} ms e2e p99={_f(s.get('e2e_p99_ms'), '.0f')} ms{mk} "
-            f"busiest/mean={_f(rec.get('balance_max_over_mean'), '.2f')} ok={s.get('ok')} ({secs:.0f} s wall)")
+            f"busiest/mean={_f(rec.get('balance_max_over_mean'), '.2f')} ok={s.get('ok')} "
+            f"cores={_f(rec.get('cores_used'), '.2f')} load={_f(rec.get('loadavg_1m'), '.1f')} ({secs:.0f} s wall)")
 
 
 def _cap(r: dict) -> str:
@@ -75,11 +76,12 @@ def case_table(runs: list[dict]) -> str:
     makespan = any((r.get("summary") or {}).get("makespan_mean_s") is not None for r in runs)
     head = ("| router | hit rate | TTFT p50 (ms) | TTFT p99 (ms) | E2E p50 (ms) | E2E p99 (ms) | "
             + ("makespan mean / max (s) | " if makespan else "")
-            + "ok / errors | busiest worker / mean | router CPU (s) |\n|---|" + "---:|" * (8 + makespan) + "\n")
+            + "ok / errors | busiest worker / mean | router CPU (s) | cores used (all) |\n|---|"
+            + "---:|" * (9 + makespan) + "\n")
     rows = []
     for r in runs:
         if r.get("error"):
-            rows.append(f"| {r['router']} | failed: {report._err(r['error'])} |" + " |" * (7 + makespan))
+            rows.append(f"| {r['router']} | failed: {report._err(r['error'])} |" + " |" * (8 + makespan))
             continue
         s = r.get("summary") or {}
         name = f"*{r['router']}*" if r.get("family") == "reference" else r["router"]
@@ -88,7 +90,7 @@ def case_table(runs: list[dict]) -> str:
         if makespan:
             cells.append(f"{_f(s.get('makespan_mean_s'), '.1f')} / {_f(s.get('makespan_max_s'), '.1f')}")
         cells += [f"{_f(s.get('ok'), '.0f')} / {_f(s.get('errors'), '.0f')}", _f(r.get("balance_max_over_mean"), ".2f"),
-                  _f(r.get("router_cpu_s"), ".1f")]
+                  _f(r.get("router_cpu_s"), ".1f"), _f(r.get("cores_used"), ".2f")]
         rows.append("| " + " | ".join(cells) + " |")
     return head + "\n".join(rows) + "\n"
 
@@ -119,7 +121,8 @@ def markdown(res: dict, img_rel: str | None) -> str:
                  "counters. *Reference*: the same load straight at ONE worker holding the whole fleet's KV and "
                  "running N times as fast (the shared-cache bound on the trace; on sibling bursts not an upper "
                  "bound). kvrouter = `kvrouter kv` (predict-on-route on); best peer = the better of sgl-router / "
-                 "SMG on that metric.\n")
+                 "SMG on that metric. Cores used = CPU seconds of the mocks, the router and loadgen over the run's "
+                 "wall time (the machine's other load is not in it; see the load average).\n")
     rows = targets_mod.evaluate(runs)
     if rows:
         met = sum(1 for r in rows if r["met"] is True)

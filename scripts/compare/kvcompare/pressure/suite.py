@@ -5,6 +5,7 @@ gets `--sim-speedup S` equal to the fleet's `--speedup S`, so it reports simulat
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +32,23 @@ def tenants_rate(workers: int, mean_prompt: float, load: float = 0.7) -> float:
     worker's capacity is one cold prefill of the mean prompt at a time (no reuse): a router that
     reuses the tenants' system prompts has headroom, one that does not runs near saturation."""
     return round(load * workers * 1000.0 / cold_prefill_ms(mean_prompt), 1)
+
+
+def trace_unique_tokens(trace: Path, n: int | None, block: int = 512) -> int:
+    """Distinct prefix tokens of the trace's first `n` entries (all when n is falsy): its working set."""
+    ids: set = set()
+    try:
+        with open(trace) as f:
+            for i, line in enumerate(f):
+                if n and i >= n:
+                    break
+                try:
+                    ids.update(json.loads(line).get("hash_ids") or [])
+                except (ValueError, AttributeError):
+                    continue
+    except OSError:
+        return 0
+    return len(ids) * block
 
 
 @dataclass
@@ -76,7 +94,7 @@ def _full(trace: Path, seed: int, trace_requests: int | None) -> list[Case]:
                 "--concurrency", "1024", "--max-duration-secs", "900", *_common(seed, s)]
         cases.append(Case("trace", cap, FleetSpec(workers=w, speedup=s, max_total_tokens=kv),
                           [Part("trace", argv, records=True)], timeout_s=1000,
-                          working_set_tokens=int(33e6 * (n or 12031) / 2400),
+                          working_set_tokens=trace_unique_tokens(trace, n),
                           notes=f"first {n or 'all'} requests of the trace at their arrival times"))
     # (2) GRPO rollout batches shaped like miles': 256 prompts x 8 samples, 1-8k-token prompts,
     # lognormal outputs capped at 4k, non-streaming, at most 512 in flight per engine
@@ -107,18 +125,21 @@ def _full(trace: Path, seed: int, trace_requests: int | None) -> list[Case]:
     for cap, kv in (("fits", 1 * MI), ("over", 128 * KI)):
         cases.append(Case("agent", cap, FleetSpec(workers=w, speedup=s, max_total_tokens=kv),
                           [Part("agent", agent, records=True)], timeout_s=1000,
-                          working_set_tokens=128 * 36_000))
+                          working_set_tokens=128 * AGENT_CONTEXT))
     # (5) GRPO and agent traffic at once: half of each, on the agent's fleets.
     half_rollout = ["rollout", "--prompts", "128", "--samples", "8", "--batches", "2", "--prompt-len-min", "1024",
                     "--prompt-len-max", "8192", "--system-prefix-len", "0", "--output-len-median", "400",
                     "--output-len-sigma", "1.0", "--max-new-tokens", "4096", "--concurrency", str(512 * w),
                     "--max-duration-secs", "900", *_common(seed, s, stream=False)]
-    for cap, kv in (("fits", 1 * MI), ("over", 128 * KI)):
+    for cap, kv in (("fits", 1 * MI), ("over", 96 * KI)):
         cases.append(Case("mix", cap, FleetSpec(workers=w, speedup=s, max_total_tokens=kv),
                           [Part("rollout", half_rollout, records=True),
                            Part("agent", _agent_argv(64, seed + 1, s), records=True)], timeout_s=1000,
-                          working_set_tokens=1_250_000 + 64 * 36_000))
+                          working_set_tokens=1_250_000 + 64 * AGENT_CONTEXT))
     return cases
+
+
+AGENT_CONTEXT = 2048 + 1024 + 20 * (1536 + 128)  # a session's context after its last turn
 
 
 def _agent_argv(sessions: int, seed: int, s: float) -> list[str]:
@@ -138,7 +159,8 @@ def _quick(trace: Path, seed: int) -> list[Case]:
         argv = ["trace", "--file", str(trace), "--time-scale", "1", "--max-requests", "40",
                 "--max-new-tokens", "16", "--concurrency", "64", "--max-duration-secs", "60", *_common(seed, s)]
         cases.append(Case("trace", cap, FleetSpec(workers=w, speedup=s, max_total_tokens=kv),
-                          [Part("trace", argv, records=True)], timeout_s=120, working_set_tokens=506_000))
+                          [Part("trace", argv, records=True)], timeout_s=120,
+                          working_set_tokens=trace_unique_tokens(trace, 40)))
     small = {"over": 2 * KI, "fits": 64 * KI}
     rollout = ["rollout", "--prompts", "8", "--samples", "4", "--batches", "2", "--prompt-len-min", "256",
                "--prompt-len-max", "1024", "--system-prefix-len", "0", "--output-len-median", "16",

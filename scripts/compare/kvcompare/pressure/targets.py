@@ -73,7 +73,7 @@ def hit_vs_bound(ratio: float) -> Callable[[Ctx], Outcome]:
             return _na("no kvrouter kv or reference row")
         got = kv / ref
         return Outcome(f"{got:.1%} of the bound ({_pct(kv)} / {_pct(ref)})", got >= ratio,
-                       f"{(ratio * ref - kv) * 100:.1f} points of hit rate short")
+                       f"{(ratio * ref - kv) * 100:.2f} points of hit rate short")
     return f
 
 
