@@ -1,8 +1,10 @@
 //! Command-line configuration of `sglang-mock`, mirroring SGLang's `ServerArgs` names,
-//! plus the parsed `--kv-events-config` JSON and the timing-model coefficients.
+//! plus the parsed `--kv-events-config` JSON, the schedule policy and the timing model.
 
 use clap::Parser;
 use serde::{Deserialize, Serialize};
+
+use crate::mock::engine::{Roofline, SchedulePolicy, TimingModel};
 
 /// `sglang-mock` command line (flag names as SGLang's `launch_server`).
 #[derive(Parser, Debug, Clone)]
@@ -77,6 +79,21 @@ pub struct MockArgs {
     /// Decode cost polynomial `a,b,c`: ms = max(1, a*u^2 + b*u + c), u = KV utilisation.
     #[arg(long, default_value = "-25.74,54.01,5.74", value_parser = parse_coeffs)]
     pub decode_coeffs: [f64; 3],
+    /// Step-time model: `poly` (the two polynomials above) or `roofline` (decode time from
+    /// batch size and context tokens, prefill from new tokens and attended pairs).
+    #[arg(long, default_value = "poly", value_parser = ["poly", "roofline"])]
+    pub timing_model: String,
+    /// Roofline decode `base,per_req,per_ctx_token`: ms = base + per_req*batch +
+    /// per_ctx_token*context tokens of the running batch.
+    #[arg(long, default_value = "6.0,0.04,4.4e-5", value_parser = parse_coeffs)]
+    pub roofline_decode_coeffs: [f64; 3],
+    /// Roofline prefill `base,per_token,attn`: ms = base + per_token*new +
+    /// attn*sum(new*(prefix+new/2)).
+    #[arg(long, default_value = "8.0,0.023,1.3e-6", value_parser = parse_coeffs)]
+    pub roofline_prefill_coeffs: [f64; 3],
+    /// Waiting-queue order: `fcfs` (SGLang's default) or `lpm` (longest prefix match).
+    #[arg(long, default_value = "fcfs", value_parser = parse_policy)]
+    pub schedule_policy: SchedulePolicy,
     /// Test hook: every weight-update call fails with `{"success":false}`.
     #[arg(long)]
     pub fail_weight_updates: bool,
@@ -95,7 +112,25 @@ fn parse_coeffs(s: &str) -> Result<[f64; 3], String> {
         .map_err(|_| "expected three comma-separated numbers a,b,c".to_string())
 }
 
+fn parse_policy(s: &str) -> Result<SchedulePolicy, String> {
+    s.parse()
+}
+
 impl MockArgs {
+    /// The step-time model the flags select.
+    pub fn timing(&self) -> TimingModel {
+        match self.timing_model.as_str() {
+            "roofline" => TimingModel::Roofline(Roofline {
+                decode: self.roofline_decode_coeffs,
+                prefill: self.roofline_prefill_coeffs,
+            }),
+            _ => TimingModel::Poly {
+                prefill: self.prefill_coeffs,
+                decode: self.decode_coeffs,
+            },
+        }
+    }
+
     /// Checks cross-field constraints; returns a message naming the bad flag.
     pub fn validate(&self) -> Result<(), String> {
         if self.page_size == 0 {
@@ -206,6 +241,24 @@ mod tests {
         assert_eq!(c.endpoint, "tcp://*:5557");
         assert_eq!(c.buffer_steps, 10000);
         assert!(KvEventsConfig::parse(r#"{"publisher":"kafka"}"#).is_err());
+    }
+
+    #[test]
+    fn timing_and_policy_flags() {
+        let a = MockArgs::parse_from(["sglang-mock"]);
+        assert_eq!(a.schedule_policy, SchedulePolicy::Fcfs);
+        assert!(matches!(a.timing(), TimingModel::Poly { .. }));
+        let a = MockArgs::parse_from([
+            "sglang-mock",
+            "--timing-model",
+            "roofline",
+            "--schedule-policy",
+            "lpm",
+        ]);
+        assert_eq!(a.schedule_policy, SchedulePolicy::Lpm);
+        assert_eq!(a.timing(), TimingModel::Roofline(Roofline::default()));
+        assert!(MockArgs::try_parse_from(["sglang-mock", "--schedule-policy", "x"]).is_err());
+        assert!(MockArgs::try_parse_from(["sglang-mock", "--timing-model", "x"]).is_err());
     }
 
     #[test]

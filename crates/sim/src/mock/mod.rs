@@ -25,7 +25,7 @@ use tokio::net::TcpListener;
 
 use config::KvEventsConfig;
 pub use config::MockArgs;
-use engine::{Limits, Scheduler, TimingModel};
+use engine::{Limits, Scheduler};
 use state::MockState;
 
 /// A mock started in-process (for benches and tests that avoid a child process).
@@ -64,10 +64,8 @@ pub async fn start(args: MockArgs) -> anyhow::Result<RunningMock> {
         max_running: args.max_running_requests,
         max_prefill_tokens: args.max_prefill_tokens,
         chunk_size: args.chunk_size().map(|c| c.max(args.page_size)),
-        timing: TimingModel {
-            prefill: args.prefill_coeffs,
-            decode: args.decode_coeffs,
-        },
+        timing: args.timing(),
+        policy: args.schedule_policy,
     };
     let version: Arc<str> = Arc::from(args.weight_version.as_str());
     let ranks = publishers

@@ -8,5 +8,5 @@ pub mod timing;
 
 pub use rank::{Command, LoadView, RankHandle, WeightUpdate};
 pub use request::{Done, EngineRequest, FinishReason, Reply};
-pub use scheduler::{Limits, PauseMode, Scheduler, Snapshot};
-pub use timing::TimingModel;
+pub use scheduler::{Limits, PauseMode, SchedulePolicy, Scheduler, Snapshot};
+pub use timing::{Roofline, TimingModel};

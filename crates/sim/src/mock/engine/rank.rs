@@ -243,8 +243,11 @@ impl Driver {
 
     fn deliver(&mut self) {
         self.publish_events();
-        for (tx, reply) in self.sched.take_outbox() {
-            if let Reply::Done(d) = &reply {
+        for (tx, mut reply) in self.sched.take_outbox() {
+            if let Reply::Done(d) = &mut reply {
+                if self.speedup > 0.0 {
+                    d.prefill_secs = d.prefill_ms / 1000.0 / self.speedup;
+                }
                 self.metrics.observe_done(d);
             }
             let _ = tx.send(reply);

@@ -91,4 +91,21 @@ pub struct Done {
     pub dp_rank: u32,
     /// Seconds from arrival to the first token (None when no token was generated).
     pub ttft: Option<f64>,
+    /// Seconds from the last entry into the waiting queue to the admission that followed
+    /// (SGLang `meta_info.queue_time`).
+    pub queue_time: f64,
+    /// Simulated milliseconds of the prefill pass that completed the prompt.
+    pub prefill_ms: f64,
+    /// `prefill_ms` in wall seconds (`/ --speedup`; 0 with speedup 0), set by the rank driver.
+    pub prefill_secs: f64,
+    /// Times the request was retracted (SGLang `meta_info.total_retractions`).
+    pub retractions: u32,
+}
+
+impl Done {
+    /// SGLang's per-request timings (`queue_time`, `prefill_launch_delay`,
+    /// `prefill_launch_latency`, seconds): the mock launches a batch when it is formed.
+    pub fn timings(&self) -> [f64; 3] {
+        [self.queue_time, 0.0, self.prefill_secs]
+    }
 }

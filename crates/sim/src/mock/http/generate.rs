@@ -232,6 +232,8 @@ fn final_object(it: &Item, d: &Done, e2e: f64, multi_rank: bool, index: Option<u
         weight_version: &d.weight_version,
         dp_rank: multi_rank.then_some(d.dp_rank),
         e2e_latency: Some(e2e),
+        retractions: d.retractions,
+        timings: Some(d.timings()),
         return_logprob: it.return_logprob,
     });
     let mut v =
@@ -278,6 +280,8 @@ impl SseFormatter for GenerateSse {
                     weight_version: &version,
                     dp_rank: multi.then_some(it.info.rank),
                     e2e_latency: None,
+                    retractions: 0,
+                    timings: None,
                     return_logprob: it.return_logprob,
                 });
                 let mut v = json!({"text": output_text(ids), "output_ids": ids, "meta_info": meta});

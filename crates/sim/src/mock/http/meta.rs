@@ -18,6 +18,11 @@ pub struct MetaArgs<'a> {
     pub dp_rank: Option<u32>,
     /// Present on the final object only.
     pub e2e_latency: Option<f64>,
+    /// `total_retractions`.
+    pub retractions: u32,
+    /// `queue_time`, `prefill_launch_delay`, `prefill_launch_latency` (final object only;
+    /// SGLang adds them when metrics are enabled, as the mock's always are).
+    pub timings: Option<[f64; 3]>,
     pub return_logprob: bool,
 }
 
@@ -31,7 +36,12 @@ pub fn meta_info(a: &MetaArgs) -> Value {
     );
     m.insert("prompt_tokens".into(), a.prompt_tokens.into());
     m.insert("weight_version".into(), a.weight_version.into());
-    m.insert("total_retractions".into(), 0.into());
+    m.insert("total_retractions".into(), a.retractions.into());
+    if let Some([queue, delay, latency]) = a.timings {
+        m.insert("queue_time".into(), queue.into());
+        m.insert("prefill_launch_delay".into(), delay.into());
+        m.insert("prefill_launch_latency".into(), latency.into());
+    }
     m.insert("completion_tokens".into(), a.output_ids.len().into());
     m.insert("cached_tokens".into(), a.cached_tokens.into());
     m.insert("cached_tokens_details".into(), Value::Null);

@@ -356,6 +356,8 @@ fn meta_of(state: &MockState, d: &Done, logprobs: bool, e2e: Option<f64>, finish
         weight_version: &d.weight_version,
         dp_rank: (state.ranks.len() > 1).then_some(d.dp_rank),
         e2e_latency: e2e,
+        retractions: d.retractions,
+        timings: finish.then(|| d.timings()),
         return_logprob: logprobs,
     })
 }

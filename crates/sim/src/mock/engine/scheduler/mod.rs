@@ -1,11 +1,17 @@
 //! The synchronous scheduler of one DP rank, modelled on SGLang's event loop without
-//! mixed chunking: each iteration either runs a prefill batch (admitted FCFS under the
-//! prefill token budget and chunked prefill, with the prefix matched at admission) or one
-//! decode step of the running batch. KV memory is counted in pages: pages held by the
-//! radix tree plus pages held by requests for tokens not (yet) in the tree.
+//! mixed chunking (`managers/scheduler.py` `get_next_batch_to_run`): each iteration either
+//! runs a prefill batch (`admit.rs`: the waiting queue ordered by `policy.rs`, admitted under
+//! the prefill token budget, chunked prefill and the KV reservation, prefix matched at
+//! admission) or one decode step of the running batch (`retract.rs` retracts first when KV
+//! runs out). KV memory is counted in pages: pages held by the radix tree plus pages held by
+//! requests for tokens not (yet) in the tree.
 //!
 //! Replies are queued in an outbox that the async loop delivers after the simulated step
 //! time has elapsed; cache events are taken from the tree by the loop.
+
+mod admit;
+mod policy;
+mod retract;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -14,8 +20,10 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 
 use super::request::{Done, EngineRequest, FinishReason, Reply};
-use super::timing::TimingModel;
+use super::timing::{PrefillPart, TimingModel};
 use crate::mock::cache::{NodeId, RadixCache, ROOT};
+
+pub use policy::SchedulePolicy;
 
 /// Static limits of a rank.
 #[derive(Debug, Clone)]
@@ -26,6 +34,7 @@ pub struct Limits {
     pub max_prefill_tokens: usize,
     pub chunk_size: Option<usize>,
     pub timing: TimingModel,
+    pub policy: SchedulePolicy,
 }
 
 /// How `/pause_generation` treats requests in flight.
@@ -36,9 +45,13 @@ pub enum PauseMode {
     InPlace,
 }
 
+// SGLang `environ.py` defaults (`SGLANG_INIT_NEW_TOKEN_RATIO`, `_MIN_NEW_TOKEN_RATIO_FACTOR`,
+// `_NEW_TOKEN_RATIO_DECAY_STEPS`, `_RETRACT_DECODE_STEPS`, `_CLIP_MAX_NEW_TOKENS_ESTIMATION`),
+// with `schedule_conservativeness` 1.0.
 const INIT_NEW_TOKEN_RATIO: f64 = 0.7;
-const MIN_NEW_TOKEN_RATIO: f64 = 0.1;
+const MIN_NEW_TOKEN_RATIO: f64 = INIT_NEW_TOKEN_RATIO * 0.14;
 const NEW_TOKEN_RATIO_DECAY: f64 = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600.0;
+const RETRACT_DECODE_STEPS: usize = 20;
 const CLIP_MAX_NEW_TOKENS: usize = 4096;
 
 /// A request admitted at least once (or waiting).
@@ -59,6 +72,13 @@ struct Seq {
     extend: usize,
     cached_tokens: usize,
     first_token: Option<Instant>,
+    /// Last entry into the waiting queue (arrival, or the last retraction).
+    queued_at: Instant,
+    /// Seconds from `queued_at` to the admission that followed it (SGLang `queue_time`).
+    queue_time: f64,
+    /// Simulated ms of the prefill pass that completed the prompt.
+    prefill_ms: f64,
+    retractions: u32,
 }
 
 impl Seq {
@@ -66,6 +86,7 @@ impl Seq {
         let mut tokens = Vec::with_capacity(req.prompt.len() + req.max_new_tokens.min(4096));
         tokens.extend_from_slice(&req.prompt);
         let logprobs = Vec::new();
+        let queued_at = req.arrival;
         Seq {
             req,
             tokens,
@@ -77,6 +98,10 @@ impl Seq {
             extend: 0,
             cached_tokens: 0,
             first_token: None,
+            queued_at,
+            queue_time: 0.0,
+            prefill_ms: 0.0,
+            retractions: 0,
         }
     }
 
@@ -128,6 +153,9 @@ pub struct Scheduler {
     weight_version: Arc<str>,
     outbox: Vec<(mpsc::UnboundedSender<Reply>, Reply)>,
     last_hit_rate: f64,
+    /// SGLang `running_batch.batch_is_full`: set when admission stopped for memory or the
+    /// running-request cap, cleared when the running batch shrinks.
+    batch_full: bool,
     /// Reused buffer for the decode loop.
     spare: Vec<Seq>,
 }
@@ -156,6 +184,7 @@ impl Scheduler {
             weight_version,
             outbox: Vec::new(),
             last_hit_rate: 0.0,
+            batch_full: false,
             spare: Vec::new(),
         }
     }
@@ -230,12 +259,14 @@ impl Scheduler {
         match mode {
             PauseMode::Abort => self.abort(None, true, "Abort by pause_generation"),
             PauseMode::Retract => {
+                // `retract_all` then `_add_request_to_queue`: appended to the queue.
                 let mut retracted: Vec<Seq> = self.running.drain(..).collect();
                 retracted.extend(self.chunked.take());
-                for s in retracted.into_iter().rev() {
+                for s in retracted {
                     let s = self.retract(s);
-                    self.waiting.push_front(s);
+                    self.waiting.push_back(s);
                 }
+                self.batch_full = false;
             }
             PauseMode::InPlace => {}
         }
@@ -268,6 +299,7 @@ impl Scheduler {
 
     /// Aborts requests whose rid starts with `rid` (or all).
     pub fn abort(&mut self, rid: Option<&str>, all: bool, message: &str) {
+        self.batch_full = false;
         let hit = |s: &Seq| all || rid.is_some_and(|r| !r.is_empty() && s.req.rid.starts_with(r));
         let mut i = 0;
         while i < self.waiting.len() {
@@ -322,6 +354,9 @@ impl Scheduler {
             return idle;
         }
         self.drop_disconnected();
+        if self.running.is_empty() {
+            self.batch_full = false;
+        }
         let batch = self.schedule_prefill();
         if !batch.is_empty() {
             return self.run_prefill(batch);
@@ -379,129 +414,23 @@ impl Scheduler {
             for s in gone {
                 self.release(s, true);
             }
+            self.batch_full = false;
         }
-    }
-
-    /// Forms a prefill batch (SGLang `get_new_batch_prefill`, FCFS).
-    fn schedule_prefill(&mut self) -> Vec<Seq> {
-        let p = self.limits.page_size;
-        let mut rem = match self.limits.chunk_size {
-            Some(c) => c.min(self.limits.max_prefill_tokens),
-            None => self.limits.max_prefill_tokens,
-        };
-        let mut batch = Vec::new();
-        if let Some(mut s) = self.chunked.take() {
-            let left = s.tokens.len() - s.kv_len;
-            let take = if left <= rem {
-                left
-            } else {
-                (rem / p * p).max(p.min(left))
-            };
-            let need = pages_for(s.kv_len + take - s.prefix_len, p).saturating_sub(s.own_pages);
-            if !self.alloc(need) {
-                self.chunked = Some(s);
-                return batch;
-            }
-            s.own_pages += need;
-            s.extend = take;
-            rem = rem.saturating_sub(take);
-            let more = take < left;
-            batch.push(s);
-            if more {
-                return batch;
-            }
-        }
-        if self.draining {
-            return batch;
-        }
-        let mut reserved: usize = self
-            .running
-            .iter()
-            .map(|s| self.future_pages(s.req.max_new_tokens.saturating_sub(s.output_len())))
-            .sum();
-        let mut hits = 0usize;
-        let mut total = 0usize;
-        while let Some(front) = self.waiting.front() {
-            if self.running.len() + batch.len() >= self.limits.max_running || rem == 0 {
-                break;
-            }
-            let len = front.tokens.len();
-            let (node, pre_len) = self.cache.match_prefix(&front.tokens[..len - 1]);
-            let extend = len - pre_len;
-            let take = if extend <= rem {
-                extend
-            } else if self.limits.chunk_size.is_some() {
-                rem / p * p
-            } else if batch.is_empty() {
-                extend
-            } else {
-                break;
-            };
-            if take == 0 {
-                break;
-            }
-            let need = pages_for(take, p);
-            let future = if take == extend {
-                self.future_pages(front.req.max_new_tokens.saturating_sub(front.output_len()))
-            } else {
-                0
-            };
-            self.cache.inc_lock(node);
-            let room = self.available_pages() + self.cache.evictable_pages();
-            if need + future + reserved > room {
-                let alone = batch.is_empty() && self.holds_no_kv();
-                if !alone || need > room {
-                    self.cache.dec_lock(node);
-                }
-                if alone && need > room {
-                    // Can never fit: SGLang rejects such requests up front.
-                    if let Some(s) = self.waiting.pop_front() {
-                        let msg = "request needs more KV than the server has";
-                        self.finish(s, FinishReason::Abort(msg.into()));
-                    }
-                    continue;
-                }
-                if !alone {
-                    break;
-                }
-                // Alone on an idle rank: admit without the decode reservation (no spin).
-            }
-            let ok = self.alloc(need);
-            debug_assert!(ok, "room was checked");
-            let Some(mut s) = self.waiting.pop_front() else {
-                break;
-            };
-            s.node = node;
-            s.prefix_len = pre_len;
-            s.kv_len = pre_len;
-            s.own_pages = need;
-            s.extend = take;
-            s.cached_tokens += pre_len;
-            hits += pre_len;
-            total += len;
-            rem -= take;
-            reserved += future;
-            let chunked = take < extend;
-            batch.push(s);
-            if chunked {
-                break;
-            }
-        }
-        if total > 0 {
-            self.last_hit_rate = hits as f64 / total as f64;
-        }
-        batch
-    }
-
-    fn future_pages(&self, remaining_out: usize) -> usize {
-        let t = remaining_out.min(CLIP_MAX_NEW_TOKENS) as f64 * self.new_token_ratio;
-        pages_for(t as usize, self.limits.page_size)
     }
 
     fn run_prefill(&mut self, batch: Vec<Seq>) -> StepReport {
         let computed: usize = batch.iter().map(|s| s.extend).sum();
+        let parts: Vec<PrefillPart> = batch
+            .iter()
+            .map(|s| PrefillPart {
+                prefix: s.kv_len,
+                new: s.extend,
+            })
+            .collect();
+        let sim_ms = self.limits.timing.prefill_ms(&parts);
         let mut generated = 0;
         for mut s in batch {
+            s.prefill_ms = sim_ms;
             s.kv_len += s.extend;
             s.extend = 0;
             self.cache_unfinished(&mut s);
@@ -521,7 +450,7 @@ impl Scheduler {
             }
         }
         StepReport {
-            sim_ms: self.limits.timing.prefill_ms(computed),
+            sim_ms,
             prefill_tokens: computed,
             generated,
         }
@@ -529,34 +458,12 @@ impl Scheduler {
 
     fn run_decode(&mut self) -> StepReport {
         let p = self.limits.page_size;
-        // Memory for one more token per request; retract under pressure.
-        loop {
-            let need: usize = self
-                .running
-                .iter()
-                .filter(|s| (s.kv_len - s.prefix_len) % p == 0)
-                .count();
-            if need <= self.available_pages() + self.cache.evictable_pages()
-                || self.running.len() <= 1
-            {
-                break;
-            }
-            // Retract the request with the fewest outputs (longest prompt on ties).
-            let victim = (0..self.running.len())
-                .min_by_key(|&i| {
-                    (
-                        self.running[i].output_len(),
-                        usize::MAX - self.running[i].req.prompt.len(),
-                    )
-                })
-                .unwrap_or(0);
-            let s = self.running.swap_remove(victim);
-            let s = self.retract(s);
-            self.waiting.push_front(s);
-            self.new_token_ratio = INIT_NEW_TOKEN_RATIO;
-        }
+        let retracted = self.ensure_decode_memory();
+        let before = self.running.len();
+        // Each request reads its KV and writes one more token's.
         let active: usize = self.running.iter().map(|s| s.kv_len + 1).sum();
         let u = active as f64 / self.limits.total_tokens as f64;
+        let sim_ms = self.limits.timing.decode_ms(before, active, u);
         let mut generated = 0;
         let mut batch = std::mem::take(&mut self.running);
         let mut keep = std::mem::take(&mut self.spare);
@@ -577,10 +484,15 @@ impl Scheduler {
         }
         self.running = keep;
         self.spare = batch;
-        self.new_token_ratio =
-            (self.new_token_ratio - NEW_TOKEN_RATIO_DECAY).max(MIN_NEW_TOKEN_RATIO);
+        if self.running.len() < before {
+            self.batch_full = false;
+        }
+        if !retracted {
+            self.new_token_ratio =
+                (self.new_token_ratio - NEW_TOKEN_RATIO_DECAY).max(MIN_NEW_TOKEN_RATIO);
+        }
         StepReport {
-            sim_ms: self.limits.timing.decode_ms(u),
+            sim_ms,
             prefill_tokens: 0,
             generated,
         }
@@ -639,17 +551,6 @@ impl Scheduler {
         self.free_req_pages(s.own_pages);
     }
 
-    fn retract(&mut self, mut s: Seq) -> Seq {
-        let node = s.node;
-        self.cache.dec_lock(node);
-        self.free_req_pages(s.own_pages);
-        s.node = ROOT;
-        s.prefix_len = 0;
-        s.kv_len = 0;
-        s.own_pages = 0;
-        s
-    }
-
     fn finish(&mut self, s: Seq, finish: FinishReason) {
         let prompt_len = s.req.prompt.len();
         let node = s.node;
@@ -666,6 +567,9 @@ impl Scheduler {
             mut tokens,
             logprobs,
             cached_tokens,
+            queue_time,
+            prefill_ms,
+            retractions,
             ..
         } = s;
         let output_ids = tokens.split_off(prompt_len);
@@ -680,188 +584,14 @@ impl Scheduler {
             weight_version: self.weight_version.clone(),
             dp_rank: self.rank,
             ttft,
+            queue_time,
+            prefill_ms,
+            prefill_secs: 0.0,
+            retractions,
         };
         self.outbox.push((req.reply, Reply::Done(Box::new(done))));
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::mock::sampler::Sampler;
-
-    fn limits(total: usize, chunk: Option<usize>) -> Limits {
-        Limits {
-            page_size: 4,
-            total_tokens: total,
-            max_running: 8,
-            max_prefill_tokens: 16384,
-            chunk_size: chunk,
-            timing: TimingModel::default(),
-        }
-    }
-
-    fn req(
-        prompt: Vec<u32>,
-        max_new: usize,
-        tx: &mpsc::UnboundedSender<Reply>,
-        index: u32,
-    ) -> EngineRequest {
-        EngineRequest {
-            rid: format!("r{index}"),
-            index,
-            sampler: Sampler::new(0, &prompt, None, 0, 32000),
-            prompt,
-            max_new_tokens: max_new,
-            stop_token_ids: Vec::new(),
-            ignore_eos: false,
-            stream: false,
-            reply: tx.clone(),
-            arrival: Instant::now(),
-        }
-    }
-
-    fn run_until_idle(s: &mut Scheduler) -> Vec<Done> {
-        let mut done = Vec::new();
-        for _ in 0..10_000 {
-            if !s.has_work() {
-                break;
-            }
-            s.step();
-            for (_, r) in s.take_outbox() {
-                if let Reply::Done(d) = r {
-                    done.push(*d);
-                }
-            }
-        }
-        done.sort_by_key(|d| d.index);
-        done
-    }
-
-    #[test]
-    fn memory_is_conserved_and_released() {
-        let (tx, _rx) = mpsc::unbounded_channel();
-        let mut s = Scheduler::new(0, limits(256, Some(8)), Arc::from("v"));
-        s.submit(
-            (0..5)
-                .map(|i| req((0..30).map(|t| t + i * 100).collect(), 7, &tx, i))
-                .collect(),
-        );
-        let done = run_until_idle(&mut s);
-        assert_eq!(done.len(), 5);
-        assert!(done
-            .iter()
-            .all(|d| d.output_ids.len() == 7 && d.finish == FinishReason::Length(7)));
-        assert_eq!(s.req_pages, 0, "requests hold no pages when idle");
-        assert_eq!(
-            s.cache.evictable_pages(),
-            s.cache.tree_pages(),
-            "nothing stays locked"
-        );
-        assert!(s.cache.tree_pages() <= s.total_pages);
-    }
-
-    #[test]
-    fn pressure_retracts_then_completes() {
-        let (tx, _rx) = mpsc::unbounded_channel();
-        // 12 pages; 3 requests of 8-token prompts growing to 28 tokens each need 21 pages.
-        let mut s = Scheduler::new(0, limits(48, None), Arc::from("v"));
-        s.submit(
-            (0..3)
-                .map(|i| req((0..8).map(|t| t + i * 50).collect(), 20, &tx, i))
-                .collect(),
-        );
-        let done = run_until_idle(&mut s);
-        assert_eq!(done.len(), 3);
-        let reasons: Vec<&FinishReason> = done.iter().map(|d| &d.finish).collect();
-        assert!(done.iter().all(|d| d.output_ids.len() == 20), "{reasons:?}");
-        assert_eq!(s.req_pages, 0);
-    }
-
-    #[test]
-    fn oversized_request_is_aborted_not_spun() {
-        let (tx, _rx) = mpsc::unbounded_channel();
-        let mut s = Scheduler::new(0, limits(16, None), Arc::from("v"));
-        s.submit(vec![req((0..40).collect(), 1, &tx, 0)]);
-        let done = run_until_idle(&mut s);
-        assert!(matches!(done[0].finish, FinishReason::Abort(_)));
-        assert!(!s.has_work());
-    }
-
-    #[test]
-    fn abort_by_rid_prefix_and_pause_modes() {
-        let (tx, _rx) = mpsc::unbounded_channel();
-        let mut s = Scheduler::new(0, limits(1024, None), Arc::from("v"));
-        s.submit(vec![
-            req(vec![1, 2, 3], 100, &tx, 0),
-            req(vec![4, 5, 6], 100, &tx, 1),
-        ]);
-        s.step();
-        s.take_outbox();
-        s.abort(Some("r1"), false, "x");
-        assert_eq!(s.take_outbox().len(), 1);
-        s.pause(PauseMode::InPlace);
-        assert!(!s.flush(), "in-place pause keeps KV");
-        s.resume();
-        s.pause(PauseMode::Retract);
-        assert!(s.flush(), "retracted requests hold no KV");
-        s.resume();
-        let done = run_until_idle(&mut s);
-        assert_eq!(done.len(), 1);
-        assert_eq!(done[0].output_ids.len(), 100);
-    }
-
-    #[test]
-    fn events_replayed_reproduce_the_resident_set() {
-        use crate::mock::cache::CacheEvent;
-        use rand::{Rng, SeedableRng};
-        use std::collections::HashSet;
-        let (tx, _rx) = mpsc::unbounded_channel();
-        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-        let mut s = Scheduler::new(0, limits(160, Some(12)), Arc::from("v"));
-        let mut resident: HashSet<i64> = HashSet::new();
-        let mut removals = 0usize;
-        let mut apply = |evs: Vec<CacheEvent>, resident: &mut HashSet<i64>| {
-            for e in evs {
-                match e {
-                    CacheEvent::Stored { hashes, .. } => resident.extend(hashes),
-                    CacheEvent::Removed { hashes } => {
-                        removals += 1;
-                        for h in hashes {
-                            assert!(resident.remove(&h), "removed a block never stored");
-                        }
-                    }
-                    CacheEvent::Cleared => resident.clear(),
-                }
-            }
-        };
-        for round in 0..40u32 {
-            let n = rng.random_range(1..5);
-            let reqs = (0..n)
-                .map(|i| {
-                    let shared = rng.random_range(0..3u32) * 1000;
-                    let len = rng.random_range(1..40usize);
-                    let prompt: Vec<u32> = (0..len as u32)
-                        .map(|t| if t < 16 { shared + t } else { round * 100 + t })
-                        .collect();
-                    req(prompt, rng.random_range(1..10), &tx, i)
-                })
-                .collect();
-            if round % 13 == 12 {
-                assert!(s.flush(), "idle rank flushes");
-            }
-            s.submit(reqs);
-            while s.has_work() {
-                s.step();
-                s.take_outbox();
-                let evs = s.cache_mut().take_events();
-                apply(evs, &mut resident);
-            }
-            let evs = s.cache_mut().take_events();
-            apply(evs, &mut resident);
-            assert_eq!(resident, s.cache.resident_hashes(), "round {round}");
-            assert_eq!(s.req_pages, 0);
-        }
-        assert!(removals > 0, "the workload exercised eviction");
-    }
-}
+mod tests;

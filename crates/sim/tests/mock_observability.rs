@@ -1,0 +1,153 @@
+//! The `sglang-mock` binary's SGLang observability with the non-default models
+//! (`--timing-model roofline --schedule-policy lpm`): `meta_info` timings and retraction
+//! count, `/metrics` gauges per DP rank, `/get_load` and `/server_info` fields.
+#![allow(clippy::unwrap_used)] // tests: an unwrap is an assertion
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{json, Value};
+
+struct Mock {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(extra: &[&str]) -> Mock {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sglang-mock"))
+        .args(["--host", "127.0.0.1", "--port", "0"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap()
+        .to_string();
+    Mock { child, addr }
+}
+
+/// One HTTP/1.1 exchange with `Connection: close`; returns (status, body).
+fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let payload = body.map(Value::to_string).unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{payload}",
+        payload.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, rest) = raw.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(rest)
+    } else {
+        rest.to_string()
+    };
+    (status, body)
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap();
+        if n == 0 {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = &rest[n + 2..];
+    }
+    out
+}
+
+#[test]
+fn roofline_lpm_mock_reports_sglang_timings_and_load() {
+    let m = start(&[
+        "--timing-model",
+        "roofline",
+        "--schedule-policy",
+        "lpm",
+        "--speedup",
+        "1000",
+        "--dp-size",
+        "2",
+    ]);
+    let ids: Vec<u32> = (300..400).collect();
+    let body =
+        json!({"input_ids": ids, "sampling_params": {"max_new_tokens": 4}, "routed_dp_rank": 1});
+    let (status, text) = http(&m.addr, "POST", "/generate", Some(&body));
+    assert_eq!(status, 200, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let meta = &v["meta_info"];
+    assert_eq!(meta["total_retractions"], 0);
+    assert_eq!(meta["dp_rank"], 1);
+    assert!(meta["queue_time"].as_f64().unwrap() >= 0.0, "{meta}");
+    assert_eq!(meta["prefill_launch_delay"].as_f64(), Some(0.0));
+    // roofline prefill of 100 new tokens on a cold cache: 8 + 0.023 x 100 + 1.3e-6 x 100 x 50 ms, divided by --speedup, in seconds.
+    let want = (8.0 + 0.023 * 100.0 + 1.3e-6 * 100.0 * 50.0) / 1000.0 / 1000.0;
+    let got = meta["prefill_launch_latency"].as_f64().unwrap();
+    assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+    assert!(meta["e2e_latency"].as_f64().is_some());
+
+    let (_, metrics) = http(&m.addr, "GET", "/metrics", None);
+    for gauge in [
+        "sglang:token_usage",
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:gen_throughput",
+        "sglang:cache_hit_rate",
+    ] {
+        for rank in ["0", "1"] {
+            let labelled = format!("dp_rank=\"{rank}\"");
+            assert!(
+                metrics
+                    .lines()
+                    .any(|l| l.starts_with(&format!("{gauge}{{")) && l.contains(&labelled)),
+                "{gauge} for rank {rank} missing"
+            );
+        }
+    }
+
+    let (_, load) = http(&m.addr, "GET", "/get_load", None);
+    let load: Value = serde_json::from_str(&load).unwrap();
+    assert_eq!(load.as_array().unwrap().len(), 2);
+    for r in load.as_array().unwrap() {
+        for k in ["dp_rank", "num_reqs", "num_waiting_reqs", "num_tokens"] {
+            assert!(r[k].is_u64(), "{k} in {r}");
+        }
+    }
+    let (_, info) = http(&m.addr, "GET", "/server_info", None);
+    let info: Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(info["max_total_num_tokens"], 65536);
+}
+
+#[test]
+fn unknown_models_are_rejected_at_startup() {
+    for flags in [["--timing-model", "linear"], ["--schedule-policy", "lof"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_sglang-mock"))
+            .args(["--port", "0"])
+            .args(flags)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{flags:?} accepted");
+    }
+}
