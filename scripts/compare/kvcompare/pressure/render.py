@@ -42,7 +42,7 @@ def _cap(r: dict) -> str:
     size = f"{kv // (1 << 20)} Mi" if kv >= 1 << 20 and kv % (1 << 20) == 0 else f"{kv // 1024} Ki"
     over = ""
     if r.get("working_set_tokens") and r.get("fleet_kv_tokens"):
-        over = f", working set {r['working_set_tokens'] / r['fleet_kv_tokens']:.1f}x the fleet's KV"
+        over = f", working set {r['working_set_tokens'] / r['fleet_kv_tokens']:.2g}x the fleet's KV"
     return f"{r.get('capacity')} ({r.get('workers')} x {size}{over})"
 
 

@@ -26,7 +26,7 @@ class RenderTest(unittest.TestCase):
         self.assertIn("**met**", line.split("|")[3])      # poly: +10 points
         self.assertIn("**missed**", line.split("|")[4])   # roofline: -2 points
         self.assertTrue(line.rstrip().endswith("| no |"))
-        self.assertIn("#### tenants, over (8 x 16 Ki, working set 5.0x the fleet's KV), timing model poly", md)
+        self.assertIn("#### tenants, over (8 x 16 Ki, working set 5x the fleet's KV), timing model poly", md)
 
     def test_docs_block_is_created_under_its_heading_then_replaced(self):
         with tempfile.TemporaryDirectory() as d:
