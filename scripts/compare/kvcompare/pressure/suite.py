@@ -27,11 +27,26 @@ def cold_prefill_ms(tokens: float) -> float:
     return a * tokens * tokens + b * tokens + c
 
 
-def tenants_rate(workers: int, mean_prompt: float, load: float = 0.7) -> float:
-    """Poisson rate (requests per simulated second) at `load` of the fleet's capacity, where a
-    worker's capacity is one cold prefill of the mean prompt at a time (no reuse): a router that
-    reuses the tenants' system prompts has headroom, one that does not runs near saturation."""
-    return round(load * workers * 1000.0 / cold_prefill_ms(mean_prompt), 1)
+# Decode step of the poly model at half KV utilisation: ms = a*u^2 + b*u + c (`--decode-coeffs`).
+DECODE_POLY = (-25.74, 54.01, 5.74)
+
+
+def decode_step_ms(util: float = 0.5) -> float:
+    a, b, c = DECODE_POLY
+    return max(1.0, a * util * util + b * util + c)
+
+
+def tenants_rate(workers: int, kv_per_worker: int, mean_prompt: float, output: int, load: float = 0.7) -> float:
+    """Poisson rate (requests per simulated second) at `load` of the fleet's capacity when no prompt
+    token is reused. A worker's capacity is the lower of its prefill bound (one cold prefill of the
+    mean prompt at a time) and its KV bound (requests that fit in its KV at once, each resident for
+    its prefill plus `output` decode steps at half utilisation). A router that reuses the tenants'
+    system prompts has headroom; one that does not runs near saturation."""
+    prefill = cold_prefill_ms(mean_prompt)
+    resident_s = (prefill + output * decode_step_ms()) / 1000.0
+    kv_bound = (kv_per_worker / (mean_prompt + output)) / resident_s
+    per_worker = min(1000.0 / prefill, kv_bound)
+    return round(load * workers * per_worker, 1)
 
 
 def trace_unique_tokens(trace: Path, n: int | None, block: int = 512) -> int:
@@ -97,28 +112,30 @@ def _full(trace: Path, seed: int, trace_requests: int | None) -> list[Case]:
                           working_set_tokens=trace_unique_tokens(trace, n),
                           notes=f"first {n or 'all'} requests of the trace at their arrival times"))
     # (2) GRPO rollout batches shaped like miles': 256 prompts x 8 samples, 1-8k-token prompts,
-    # lognormal outputs capped at 4k, non-streaming, at most 512 in flight per engine
-    # (miles' sglang_server_concurrency default x engines).
-    s = 5.0
+    # lognormal outputs capped at 4k, non-streaming, at most 128 in flight per engine. miles'
+    # semaphore is sglang_server_concurrency (512) x engines, more than a batch; 2048 connections
+    # opened at once were reset on loopback (listen backlog), so the cap is 1024 for the fleet.
+    s = 10.0
     rollout = ["rollout", "--prompts", "256", "--samples", "8", "--batches", "2", "--prompt-len-min", "1024",
                "--prompt-len-max", "8192", "--system-prefix-len", "0", "--output-len-median", "400",
-               "--output-len-sigma", "1.0", "--max-new-tokens", "4096", "--concurrency", str(512 * w),
+               "--output-len-sigma", "1.0", "--max-new-tokens", "4096", "--concurrency", str(128 * w),
                "--max-duration-secs", "900", *_common(seed, s, stream=False)]
     for cap, kv in (("fits", 1 * MI), ("over", 64 * KI)):
         cases.append(Case("grpo", cap, FleetSpec(workers=w, speedup=s, max_total_tokens=kv),
                           [Part("rollout", rollout, records=True)], timeout_s=1000,
                           working_set_tokens=2_500_000, notes="per batch: 256 x 4.6k prompt + 2048 x ~660 output"))
-    # (3) Multi-tenant: 128 tenants, 2-8k system prompts, Zipf popularity, short suffixes,
-    # Poisson arrivals at 70% of the fleet's cold capacity.
+    # (3) Multi-tenant: 256 tenants, 2-8k system prompts, Zipf popularity, short suffixes,
+    # Poisson arrivals at 70% of each fleet's capacity, ~90 s of simulated arrivals.
     s = 2.0
-    rate = tenants_rate(w, 5120 + 256)
-    tenants = ["tenants", "--tenants", "128", "--system-len-min", "2048", "--system-len-max", "8192",
-               "--zipf-s", "1.0", "--suffix-len", "256", "--rate", f"{rate:g}", "--requests", "3000",
-               "--max-new-tokens", "128", "--concurrency", "1024", "--max-duration-secs", "900", *_common(seed, s)]
-    for cap, kv in (("fits", 256 * KI), ("over", 16 * KI)):
+    for cap, kv in (("fits", 256 * KI), ("over", 32 * KI)):
+        rate = tenants_rate(w, kv, 5120 + 256, 128)
+        tenants = ["tenants", "--tenants", "256", "--system-len-min", "2048", "--system-len-max", "8192",
+                   "--zipf-s", "1.0", "--suffix-len", "256", "--rate", f"{rate:g}", "--requests",
+                   str(int(rate * 90)), "--max-new-tokens", "128", "--concurrency", "1024",
+                   "--max-duration-secs", "900", *_common(seed, s)]
         cases.append(Case("tenants", cap, FleetSpec(workers=w, speedup=s, max_total_tokens=kv),
                           [Part("tenants", tenants, records=True)], timeout_s=1000,
-                          working_set_tokens=128 * 5120, notes=f"Poisson {rate:g} req/s"))
+                          working_set_tokens=256 * 5120, notes=f"Poisson {rate:g} req/s"))
     # (4) Long agent sessions: 128 x 20 turns growing past 32k tokens, exponential think time.
     s = 3.0
     agent = _agent_argv(128, seed, s)
@@ -129,7 +146,7 @@ def _full(trace: Path, seed: int, trace_requests: int | None) -> list[Case]:
     # (5) GRPO and agent traffic at once: half of each, on the agent's fleets.
     half_rollout = ["rollout", "--prompts", "128", "--samples", "8", "--batches", "2", "--prompt-len-min", "1024",
                     "--prompt-len-max", "8192", "--system-prefix-len", "0", "--output-len-median", "400",
-                    "--output-len-sigma", "1.0", "--max-new-tokens", "4096", "--concurrency", str(512 * w),
+                    "--output-len-sigma", "1.0", "--max-new-tokens", "4096", "--concurrency", str(128 * w),
                     "--max-duration-secs", "900", *_common(seed, s, stream=False)]
     for cap, kv in (("fits", 1 * MI), ("over", 96 * KI)):
         cases.append(Case("mix", cap, FleetSpec(workers=w, speedup=s, max_total_tokens=kv),

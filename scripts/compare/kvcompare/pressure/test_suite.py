@@ -48,9 +48,14 @@ class SuiteTest(unittest.TestCase):
         self.assertGreater(suite.AGENT_CONTEXT, 32 * 1024)
         self.assertEqual([p.name for p in cases["mix-over"].parts], ["rollout", "agent"])
 
-    def test_tenants_rate_is_70_percent_of_cold_capacity(self):
-        per_worker = 1000.0 / suite.cold_prefill_ms(5376)
-        self.assertAlmostEqual(suite.tenants_rate(8, 5376), 0.7 * 8 * per_worker, places=0)
+    def test_tenants_rate_is_70_percent_of_the_lower_bound(self):
+        prefill_bound = 1000.0 / suite.cold_prefill_ms(5376)
+        # A large KV: the prefill bound decides.
+        self.assertAlmostEqual(suite.tenants_rate(8, 1 << 30, 5376, 128), 0.7 * 8 * prefill_bound, places=0)
+        # A small KV: fewer requests fit at once, the rate drops with it.
+        small = suite.tenants_rate(8, 32 * 1024, 5376, 128)
+        self.assertLess(small, suite.tenants_rate(8, 256 * 1024, 5376, 128))
+        self.assertGreater(small, 0)
 
     @unittest.skipUnless(TRACE.exists(), "conversation trace not present")
     def test_trace_working_set_counts_distinct_blocks(self):
