@@ -137,7 +137,7 @@ def _full(trace: Path, seed: int, trace_requests: int | None) -> list[Case]:
                           [Part("tenants", tenants, records=True)], timeout_s=1000,
                           working_set_tokens=256 * 5120, notes=f"Poisson {rate:g} req/s"))
     # (4) Long agent sessions: 128 x 20 turns growing past 32k tokens, exponential think time.
-    s = 3.0
+    s = 4.0
     agent = _agent_argv(128, seed, s)
     for cap, kv in (("fits", 1 * MI), ("over", 128 * KI)):
         cases.append(Case("agent", cap, FleetSpec(workers=w, speedup=s, max_total_tokens=kv),
