@@ -76,12 +76,12 @@ def case_table(runs: list[dict]) -> str:
     makespan = any((r.get("summary") or {}).get("makespan_mean_s") is not None for r in runs)
     head = ("| router | hit rate | TTFT p50 (ms) | TTFT p99 (ms) | E2E p50 (ms) | E2E p99 (ms) | "
             + ("makespan mean / max (s) | " if makespan else "")
-            + "ok / errors | busiest worker / mean | router CPU (s) | cores used (all) |\n|---|"
-            + "---:|" * (9 + makespan) + "\n")
+            + "ok / errors | busiest worker / mean | router CPU (s) | cores used (all) | load avg |\n|---|"
+            + "---:|" * (10 + makespan) + "\n")
     rows = []
     for r in runs:
         if r.get("error"):
-            rows.append(f"| {r['router']} | failed: {report._err(r['error'])} |" + " |" * (8 + makespan))
+            rows.append(f"| {r['router']} | failed: {report._err(r['error'])} |" + " |" * (9 + makespan))
             continue
         s = r.get("summary") or {}
         name = f"*{r['router']}*" if r.get("family") == "reference" else r["router"]
@@ -90,7 +90,8 @@ def case_table(runs: list[dict]) -> str:
         if makespan:
             cells.append(f"{_f(s.get('makespan_mean_s'), '.1f')} / {_f(s.get('makespan_max_s'), '.1f')}")
         cells += [f"{_f(s.get('ok'), '.0f')} / {_f(s.get('errors'), '.0f')}", _f(r.get("balance_max_over_mean"), ".2f"),
-                  _f(r.get("router_cpu_s"), ".1f"), _f(r.get("cores_used"), ".2f")]
+                  _f(r.get("router_cpu_s"), ".1f"), _f(r.get("cores_used"), ".2f"),
+                  _f(r.get("loadavg_1m"), ".1f")]
         rows.append("| " + " | ".join(cells) + " |")
     return head + "\n".join(rows) + "\n"
 
