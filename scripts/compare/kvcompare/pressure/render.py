@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from .. import report, runenv
+from . import suite
 from . import targets as targets_mod
 
 BEGIN = "<!-- pressure:begin -->"
@@ -124,6 +125,10 @@ def markdown(res: dict, img_rel: str | None) -> str:
                  "bound). kvrouter = `kvrouter kv` (predict-on-route on); best peer = the better of sgl-router / "
                  "SMG on that metric. Cores used = CPU seconds of the mocks, the router and loadgen over the run's "
                  "wall time (the machine's other load is not in it; see the load average).\n")
+    missing = not_measured(runs)
+    if missing:
+        parts.append("Not measured in this file (run them and merge with `pressure-report`): "
+                     + "; ".join(missing) + ".\n")
     rows = targets_mod.evaluate(runs)
     if rows:
         met = sum(1 for r in rows if r["met"] is True)
@@ -157,6 +162,19 @@ def markdown(res: dict, img_rel: str | None) -> str:
         if warn:
             parts.append("".join(f"- {w}\n" for w in warn))
     return "\n".join(parts)
+
+
+def not_measured(runs: list[dict], timing_models: tuple[str, ...] = ("poly", "roofline")) -> list[str]:
+    """The suite's (timing model, workload, capacity) cases with no row in `runs`, per timing model."""
+    have = {(r.get("timing_model"), r.get("workload"), r.get("capacity")) for r in runs}
+    out = []
+    for tm in timing_models:
+        gone = [f"{wl} {cap}" for wl in suite.WORKLOADS for cap in suite.CAPACITIES if (tm, wl, cap) not in have]
+        if len(gone) == len(suite.WORKLOADS) * len(suite.CAPACITIES):
+            out.append(f"{tm}: every case")
+        elif gone:
+            out.append(f"{tm}: {', '.join(gone)}")
+    return out
 
 
 def write_outputs(res: dict, out: Path, update_docs: bool) -> bool:

@@ -28,6 +28,13 @@ class RenderTest(unittest.TestCase):
         self.assertTrue(line.rstrip().endswith("| no |"))
         self.assertIn("#### tenants, over (8 x 16 Ki, working set 5x the fleet's KV), timing model poly", md)
 
+    def test_cases_without_rows_are_named(self):
+        runs = [run("kvrouter kv", "kvrouter", "poly", 0.6)]
+        missing = render.not_measured(runs)
+        self.assertEqual(missing[1], "roofline: every case")
+        self.assertIn("tenants fits", missing[0])
+        self.assertNotIn("tenants over", missing[0])
+
     def test_docs_block_is_created_under_its_heading_then_replaced(self):
         with tempfile.TemporaryDirectory() as d:
             doc = Path(d) / "benchmarks.md"
