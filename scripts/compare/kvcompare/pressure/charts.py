@@ -103,7 +103,7 @@ def draw(res: dict, img_dir: Path) -> list[Path]:
     out.append(_save(fig, img_dir / "pressure-e2e-cdf.png"))
 
     mk_wls = [wl for wl in wls if any(_makespan(r) is not None for r in runs if r["workload"] == wl)]
-    fig, axes = plt.subplots(1, max(1, len(mk_wls)), figsize=(6 * max(1, len(mk_wls)), 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, max(1, len(mk_wls)), figsize=(max(11, 6 * len(mk_wls)), 4.8), squeeze=False)
     for ax, wl in zip(axes[0], mk_wls):
         groups = [(cap, tm) for tm in tms for cap in caps]
         width = 0.8 / max(1, len(names))

@@ -67,7 +67,13 @@ def targets_table(rows: list[dict], tms: list[str]) -> str:
             else:
                 cells.append(f"{r['measured']}: **missed**, {r['gap']}")
         mets = [per[tm]["met"] for tm in tms if tm in per]
-        holds = "yes" if mets and all(m is True for m in mets) else ("no" if any(m is False for m in mets) else "–")
+        unrun = [tm for tm in ("poly", "roofline") if tm not in per]
+        if any(m is False for m in mets):
+            holds = "no"
+        elif unrun:
+            holds = f"not run under {', '.join(unrun)}"
+        else:
+            holds = "yes" if mets and all(m is True for m in mets) else "–"
         case = f"{wl}{f' ({part})' if part else ''}, {cap}"
         lines.append(f"| {text} | {case} | " + " | ".join(cells) + f" | {holds} |")
     return head + "\n".join(lines) + "\n"
