@@ -9,6 +9,8 @@ it starts is stopped on exit, failure or Ctrl-C. See docs/compare.md.
     python3 scripts/compare/compare.py --quick            # smoke run, seconds
     python3 scripts/compare/compare.py --update-docs      # the published report (~25 min)
     python3 scripts/compare/compare.py report RESULTS.json --update-docs
+    python3 scripts/compare/compare.py pressure --quick    # the pressure suite (issue 10), smoke size
+    python3 scripts/compare/compare.py pressure-report OUT/pressure.json --update-docs
 """
 
 from __future__ import annotations
@@ -17,9 +19,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
-import re
-import shlex
 import subprocess
 import sys
 import time
@@ -32,19 +31,17 @@ REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 
 from kvcompare import fleet as fleet_mod  # noqa: E402
-from kvcompare import overhead, procs, procstat, report, routers, venvs, workloads  # noqa: E402
-
-REQ_COUNTERS = ("sglang:num_requests_total", "sglang:request_count_total", "sglang:requests_total")
-PROMPT_COUNTERS = ("sglang:prompt_tokens_total",)
-CACHED_COUNTERS = ("sglang:cached_tokens_total", "sglang:cache_hit_tokens_total")
-KV_COUNTERS = ("kvrouter_kv_events_received_total", "kvrouter_kv_predicted_hit_tokens_total",
-               "kvrouter_kv_actual_hit_tokens_total", "kvrouter_sticky_moves_total")
-
+from kvcompare import measure as measure_mod  # noqa: E402
+from kvcompare.pressure import render as pressure_render  # noqa: E402
+from kvcompare.pressure import run as pressure_run  # noqa: E402
+from kvcompare import overhead, procs, procstat, report, routers, runenv, venvs, workloads  # noqa: E402
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", nargs="?", default="run", choices=["run", "report"],
-                    help="run (default) measures; report regenerates tables/charts from a results file")
+    ap.add_argument("command", nargs="?", default="run", choices=["run", "report", "pressure", "pressure-report"],
+                    help="run (default) measures side by side; report regenerates its tables/charts from a results "
+                         "file; pressure runs the pressure suite (docs/compare.md); pressure-report regenerates "
+                         "its report from pressure.json file(s)"),
     ap.add_argument("results", nargs="*",
                     help="results.json file(s) for `report`; later files replace earlier runs of the same "
                          "(workload, router) and overhead rows of the same router")
@@ -53,7 +50,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="workload size (default full; --quick = --size quick)")
     ap.add_argument("--only", default=None,
                     help="routers: groups kvrouter|peers|sglr|smg|demo|all and/or names, comma separated")
-    ap.add_argument("--workloads", default="grpo,agent,trace", help="comma list of grpo,agent,trace")
+    ap.add_argument("--workloads", default=None,
+                    help="comma list: grpo,agent,trace (default all three); pressure: trace,grpo,tenants,agent,mix")
+    ap.add_argument("--timing-models", default=None,
+                    help="pressure: the mocks' --timing-model values, comma separated (default poly,roofline; "
+                         "--quick: poly)")
+    ap.add_argument("--trace-requests", type=int, default=None,
+                    help="pressure (full): leading trace requests replayed (default 2400; 0 = the whole trace)")
     ap.add_argument("--no-overhead", action="store_true", help="skip the proxy-overhead (wrk) run")
     ap.add_argument("--no-reference", action="store_true",
                     help="skip the reference run (one worker with the whole fleet's KV, no router)")
@@ -73,9 +76,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--trace", default=str(workloads.TRACE), help="Mooncake-format trace for the trace workload")
     ap.add_argument("--seed", type=int, default=7)
     a = ap.parse_args(argv)
-    if a.command == "report" and not a.results:
-        ap.error("report needs a results.json path")
+    if a.command in ("report", "pressure-report") and not a.results:
+        ap.error(f"{a.command} needs a results file path")
     a.size = "quick" if a.quick else (a.size or "full")
+    if a.command.startswith("pressure"):
+        if a.size == "demo":
+            ap.error("pressure: --size is quick or full")
+        a.workloads = a.workloads or "trace,grpo,tenants,agent,mix"
+        a.timing_models = a.timing_models or ("poly" if a.size == "quick" else "poly,roofline")
+    a.workloads = a.workloads or "grpo,agent,trace"
     if a.overhead_seconds is None:
         a.overhead_seconds = 3 if a.size == "quick" else 10
     if a.bin_dir:
@@ -83,128 +92,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return a
 
 
-# --- setup --------------------------------------------------------------------------------------
-
-def build_binaries(a, log_dir: Path) -> Path:
-    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
-    if a.bin_dir:
-        bin_dir = Path(a.bin_dir)
-    else:
-        bin_dir = target / "release"
-        if not a.no_build:
-            print("[build] cargo build --release --bins", flush=True)
-            rc = procs.run(["cargo", "build", "--release", "--bins"], log_dir / "cargo-build.log",
-                           timeout=1800, cwd=str(REPO))
-            if rc != 0:
-                raise SystemExit(f"cargo build failed (rc {rc}); see {log_dir / 'cargo-build.log'}")
-    for b in ("router", "sglang-mock", "loadgen"):
-        if not (bin_dir / b).exists():
-            raise SystemExit(f"missing binary {bin_dir / b} (build it, or pass --bin-dir)")
-    return bin_dir
-
-
-def git_describe() -> str:
-    r = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True)
-    return r.stdout.strip() or "unknown"
-
-
-def describe_bins(bin_dir: Path, a) -> str:
-    """Where the measured binaries came from (a --bin-dir may hold an older build than HEAD)."""
-    mtime = dt.datetime.utcfromtimestamp((bin_dir / "router").stat().st_mtime).strftime("%Y-%m-%d %H:%M UTC")
-    how = "prebuilt --bin-dir" if a.bin_dir else "cargo build --release --bins"
-    return f"{how} {bin_dir} (router built {mtime})"
-
-
-def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} cores ({model}), {platform.system()} {platform.release()}"
-
-
 # --- one measured run ---------------------------------------------------------------------------
 
 def measure(spec: routers.RouterSpec, wl: workloads.Workload, fleet: fleet_mod.Fleet, launch: routers.Launch,
             loadgen: Path, out: Path) -> dict:
-    tag = f"{wl.name}-{spec.name.replace(' ', '-')}"
-    rec = {"workload": wl.name, "router": spec.name, "family": spec.family, "router_args": list(spec.args),
-           "fleet": fleet.spec.describe(), "loadgen_args": wl.argv}
-    router = None
-    try:
-        if spec.family == "reference":  # loadgen straight at the one big worker, no router
-            url = fleet.urls[0]
-        else:
-            router, url = routers.start(spec, fleet.urls, launch, tag)
-        fleet.flush()
-        before = fleet.scrape()
-        cpu0 = procstat.cpu_seconds(router.pid) if router else 0.0
-        js = out / "loadgen" / f"{tag}.json"
-        js.parent.mkdir(parents=True, exist_ok=True)
-        argv = [str(loadgen), *wl.argv, "--url", url, "--json", str(js)]
-        rec["command"] = " ".join(shlex.quote(x) for x in argv)
-        t0 = time.monotonic()
-        rc = procs.run(argv, out / "logs" / f"loadgen-{tag}.log", timeout=wl.timeout_s)
-        rec["wall_s"] = time.monotonic() - t0
-        if router is not None:
-            rec["router_cpu_s"] = procstat.cpu_seconds(router.pid) - cpu0
-            rec["router_peak_rss_mb"] = procstat.peak_rss_mb(router.pid)
-        if router is not None and not router.alive():
-            raise RuntimeError(f"router exited during the run; log: {router.log_path}\n{router.tail()}")
-        if rc != 0:
-            raise RuntimeError(f"loadgen exited {rc}; log: {out / 'logs' / f'loadgen-{tag}.log'}")
-        raw = workloads.load_summary(js)
-        rec["loadgen"] = raw
-        rec["summary"] = workloads.summarize(raw)
-        if spec.family == "kvrouter":  # evidence that KV mode ran on events (fresh router per run)
-            m = fleet_mod.scrape_metrics(url)
-            rec["router_kv_metrics"] = {k: m[k] for k in KV_COUNTERS if k in m}
-        after = fleet.scrape()
-        reqs = fleet_mod.per_worker_delta(before, after, REQ_COUNTERS)
-        if reqs and sum(reqs) > 0:
-            rec["worker_requests"] = reqs
-            rec["balance_max_over_mean"] = max(reqs) / (sum(reqs) / len(reqs))
-        prompt = fleet_mod.per_worker_delta(before, after, PROMPT_COUNTERS)
-        cached = fleet_mod.per_worker_delta(before, after, CACHED_COUNTERS)
-        if prompt and cached and sum(prompt) > 0:
-            rec["mock_hit_rate"] = sum(cached) / sum(prompt)
-            if rec["summary"].get("hit_rate") is None:
-                rec["summary"]["hit_rate"] = rec["mock_hit_rate"]
-        fleet.check_alive()
-    except KeyboardInterrupt:
-        raise
-    except Exception as e:  # one failing router must not sink the comparison
-        rec["error"] = f"{type(e).__name__}: {e}"
-        print(f"[fail] {wl.name} / {spec.name}: {rec['error']}", flush=True)
-    finally:
-        if router is not None:
-            router.stop()
-            warnings = router_warnings(router.log_path)
-            if warnings:
-                rec["router_warnings"] = warnings
-    return rec
-
-
-def router_warnings(log: Path, limit: int = 3) -> list[str]:
-    """The router's first distinct WARN/ERROR lines (ANSI colours stripped), e.g. a mode fallback."""
-    out: list[str] = []
-    try:
-        text = log.read_text(errors="replace")
-    except OSError:
-        return out
-    for line in text.splitlines():
-        line = re.sub(r"\x1b\[[0-9;]*m", "", line).strip()
-        if (" WARN " in line or " ERROR " in line or "WARN" in line[:40]) and "SECURITY POSTURE" not in line:
-            msg = line[:300]
-            if msg not in out:
-                out.append(msg)
-            if len(out) >= limit:
-                break
-    return out
+    return measure_mod.measure(spec, wl.name, fleet, launch, loadgen, out, [measure_mod.Part(wl.name, wl.argv)],
+                               wl.timeout_s, {"workload": wl.name})
 
 
 def overhead_run(a, selected, launch: routers.Launch, mock_bin: Path, out: Path) -> dict:
@@ -278,37 +171,21 @@ def write_outputs(res: dict, out: Path, update_docs: bool) -> None:
         report.update_benchmarks_md(REPO / "docs" / "benchmarks.md", report.markdown(res, "img" if has_charts else None))
 
 
-def _peer_venv(root: Path, key: str, override: str | None) -> Path | None:
-    try:
-        return venvs.ensure_peer(root, key, override)
-    except (OSError, subprocess.CalledProcessError, RuntimeError) as e:
-        print(f"[venv] {key}: cannot prepare its venv ({e}); its routers are skipped", flush=True)
-        return None
-
-
 def run(a) -> int:
     out = Path(a.out or REPO / "target" / "compare" / dt.datetime.utcnow().strftime("%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
     logs = out / "logs"
     selected = routers.select(a.only)
-    bin_dir = build_binaries(a, logs)
-    families = {r.family for r in selected}
-    root = Path(a.venv_root)
-    sglr = _peer_venv(root, "sglr", a.sglr_venv) if "sglr" in families else None
-    smg = _peer_venv(root, "smg", a.smg_venv) if "smg" in families else None
-    missing = {f for f, v in (("sglr", sglr), ("smg", smg)) if f in families and v is None}
-    selected = [r for r in selected if r.family not in missing]
+    bin_dir = runenv.build_binaries(a, logs)
+    selected, launch, peers = runenv.prepare_routers(a, selected, bin_dir, HERE / "model", logs)
     if not selected:
         raise SystemExit("nothing left to measure")
-    launch = routers.Launch(router_bin=bin_dir / "router", sglr_venv=sglr, smg_venv=smg,
-                            model_dir=HERE / "model", page_size=16, log_dir=logs)
     res = {"meta": {
-        "date": dt.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), "git": git_describe(), "machine": machine(),
+        "date": dt.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), "git": runenv.git_describe(), "machine": runenv.machine(),
         "size": a.size, "command": "python3 scripts/compare/compare.py " + " ".join(sys.argv[1:]),
-        "sglr_version": venvs.peer_version(sglr, "sglang-router") if sglr else None,
-        "smg_version": venvs.peer_version(smg, "smg") if smg else None,
+        "sglr_version": peers["sglr_version"], "smg_version": peers["smg_version"],
         "routers": [{"name": r.name, "args": list(r.args)} for r in selected],
-        "loadavg_start": os.getloadavg(), "binaries": describe_bins(bin_dir, a)},
+        "loadavg_start": os.getloadavg(), "binaries": runenv.describe_bins(bin_dir, a)},
         "runs": []}
     print(f"[compare] out={out} size={a.size} routers={', '.join(r.name for r in selected)}", flush=True)
 
@@ -348,9 +225,7 @@ def run(a) -> int:
             continue
         # Reference: the same load on ONE worker holding the whole fleet's KV and running
         # N times as fast, i.e. a single shared cache of the fleet's size (only its hit rate counts).
-        cspec = fleet_mod.FleetSpec(workers=1, page_size=spec.page_size, speedup=spec.speedup * spec.workers,
-                                    max_total_tokens=spec.max_total_tokens * spec.workers,
-                                    extra_args=spec.extra_args)
+        cspec = spec.shared_cache()
         print(f"[fleet] reference: {cspec.describe()}", flush=True)
         cf = fleet_mod.Fleet(bin_dir / "sglang-mock", cspec, launch.model_dir, logs / f"reference-{len(res['runs'])}")
         try:
@@ -378,6 +253,14 @@ def main(argv: list[str]) -> int:
     venvs.reexec_in_harness_venv(Path(a.venv_root))
     procs.install_signal_handlers()
     try:
+        if a.command == "pressure":
+            return pressure_run.run(a)
+        if a.command == "pressure-report":
+            res = pressure_render.merge([report.load(Path(p)) for p in a.results])
+            out = Path(a.out) if a.out else REPO / "target" / "compare" / "pressure-report"
+            ok = pressure_render.write_outputs(res, out, a.update_docs)
+            print((out / "pressure.md").read_text() if ok else "[pressure] no report")
+            return 0 if ok else 1
         if a.command == "report":
             res = report.merge([report.load(Path(p)) for p in a.results])
             out = Path(a.out) if a.out else REPO / "target" / "compare" / "report"

@@ -19,6 +19,12 @@ class FleetSpec:
     max_total_tokens: int = 1 << 20
     extra_args: list[str] = field(default_factory=list)
 
+    def shared_cache(self) -> "FleetSpec":
+        """The reference: ONE worker holding the whole fleet's KV and running N times as fast,
+        i.e. a single shared cache of the fleet's size (same extra flags, e.g. timing model)."""
+        return FleetSpec(workers=1, page_size=self.page_size, speedup=self.speedup * self.workers,
+                         max_total_tokens=self.max_total_tokens * self.workers, extra_args=list(self.extra_args))
+
     def describe(self) -> str:
         return (f"{self.workers} x sglang-mock --page-size {self.page_size} --speedup {self.speedup:g} "
                 f"--max-total-tokens {self.max_total_tokens}" + (" " + " ".join(self.extra_args)

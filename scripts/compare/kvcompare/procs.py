@@ -96,6 +96,16 @@ class Proc:
                                 f"log: {self.log_path}\n{self.tail()}")
         raise ProcError(f"{self.name} not ready after {timeout:.0f} s; log: {self.log_path}\n{self.tail()}")
 
+    def wait_exit(self, timeout: float) -> int:
+        """Waits for the process to exit and returns its exit code; stops it and raises on timeout."""
+        try:
+            rc = self.popen.wait(timeout)
+        except subprocess.TimeoutExpired as e:
+            self.stop(grace=1.0)
+            raise ProcError(f"{self.name} timed out after {timeout:.0f} s; log: {self.log_path}\n{self.tail()}") from e
+        self._reader.join(2)
+        return rc
+
     def tail(self, n: int = 15) -> str:
         try:
             lines = self.log_path.read_text(errors="replace").splitlines()
@@ -138,11 +148,8 @@ def run(argv: list[str], log_path: Path, timeout: float, env: dict | None = None
     """Runs a command to completion in its own group (stdout+stderr to the log); kills it on timeout."""
     p = Proc(argv[0].rsplit("/", 1)[-1], argv, log_path, env=env, cwd=cwd)
     try:
-        return p.popen.wait(timeout)
-    except subprocess.TimeoutExpired as e:
-        raise ProcError(f"{argv[0]} timed out after {timeout:.0f} s; log: {log_path}\n{p.tail()}") from e
+        return p.wait_exit(timeout)
     finally:
-        p._reader.join(2)
         p.stop(grace=1.0)
 
 

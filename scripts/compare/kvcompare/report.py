@@ -209,27 +209,27 @@ def _colors(routers: list[str], family: dict[str, str]) -> dict[str, tuple]:
     return out
 
 
-def update_benchmarks_md(doc: Path, body: str) -> None:
-    """Replaces the generated block under `## Side by side` (creating the section if absent).
-    Hand-written text in that section outside the markers is kept."""
+def update_benchmarks_md(doc: Path, body: str, begin: str = BEGIN, end: str = END,
+                         heading: str = "## Side by side") -> None:
+    """Replaces the generated block between `begin` and `end` (creating it under `heading`, and
+    the heading at the end of the file, if absent). Hand-written text outside the markers is kept."""
     text = doc.read_text() if doc.exists() else "# Benchmarks\n"
-    block = f"{BEGIN}\n{body.rstrip()}\n{END}"
-    if BEGIN in text and END in text:
-        pre, rest = text.split(BEGIN, 1)
-        post = rest.split(END, 1)[1]
+    block = f"{begin}\n{body.rstrip()}\n{end}"
+    if begin in text and end in text:
+        pre, rest = text.split(begin, 1)
+        post = rest.split(end, 1)[1]
         text = pre + block + post
-    elif "\n## Side by side" in text:
-        head, tail = text.split("\n## Side by side", 1)
-        first_nl = tail.find("\n")
-        text = head + "\n## Side by side" + tail[:first_nl + 1] + "\n" + block + "\n" + tail[first_nl + 1:]
+    elif f"\n{heading}\n" in text:
+        head, tail = text.split(f"\n{heading}\n", 1)
+        text = head + f"\n{heading}\n\n" + block + "\n" + tail
     else:
-        text = text.rstrip() + "\n\n## Side by side\n\n" + block + "\n"
+        text = text.rstrip() + f"\n\n{heading}\n\n" + block + "\n"
     doc.write_text(text)
 
 
-def merge(results: list[dict]) -> dict:
+def merge(results: list[dict], key=lambda run: (run["workload"], run["router"])) -> dict:
     """Combines results files: e.g. peers measured once, kvrouter re-measured after a change.
-    Later files win per (workload, router) and per overhead router; meta is the first file's (the
+    Later files win per `key` (default (workload, router)) and per overhead router; meta is the first file's (the
     base run), with each file's meta kept under `merged_from` (the report names the rows they replaced)."""
     if len(results) == 1:
         return results[0]
@@ -238,7 +238,7 @@ def merge(results: list[dict]) -> dict:
     ov: dict = {}
     for r in results:
         for run in r.get("runs", []):
-            runs[(run["workload"], run["router"])] = {**run, "source": run.get("source") or r.get("meta", {}).get("command")}
+            runs[key(run)] = {**run, "source": run.get("source") or r.get("meta", {}).get("command")}
         if r.get("overhead"):
             ov = {**ov, **{k: v for k, v in r["overhead"].items() if k != "routers"}}
             ov["source_meta"] = r.get("meta", {})

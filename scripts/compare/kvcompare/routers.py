@@ -39,15 +39,20 @@ ALL = KVROUTER + SGLR + SMG
 # as fast, i.e. one shared cache of the fleet's size (the trace's reuse bound; for sibling bursts
 # it is not an upper bound, since identical prompts admitted in one prefill batch do not share).
 REFERENCE = RouterSpec("reference: one shared cache", "reference", ())
+# The pressure suite (issue 10): every kvrouter mode and each peer's cache_aware; `--quick` runs
+# kvrouter kv and round-robin next to the peers.
+PRESSURE = KVROUTER + [SGLR[0], SMG[0]]
+PRESSURE_QUICK = [KVROUTER[0], KVROUTER[3], SGLR[0], SMG[0]]
 GROUPS = {"kvrouter": KVROUTER, "peers": SGLR + SMG, "sglr": SGLR, "smg": SMG, "all": ALL,
-          "demo": [KVROUTER[0], KVROUTER[2]]}
+          "demo": [KVROUTER[0], KVROUTER[2]], "pressure": PRESSURE, "pressure-quick": PRESSURE_QUICK}
 
 
-def select(only: str | None) -> list[RouterSpec]:
-    """`--only` accepts group names (kvrouter, peers, sglr, smg, demo, all) and/or router names
-    (comma separated; spaces in names may be written as '-' or '_', e.g. kvrouter-kv-no-predict)."""
+def select(only: str | None, default: list[RouterSpec] = ALL) -> list[RouterSpec]:
+    """`--only` accepts group names (kvrouter, peers, sglr, smg, demo, pressure, pressure-quick, all)
+    and/or router names (comma separated; spaces in names may be written as '-' or '_', e.g.
+    kvrouter-kv-no-predict). Without `--only`: `default`."""
     if not only:
-        return list(ALL)
+        return list(default)
     picked: list[RouterSpec] = []
     for token in (t.strip() for t in only.split(",") if t.strip()):
         norm = token.replace("_", " ").replace("-", " ").lower()

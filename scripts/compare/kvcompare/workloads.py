@@ -104,6 +104,11 @@ def summarize(raw: dict) -> dict:
         d = raw.get(f"{lat}_ms") or {}
         for p in ("p50", "p90", "p99", "mean", "max"):
             out[f"{lat}_{p}_ms"] = d.get(p)
+    mk = raw.get("makespan_secs")
+    if isinstance(mk, dict):  # loadgen rollout: per-batch makespans
+        for k in ("mean", "max", "total"):
+            out[f"makespan_{k}_s"] = mk.get(k)
+        out["batch_makespans_s"] = [b.get("makespan_secs") for b in raw.get("batches") or [] if isinstance(b, dict)]
     pw = raw.get("per_worker") or []
     if pw and not (len(pw) == 1 and pw[0].get("worker") == "direct"):
         out["per_worker"] = {w.get("worker"): w.get("requests") for w in pw}
@@ -114,3 +119,68 @@ def summarize(raw: dict) -> dict:
 
 def load_summary(path: Path) -> dict:
     return json.loads(path.read_text())
+
+
+QUANTILES = [i / 100 for i in range(101)]
+
+
+def _quantiles(xs: list[float]) -> list[float]:
+    xs = sorted(xs)
+    n = len(xs)
+    return [xs[min(n - 1, int(round(q * (n - 1))))] for q in QUANTILES]
+
+
+def records_digest(path: Path) -> dict:
+    """loadgen `--records` (one JSON line per request) -> E2E and TTFT quantiles (0..100 %) of the
+    ok requests, small enough to keep in the results file so CDF charts need nothing else."""
+    e2e: list[float] = []
+    ttft: list[float] = []
+    total = 0
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(r, dict):
+            continue
+        total += 1
+        if not (r.get("ok") is True or r.get("status") == "ok"):
+            continue
+        if isinstance(r.get("e2e_ms"), (int, float)):
+            e2e.append(float(r["e2e_ms"]))
+        if isinstance(r.get("ttft_ms"), (int, float)):
+            ttft.append(float(r["ttft_ms"]))
+    out: dict = {"records": total}
+    if e2e:
+        out["e2e_quantiles_ms"] = _quantiles(e2e)
+    if ttft:
+        out["ttft_quantiles_ms"] = _quantiles(ttft)
+    return out
+
+
+def combine(parts: dict[str, dict], latency_part: str | None = None, makespan_part: str | None = None) -> dict:
+    """Summaries of loadgen processes run at once on one fleet -> one summary: counts and tokens
+    summed (hit rate = cached / prompt over both), latency keys from `latency_part`, makespan keys
+    from `makespan_part` (defaults: the first part)."""
+    names = list(parts)
+    if not names:
+        return {}
+    lat = parts.get(latency_part or names[0], {})
+    mk = parts.get(makespan_part or names[0], {})
+    out: dict = {}
+    for k in ("requests", "ok", "errors", "prompt_tokens", "cached_tokens", "req_per_s", "out_tok_per_s"):
+        vals = [p.get(k) for p in parts.values() if p.get(k) is not None]
+        out[k] = sum(vals) if vals else None
+    out["duration_s"] = max((p.get("duration_s") or 0) for p in parts.values())
+    if out["prompt_tokens"]:
+        out["hit_rate"] = (out["cached_tokens"] or 0) / out["prompt_tokens"]
+    else:
+        vals = [p["hit_rate"] for p in parts.values() if p.get("hit_rate") is not None]
+        out["hit_rate"] = sum(vals) / len(vals) if vals else None
+    for k, v in lat.items():
+        if k.startswith(("ttft_", "e2e_")):
+            out[k] = v
+    for k, v in mk.items():
+        if k.startswith(("makespan_", "batch_makespans")):
+            out[k] = v
+    return out

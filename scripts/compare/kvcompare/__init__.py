@@ -1,0 +1,1 @@
+"""The comparison harness behind scripts/compare/compare.py (see docs/compare.md)."""
