@@ -25,6 +25,8 @@ pub struct RequestSpec {
     pub affinity: u64,
     /// When the workload meant to send it, from the start of the run.
     pub scheduled: Duration,
+    /// Lengths of the conversation's messages in `input_ids` (agent sessions), for text chat.
+    pub text_segments: Option<Arc<[u32]>>,
 }
 
 /// Body options that hold for every request of a run.
@@ -111,6 +113,7 @@ impl BodyOptions {
             }),
             // As miles' session server: return_meta_info and logprobs forced, no_stop_trim
             // false; SGLang rejects return_meta_info with stream, so streams ask for usage.
+            Endpoint::ChatText => return super::text_chat::body(self, spec),
             Endpoint::Chat => serde_json::to_vec(&ChatBody {
                 model: &self.model,
                 messages: [Message {
@@ -150,6 +153,7 @@ mod tests {
             routing_key: None,
             affinity: 0,
             scheduled: Duration::ZERO,
+            text_segments: None,
         }
     }
 

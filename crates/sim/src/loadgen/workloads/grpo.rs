@@ -42,6 +42,7 @@ pub fn group_requests(
             routing_key: None,
             affinity: u64::from(group),
             scheduled: std::time::Duration::ZERO,
+            text_segments: None,
         })
         .collect()
 }

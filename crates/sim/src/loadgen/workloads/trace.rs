@@ -93,6 +93,7 @@ pub fn entry_request(
         routing_key: None,
         affinity: conversation_affinity(entry, index),
         scheduled,
+        text_segments: None,
     }
 }
 
