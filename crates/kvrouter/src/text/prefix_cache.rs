@@ -51,6 +51,11 @@ impl PrefixCache {
         }
     }
 
+    /// The byte budget.
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+
     /// Bytes held (tokens and index).
     pub fn bytes(&self) -> usize {
         self.used

@@ -218,6 +218,12 @@ impl TextTokenizer {
         !self.boundaries.is_empty()
     }
 
+    /// Empties the per-session cache (benches).
+    pub fn clear_cache(&self) {
+        let mut cache = self.cache.lock();
+        *cache = PrefixCache::new(cache.max_bytes());
+    }
+
     /// Bytes held by the per-session cache.
     pub fn cache_bytes(&self) -> usize {
         self.cache.lock().bytes()
