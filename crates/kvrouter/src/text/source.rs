@@ -201,6 +201,13 @@ impl TextRouting {
     ) -> Option<Vec<u32>> {
         let kind = prompt.kind();
         let m = TextMetrics::get();
+        let model_paths: Vec<String> = {
+            let tried = self.tried.lock();
+            model_paths
+                .into_iter()
+                .filter(|p| !tried.contains(p))
+                .collect()
+        };
         if self.current().is_none() && (!self.pending() || model_paths.is_empty()) {
             m.requests.with_label_values(&[kind, "no_tokenizer"]).inc();
             return None;
