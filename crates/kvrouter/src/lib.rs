@@ -8,7 +8,7 @@
 //!
 //! `workers` owns the fleet (registration, health, load, versions, refit gate),
 //! `refit` the RL control plane (pause/drain, fan-out refits, cache invalidation),
-//! `tokens` owns block hashing, `metrics` the Prometheus registry, `config` the
+//! `tokens` owns block hashing, `text` the model tokenizer for text requests, `metrics` the Prometheus registry, `config` the
 //! validated configuration, and `sim` the simulated SGLang fleet (`sglang-mock`)
 //! and the workload generator (`loadgen`).
 
@@ -21,5 +21,6 @@ pub mod proxy;
 pub mod refit;
 pub mod routing;
 pub mod server;
+pub mod text;
 pub mod tokens;
 pub mod workers;

@@ -37,7 +37,7 @@ pub struct Ignored {
 const KV_COST: &str = "KV cost weights --kv-prefill-weight/--kv-decode-weight/--kv-queue-weight (and --temperature) in --mode kv";
 const HEALTH: &str = "health thresholds --health-failure-threshold/--health-success-threshold";
 const LOAD: &str = "--mode kv/least-load balance by load; no separate threshold";
-const NO_TOKENIZER: &str = "none: kvrouter proxies SGLang HTTP and never tokenizes or templates";
+const NO_TOKENIZER: &str = "none: kvrouter forwards the request unchanged (it tokenizes text only for routing, with --model-path / --tokenizer-path)";
 const ADMISSION: &str =
     "none: requests are not queued or rate limited (only --refit-queue-size while paused)";
 
@@ -72,8 +72,6 @@ pub const IGNORED: &[Ignored] = &[
     Ignored { flag: "prometheus-duration-buckets", takes: Takes::Many, equivalent: "fixed buckets on /metrics" },
     Ignored { flag: "enable-igw", takes: Takes::Nothing, equivalent: "none: one model per router" },
     Ignored { flag: "mini-lb", takes: Takes::Nothing, equivalent: "none" },
-    Ignored { flag: "model-path", takes: Takes::One, equivalent: NO_TOKENIZER },
-    Ignored { flag: "tokenizer-path", takes: Takes::One, equivalent: NO_TOKENIZER },
     Ignored { flag: "chat-template", takes: Takes::One, equivalent: NO_TOKENIZER },
     Ignored { flag: "reasoning-parser", takes: Takes::One, equivalent: NO_TOKENIZER },
     Ignored { flag: "tool-call-parser", takes: Takes::One, equivalent: NO_TOKENIZER },

@@ -80,6 +80,10 @@ pub struct Config {
     pub json_log: bool,
     /// KV-mode settings.
     pub kv: KvConfig,
+    /// Where text requests' tokenizer is read from (`--tokenizer-path`, else `--model-path`).
+    pub tokenizer_path: Option<std::path::PathBuf>,
+    /// Byte budget of the per-session tokenization cache (0: off).
+    pub tokenizer_cache_bytes: usize,
     /// Path the health checker probes on each worker (`--health-check-endpoint`).
     pub health_check_endpoint: String,
     /// How long a registering worker may take to pass its first probe.
@@ -289,6 +293,8 @@ impl Config {
             log_level,
             json_log: o.json_log,
             kv: KvConfig::from_options(&o.kv)?,
+            tokenizer_path: o.tokenizer_path.or(o.model_path),
+            tokenizer_cache_bytes: o.tokenizer_cache_mb.saturating_mul(1 << 20),
             health_check_endpoint,
             worker_startup_timeout: secs(
                 "worker_startup_timeout_secs",

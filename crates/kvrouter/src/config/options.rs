@@ -132,6 +132,19 @@ pub struct Options {
     /// Log as JSON lines.
     #[arg(long, env = "KVROUTER_JSON_LOG", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
     pub json_log: bool,
+    /// Local model directory whose `tokenizer.json` and chat template (`tokenizer_config.json`,
+    /// `chat_template.jinja`) KV mode uses to tokenize text requests for routing (never
+    /// downloaded; without it, a worker's reported local model path is used, else text
+    /// requests are routed by load).
+    #[arg(long, env = "KVROUTER_MODEL_PATH")]
+    pub model_path: Option<PathBuf>,
+    /// Tokenizer directory or `tokenizer.json` file, when not the one in `--model-path`.
+    #[arg(long, env = "KVROUTER_TOKENIZER_PATH")]
+    pub tokenizer_path: Option<PathBuf>,
+    /// Memory for the per-session tokenization cache of chat prompts, in MiB (0 disables it:
+    /// every turn is tokenized whole).
+    #[arg(long, env = "KVROUTER_TOKENIZER_CACHE_MB", default_value_t = 64)]
+    pub tokenizer_cache_mb: usize,
     /// KV-mode options (flags at top level, `[kv]` table in the file; see src/config/kv.rs).
     #[command(flatten)]
     pub kv: super::kv::KvOptions,

@@ -103,6 +103,9 @@ pub async fn handle(
         Ok(i) => i,
         Err(e) => return error(route, e.into()),
     };
+    if let Some(text) = &state.text {
+        crate::routing::input::text::tokenize(&input, &bytes, text, &state.registry).await;
+    }
     if let Err(e) = admit(state).await {
         return error(route, e);
     }

@@ -7,10 +7,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backoff::ExponentialBackoff;
 use crate::config::Config;
+use crate::config::Mode;
 use crate::proxy::{build_client, UpstreamClient};
 use crate::refit::{RefitConfig, RefitState};
 use crate::routing::assembly::{self, IndexView};
 use crate::routing::{Policy, Selector, StickyTable};
+use crate::text::TextRouting;
 use crate::workers::{HealthConfig, Registry, RegistryConfig};
 
 /// Shared per-process router state.
@@ -26,6 +28,8 @@ pub struct AppState {
     pub refit: Arc<RefitState>,
     /// The routing index for `/debug/index` (KV mode; None in other modes).
     pub index: Option<Arc<dyn IndexView>>,
+    /// The model tokenizer for text requests (KV mode; None in other modes).
+    pub text: Option<Arc<TextRouting>>,
     /// The one shutdown token: cancelled on SIGTERM/SIGINT. `/readiness` answers 503, the
     /// accept loop stops and background tasks watching it end (see `server::shutdown`).
     pub shutdown: CancellationToken,
@@ -100,7 +104,14 @@ impl AppState {
         index: Option<Arc<dyn IndexView>>,
     ) -> Arc<AppState> {
         let selector = Selector::new(policy, StickyTable::new(config.sticky_ttl));
+        let text = (config.mode == Mode::Kv).then(|| {
+            Arc::new(TextRouting::new(
+                config.tokenizer_path.as_deref(),
+                config.tokenizer_cache_bytes,
+            ))
+        });
         Arc::new(AppState {
+            text,
             client: build_client(config.connect_timeout),
             backoff: retry_backoff(&config),
             refit: RefitState::new(refit_config(&config)),

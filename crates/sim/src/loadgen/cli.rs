@@ -172,6 +172,9 @@ pub struct AgentArgs {
     /// Mean exponential think time between turns, ms (added to the tool time).
     #[arg(long, default_value_t = 0.0)]
     pub think_time_ms: f64,
+    /// Send OpenAI messages only (no `input_ids`): the server tokenizes the text (chat endpoint).
+    #[arg(long)]
+    pub text: bool,
 }
 
 #[derive(Debug, Args)]
@@ -302,10 +305,15 @@ impl Cli {
                 UrlPickArg::RoundRobin => UrlPick::RoundRobin,
                 UrlPickArg::Sticky => UrlPick::Sticky,
             },
-            endpoint: c.endpoint.map(|e| match e {
-                EndpointArg::Generate => Endpoint::Generate,
-                EndpointArg::Chat => Endpoint::Chat,
-            }),
+            endpoint: match (&self.workload, c.endpoint) {
+                (WorkloadArgs::Agent(a), None | Some(EndpointArg::Chat)) if a.text => {
+                    Some(Endpoint::ChatText)
+                }
+                (_, e) => e.map(|e| match e {
+                    EndpointArg::Generate => Endpoint::Generate,
+                    EndpointArg::Chat => Endpoint::Chat,
+                }),
+            },
             stream: c.stream,
             max_new_tokens: c.max_new_tokens,
             concurrency: c.concurrency,

@@ -14,6 +14,10 @@ pub enum Endpoint {
     Generate,
     /// `POST /v1/chat/completions` with SGLang's `input_ids` extension (as miles' session server).
     Chat,
+    /// `POST /v1/chat/completions` with OpenAI messages only, no `input_ids` (`--text`; see
+    /// `text_chat`).
+    #[serde(rename = "chat_text")]
+    ChatText,
 }
 
 impl Endpoint {
@@ -21,7 +25,7 @@ impl Endpoint {
     pub fn path(self) -> &'static str {
         match self {
             Endpoint::Generate => "/generate",
-            Endpoint::Chat => "/v1/chat/completions",
+            Endpoint::Chat | Endpoint::ChatText => "/v1/chat/completions",
         }
     }
 
@@ -30,6 +34,7 @@ impl Endpoint {
         match self {
             Endpoint::Generate => "generate",
             Endpoint::Chat => "chat",
+            Endpoint::ChatText => "chat_text",
         }
     }
 }

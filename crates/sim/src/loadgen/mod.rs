@@ -23,6 +23,7 @@ pub mod runner;
 pub mod sse;
 pub mod stats;
 pub mod synth;
+pub mod text_chat;
 pub mod workloads;
 
 pub use config::{

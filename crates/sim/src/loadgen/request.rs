@@ -27,6 +27,8 @@ pub struct RequestSpec {
     pub scheduled: Duration,
     /// The rollout batch it belongs to (makespans are measured per batch).
     pub batch: Option<u32>,
+    /// Lengths of the conversation's messages in `input_ids` (agent sessions), for text chat.
+    pub text_segments: Option<Arc<[u32]>>,
 }
 
 /// Body options that hold for every request of a run.
@@ -113,6 +115,7 @@ impl BodyOptions {
             }),
             // As miles' session server: return_meta_info and logprobs forced, no_stop_trim
             // false; SGLang rejects return_meta_info with stream, so streams ask for usage.
+            Endpoint::ChatText => return super::text_chat::body(self, spec),
             Endpoint::Chat => serde_json::to_vec(&ChatBody {
                 model: &self.model,
                 messages: [Message {
@@ -153,6 +156,7 @@ mod tests {
             affinity: 0,
             scheduled: Duration::ZERO,
             batch: None,
+            text_segments: None,
         }
     }
 

@@ -52,6 +52,11 @@ pub struct MockArgs {
     /// Model path reported by `/model_info` and `/server_info`.
     #[arg(long, default_value = "mock-model")]
     pub model_path: String,
+    /// Real-tokenizer mode: a model directory (`tokenizer.json` + chat template) or a
+    /// `tokenizer.json` used for text prompts, chat messages and output text instead of the
+    /// stand-in (`--vocab-size` must then stay within its regular vocabulary).
+    #[arg(long)]
+    pub tokenizer_path: Option<std::path::PathBuf>,
     /// Model name reported by `/v1/models` (defaults to `--model-path`).
     #[arg(long)]
     pub served_model_name: Option<String>,

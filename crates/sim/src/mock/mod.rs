@@ -42,6 +42,9 @@ pub struct RunningMock {
 /// loop on the current tokio runtime, and returns once connections are accepted.
 pub async fn start(args: MockArgs) -> anyhow::Result<RunningMock> {
     args.validate().map_err(|e| anyhow!(e))?;
+    if let Some(path) = &args.tokenizer_path {
+        tokenizer::install(path).map_err(|e| anyhow!("--tokenizer-path: {e}"))?;
+    }
     let kv_cfg = args
         .kv_events_config
         .as_deref()

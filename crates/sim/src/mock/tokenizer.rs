@@ -1,21 +1,48 @@
-//! The deterministic tokenizer stand-in and the chat template.
+//! The tokenizer: a deterministic stand-in by default, or the model's real tokenizer and chat
+//! template with `--tokenizer-path` (`real`, one per process, installed at start).
 //!
-//! Text is split on Unicode whitespace; each word becomes one token: a word of the form
+//! Stand-in: text is split on Unicode whitespace; each word becomes one token: a word of the form
 //! `t<N>` with `N < vocab` is token `N` (so generated text round-trips), any other word is
 //! `256 + xxh3_64(word) % (vocab - 256)`. Ids below 256 are never produced from text.
 //! Token `N` detokenizes to `" t<N>"`.
 //!
-//! Chat messages render as `<|im_start|> ROLE CONTENT <|im_end|>` per message followed by
-//! `<|im_start|> assistant` and are then tokenized as text.
+//! Stand-in chat messages render as `<|im_start|> ROLE CONTENT <|im_end|>` per message followed
+//! by `<|im_start|> assistant` and are then tokenized as text.
+
+mod real;
+
+use std::path::Path;
+use std::sync::OnceLock;
 
 use std::fmt::Write;
 
 use serde_json::Value;
 use xxhash_rust::xxh3::xxh3_64;
 
-/// Tokenizes `text` with the stand-in rule.
+static REAL: OnceLock<real::Real> = OnceLock::new();
+
+/// Switches this process to the real tokenizer at `path` (a model directory or a
+/// `tokenizer.json`). Fails when it cannot be loaded or another one is installed.
+pub fn install(path: &Path) -> Result<(), String> {
+    let loaded = real::Real::load(path)?;
+    REAL.set(loaded)
+        .map_err(|_| "a tokenizer is already installed in this process".to_string())
+}
+
+/// Tokenizes `text` (the real tokenizer with special tokens, else the stand-in rule).
 pub fn encode(text: &str, vocab: u32) -> Vec<u32> {
+    if let Some(r) = REAL.get() {
+        return r.encode(text).unwrap_or_default();
+    }
     text.split_whitespace().map(|w| word_id(w, vocab)).collect()
+}
+
+/// The prompt ids of a chat request (`body`, whose `messages` are `messages`).
+pub fn chat_ids(body: &[u8], messages: &[Value], vocab: u32) -> Result<Vec<u32>, String> {
+    match REAL.get() {
+        Some(r) => r.chat_ids(body),
+        None => render_chat(messages).map(|t| encode(&t, vocab)),
+    }
 }
 
 fn word_id(word: &str, vocab: u32) -> u32 {
@@ -29,6 +56,10 @@ fn word_id(word: &str, vocab: u32) -> u32 {
 
 /// Appends the text of `ids` to `out`.
 pub fn decode_into(ids: &[u32], out: &mut String) {
+    if let Some(r) = REAL.get() {
+        out.push_str(&r.decode(ids));
+        return;
+    }
     for id in ids {
         let _ = write!(out, " t{id}");
     }

@@ -10,6 +10,7 @@
 mod fields;
 mod ids;
 mod scan;
+pub mod text;
 
 use std::borrow::Cow;
 use std::sync::Mutex;
@@ -73,6 +74,8 @@ pub struct RoutingInput<'a> {
     rid: Option<&'a str>,
     /// `input_ids` decoded while scanning, handed over by the first `token_ids()` call.
     decoded_ids: DecodedIds,
+    /// Token ids of a text prompt, from the model's tokenizer (see `text`).
+    text_ids: text::TextIds,
 }
 
 /// Token ids decoded at parse time (a `Mutex` so `RoutingInput` stays `Sync`).
@@ -177,6 +180,7 @@ impl<'a> RoutingInput<'a> {
             messages,
             rid: is_null(wire.rid),
             decoded_ids: DecodedIds(Mutex::new(decoded.filter(|_| input_ids.is_some()))),
+            text_ids: text::TextIds::default(),
         })
     }
 
@@ -188,7 +192,8 @@ impl<'a> RoutingInput<'a> {
     }
 
     /// The token ids of a single (non-batch) prompt, decoded on demand: `input_ids` on any
-    /// endpoint, or a tokenised completions `prompt`. `None` when the request has no token ids
+    /// endpoint, or a tokenised completions `prompt`, else the ids of its text prompt when the
+    /// model's tokenizer produced them ([`text`]). `None` when the request has no token ids
     /// or is a batch; `Some(Err)` when the field is not a list of u32. The first call hands over
     /// the ids decoded by `parse` (no copy); later calls decode again.
     pub fn token_ids(&self) -> Option<Result<Vec<u32>, InputError>> {
@@ -200,7 +205,7 @@ impl<'a> RoutingInput<'a> {
             {
                 ("prompt", t)
             }
-            _ => return None,
+            _ => return self.text_ids.get().map(Ok),
         };
         if array_first_byte(raw) == Some(b'[') {
             return None;

@@ -34,6 +34,9 @@ pub struct Session {
     pub context: Vec<u32>,
     /// Turns completed.
     pub turn: u32,
+    /// Lengths of the messages in `context`: system prefix, task, then per turn the model's
+    /// output and the tool output (what `--text` sends as separate messages).
+    pub segments: Vec<u32>,
 }
 
 impl Session {
@@ -57,6 +60,7 @@ impl Session {
             id: session_id(seed, index),
             context,
             turn: 0,
+            segments: vec![cfg.system_prefix_len, cfg.first_prompt_len],
         }
     }
 
@@ -71,6 +75,7 @@ impl Session {
             affinity: u64::from(self.index),
             scheduled,
             batch: None,
+            text_segments: Some(Arc::from(self.segments.as_slice())),
         }
     }
 
@@ -84,6 +89,7 @@ impl Session {
         reply: &ResponseInfo,
     ) {
         let turn_id = u64::from(self.index) << 32 | u64::from(self.turn);
+        let before = self.context.len();
         match &reply.output_ids {
             Some(ids) => self.context.extend_from_slice(ids),
             None => {
@@ -104,6 +110,8 @@ impl Session {
             turn_id,
             cfg.tool_output_len as usize,
         );
+        let output = (self.context.len() - before) as u32 - cfg.tool_output_len;
+        self.segments.extend([output, cfg.tool_output_len]);
         self.turn += 1;
     }
 }

@@ -72,6 +72,7 @@ pub fn siblings(
             affinity,
             scheduled: std::time::Duration::ZERO,
             batch: None,
+            text_segments: None,
         })
         .collect()
 }

@@ -94,6 +94,7 @@ pub fn entry_request(
         affinity: conversation_affinity(entry, index),
         scheduled,
         batch: None,
+        text_segments: None,
     }
 }
 

@@ -123,7 +123,7 @@ pub async fn chat(state: &Arc<MockState>, bytes: &[u8]) -> Resp {
     let tokens = match (&b.input_ids, &b.messages) {
         (Some(ids), _) => parse::token_ids(ids, vocab),
         (None, Some(m)) if m.is_empty() => Err("messages must not be empty.".to_string()),
-        (None, Some(m)) => tokenizer::render_chat(m).map(|t| tokenizer::encode(&t, vocab)),
+        (None, Some(m)) => tokenizer::chat_ids(bytes, m, vocab),
         (None, None) => Err("messages is required.".to_string()),
     };
     let tokens = match tokens {
