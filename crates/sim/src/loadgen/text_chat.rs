@@ -123,6 +123,7 @@ mod tests {
             routing_key: None,
             affinity: 0,
             scheduled: Duration::ZERO,
+            batch: None,
             text_segments: Some(Arc::from(vec![2u32, 1, 3, 1])),
         };
         let opts = BodyOptions {

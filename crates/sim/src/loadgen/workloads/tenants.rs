@@ -66,6 +66,7 @@ pub fn request(
         affinity: u64::from(tenant),
         scheduled: Duration::ZERO,
         batch: None,
+        text_segments: None,
     }
 }
 
