@@ -208,8 +208,10 @@ fn sticky_key_is_kept_unless_its_worker_is_overloaded() {
     let t = tokens(6, 64);
     let b = body(&t);
     let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
-    let first = selector.select(&input, Some("session"), &ws).unwrap();
+    let mut first = selector.select(&input, Some("session"), &ws).unwrap();
     let home = first.worker().id;
+    // It was served: its context is (predicted) cached at home.
+    first.on_data(b"{}");
     drop(first);
     // Moderate load on the home worker: the key stays.
     let _some: Vec<_> = (0..4).map(|_| loads.begin(home, 0, None, 64)).collect();
@@ -218,9 +220,10 @@ fn sticky_key_is_kept_unless_its_worker_is_overloaded() {
     drop(again);
     // Overloaded: yields to the cost model, and the key follows.
     let _many: Vec<_> = (0..200).map(|_| loads.begin(home, 0, None, 64)).collect();
-    let moved = selector.select(&input, Some("session"), &ws).unwrap();
+    let mut moved = selector.select(&input, Some("session"), &ws).unwrap();
     assert_ne!(moved.worker().id, home);
     let new_home = moved.worker().id;
+    moved.on_data(b"{}");
     drop(moved);
     drop(_many);
     let back = selector.select(&input, Some("session"), &ws).unwrap();
