@@ -21,6 +21,13 @@ use crate::routing::policy::{Choice, Policy};
 use crate::tokens::seq_hashes;
 use crate::workers::{Rank, Worker};
 
+/// A unit whose request count would exceed this factor times the mean (plus the slack) is
+/// skipped while another unit is not.
+const BALANCE_FACTOR: f64 = 1.25;
+const BALANCE_SLACK: f64 = 1.0;
+/// Added to an over-cap unit's cost: larger than any real difference in seconds.
+const OVER_CAP: f64 = 1e9;
+
 /// Settings of the KV policy (from `config::KvConfig`).
 #[derive(Debug, Clone, Copy)]
 pub struct KvPolicySettings {
@@ -66,11 +73,16 @@ pub struct KvPolicy {
 }
 
 impl KvPolicy {
-    pub fn new(index: Arc<KvIndex>, loads: Arc<UnitLoads>, settings: KvPolicySettings) -> Self {
+    pub fn new(
+        index: Arc<KvIndex>,
+        loads: Arc<UnitLoads>,
+        timing: Arc<TimingModel>,
+        settings: KvPolicySettings,
+    ) -> Self {
         KvPolicy {
             index,
             loads,
-            timing: Arc::new(TimingModel::default()),
+            timing,
             settings,
         }
     }
@@ -152,7 +164,17 @@ impl KvPolicy {
                 });
             }
         }
-        let keys: Vec<(f64, u32)> = scored.iter().map(|s| (s.cost, s.overlap)).collect();
+        // Balance guard: a unit already this far above the mean request count is no candidate
+        // (unless all are), so the busiest unit stays within ~1.3x the mean.
+        let total: f64 = scored.iter().map(|s| s.inputs.running).sum();
+        let cap = BALANCE_FACTOR * (total + 1.0) / scored.len() as f64 + BALANCE_SLACK;
+        let keys: Vec<(f64, u32)> = scored
+            .iter()
+            .map(|s| {
+                let over = s.inputs.running + 1.0 > cap;
+                (if over { s.cost + OVER_CAP } else { s.cost }, s.overlap)
+            })
+            .collect();
         let mut rng = rand::rng();
         let mut chosen = scored[pick(&keys, self.settings.temperature, &mut rng)?];
         if let Some(p) = preferred {

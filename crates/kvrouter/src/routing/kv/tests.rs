@@ -36,6 +36,7 @@ fn policy(predict: bool) -> (KvPolicy, Arc<KvIndex>) {
     let p = KvPolicy::new(
         index.clone(),
         Arc::new(UnitLoads::default()),
+        Arc::default(),
         settings(predict),
     );
     (p, index)
@@ -202,7 +203,7 @@ fn requests_without_token_ids_are_routed_by_load() {
 fn sticky_key_is_kept_unless_its_worker_is_overloaded() {
     let index = Arc::new(KvIndex::new(PAGE));
     let loads = Arc::new(UnitLoads::default());
-    let p = KvPolicy::new(index.clone(), loads.clone(), settings(true));
+    let p = KvPolicy::new(index.clone(), loads.clone(), Arc::default(), settings(true));
     let selector = Selector::new(Box::new(p), StickyTable::new(Duration::from_secs(60)));
     let ws = vec![worker(1, 1), worker(2, 1)];
     let t = tokens(6, 64);

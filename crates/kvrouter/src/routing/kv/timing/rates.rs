@@ -22,6 +22,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::rls::Rls;
 use crate::index::Unit;
+use crate::workers::WorkerId;
 
 /// Feature scales: parameters are in s, s per 1k prefill tokens, s per 100 steps and s per
 /// 100 steps per 1M active tokens, so all are of order one and the fit is well conditioned.
@@ -172,6 +173,19 @@ impl TimingModel {
     pub fn remove_unit(&self, unit: Unit) {
         self.units.write().remove(&unit);
     }
+
+    /// Forgets every fit of a removed worker.
+    pub fn remove_worker(&self, worker: WorkerId) {
+        self.units.write().retain(|u, _| u.worker != worker);
+    }
+
+    /// Samples the unit's own fit has absorbed.
+    pub fn samples(&self, unit: Unit) -> u64 {
+        self.units
+            .read()
+            .get(&unit)
+            .map_or(0, |f| f.lock().samples())
+    }
 }
 
 /// The regression samples `(features, seconds)` of one observation.
@@ -201,7 +215,6 @@ fn samples(o: &Observation) -> Vec<([f64; 4], f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workers::WorkerId;
     use rand::{Rng, SeedableRng};
 
     /// A synthetic unit: 5 ms + 20 us/token prefill, 6 ms + 0.4 us per active token decode.
