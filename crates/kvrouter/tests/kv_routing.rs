@@ -1,5 +1,6 @@
 //! KV-mode routing against real `sglang-mock` processes publishing ZMQ KV events:
-//! routing by overlap, sibling stickiness under predict-on-route (and spreading without it),
+//! routing by overlap, siblings sharing a prefill per worker under predict-on-route (and
+//! spreading without it),
 //! worker restart (blocks vanish and return). Conditions are polled with deadlines.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
 
@@ -50,40 +51,45 @@ async fn a_prompt_cached_on_worker_b_goes_to_b() {
     assert!(metrics.contains("kvrouter_kv_decision_seconds_bucket{stage=\"match\""));
 }
 
-/// Fires `n` identical requests at once; returns requests per worker.
-async fn burst(c: &reqwest::Client, router: &str, ids: &[u32], n: usize) -> HashMap<String, usize> {
+/// Fires `n` identical requests at once; returns requests per worker and the prompt tokens the
+/// workers reported cached, summed.
+async fn burst_hits(
+    c: &reqwest::Client,
+    router: &str,
+    ids: &[u32],
+    n: usize,
+) -> (HashMap<String, usize>, u64) {
     let calls = (0..n).map(|_| generate(c, router, ids, 8));
     let mut per = HashMap::new();
+    let mut cached = 0;
     for (status, worker, body) in join_all(calls).await {
         assert_eq!(status, 200, "{body}");
         *per.entry(worker.expect("worker header")).or_default() += 1;
+        cached += body["meta_info"]["cached_tokens"].as_u64().unwrap_or(0);
     }
-    per
+    (per, cached)
+}
+
+async fn burst(c: &reqwest::Client, router: &str, ids: &[u32], n: usize) -> HashMap<String, usize> {
+    burst_hits(c, router, ids, n).await.0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn siblings_share_one_prefill_under_predict_on_route() {
+async fn siblings_share_one_prefill_per_worker_under_predict_on_route() {
     let mocks: Vec<_> = (0..4).map(|_| kv_mock(&["--speedup", "1"])).collect();
     let urls: Vec<&str> = mocks.iter().map(|m| m.url.as_str()).collect();
     let router = kv_router(&urls, &[]);
     let c = client();
     wait_sources(&c, &router.url, 4).await;
-    let base = warm_all(&c, &router.url, &urls).await;
+    warm_all(&c, &router.url, &urls).await;
     let ids = prompt(7, 256);
-    let per = burst(&c, &router.url, &ids, 32).await;
-    assert_eq!(per.len(), 1, "siblings spread: {per:?}");
-    // One prefill in the fleet: the prompt's pages are resident on that worker only.
-    let (only, _) = per.iter().next().unwrap();
-    let at = urls.iter().position(|u| u == only).unwrap();
-    let v = wait_index(&c, &router.url, "the prompt's pages", |v| {
-        blocks_of(v, only) >= base[at] + 63
-    })
-    .await;
-    for (i, u) in urls.iter().enumerate() {
-        if i != at {
-            assert_eq!(blocks_of(&v, u), base[i], "{u} prefilled too: {v}");
-        }
-    }
+    let (per, cached) = burst_hits(&c, &router.url, &ids, 32).await;
+    // The balance guard keeps the busiest worker near 1.25x the mean (8) ...
+    assert!(per.values().all(|n| *n <= 11), "{per:?}");
+    // ... and every worker the group landed on prefilled the prompt once: all other siblings
+    // were told to wait for that prefill (SGLang matches the prompt minus its last token).
+    let prefills = 32 - cached as usize / 240;
+    assert!(prefills <= per.len(), "{prefills} prefills on {per:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

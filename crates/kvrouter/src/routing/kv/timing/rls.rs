@@ -98,9 +98,9 @@ impl<const N: usize> Rls<N> {
             *t += ki * err;
         }
         // P = (P - k (P x)^T) / lambda  (P symmetric, so x^T P = (P x)^T)
-        for i in 0..N {
-            for j in 0..N {
-                self.p[i][j] = (self.p[i][j] - k[i] * px[j]) / self.lambda;
+        for (row, ki) in self.p.iter_mut().zip(k) {
+            for (v, pxj) in row.iter_mut().zip(px) {
+                *v = (*v - ki * pxj) / self.lambda;
             }
         }
         // Bound each variance by its prior's: P <- D P D with D_ii = sqrt(min(1, P0_ii / P_ii))
@@ -113,9 +113,9 @@ impl<const N: usize> Rls<N> {
                 1.0
             }
         });
-        for i in 0..N {
-            for j in 0..N {
-                self.p[i][j] *= d[i] * d[j];
+        for (row, di) in self.p.iter_mut().zip(d) {
+            for (v, dj) in row.iter_mut().zip(d) {
+                *v *= di * dj;
             }
         }
         self.samples += 1;
