@@ -84,8 +84,8 @@ async fn siblings_share_one_prefill_per_worker_under_predict_on_route() {
     warm_all(&c, &router.url, &urls).await;
     let ids = prompt(7, 256);
     let (per, cached) = burst_hits(&c, &router.url, &ids, 32).await;
-    // The balance guard keeps the busiest worker near 1.25x the mean (8) ...
-    assert!(per.values().all(|n| *n <= 11), "{per:?}");
+    // The balance guard keeps the busiest worker near 1.2x the mean (8) + 3 ...
+    assert!(per.values().all(|n| *n <= 13), "{per:?}");
     // ... and every worker the group landed on prefilled the prompt once: all other siblings
     // were told to wait for that prefill (SGLang matches the prompt minus its last token).
     let prefills = 32 - cached as usize / 240;

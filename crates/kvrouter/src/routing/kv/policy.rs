@@ -23,8 +23,8 @@ use crate::workers::{Rank, Worker};
 
 /// A unit whose request count would exceed this factor times the mean (plus the slack) is
 /// skipped while another unit is not.
-const BALANCE_FACTOR: f64 = 1.25;
-const BALANCE_SLACK: f64 = 1.0;
+const BALANCE_FACTOR: f64 = 1.2;
+const BALANCE_SLACK: f64 = 3.0;
 /// Added to an over-cap unit's cost: larger than any real difference in seconds.
 const OVER_CAP: f64 = 1e9;
 
@@ -165,7 +165,7 @@ impl KvPolicy {
             }
         }
         // Balance guard: a unit already this far above the mean request count is no candidate
-        // (unless all are), so the busiest unit stays within ~1.3x the mean.
+        // (unless all are), so the busiest unit stays within ~1.3x the mean under load.
         let total: f64 = scored.iter().map(|s| s.inputs.running).sum();
         let cap = BALANCE_FACTOR * (total + 1.0) / scored.len() as f64 + BALANCE_SLACK;
         let keys: Vec<(f64, u32)> = scored

@@ -97,7 +97,12 @@ fn predict_on_route_keeps_siblings_together_and_no_predict_spreads_them() {
         used.sort_unstable();
         used.dedup();
         if predict {
-            assert_eq!(used.len(), 1, "siblings spread with prediction: {used:?}");
+            // Together (one prefill) until the balance guard: 1.2x the mean + 3 requests.
+            let most = used
+                .iter()
+                .map(|u| held.iter().filter(|c| c.index == *u).count())
+                .max();
+            assert!(most >= Some(4), "siblings spread with prediction: {used:?}");
         } else {
             assert_eq!(
                 used.len(),
