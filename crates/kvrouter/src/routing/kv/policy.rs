@@ -236,9 +236,10 @@ impl KvPolicy {
         // SGLang matches the prompt minus its last token, in whole pages.
         let matchable = (tokens.len().saturating_sub(1) / page * page) as u64;
         let predicted = (u64::from(chosen.overlap) * page as u64).min(matchable);
+        // A request of unknown length (text) still occupies the unit: count at least a page.
         let load = self
             .loads
-            .begin(worker.id, chosen.rank, prompt_key, request_blocks);
+            .begin(worker.id, chosen.rank, prompt_key, request_blocks.max(1));
         let probe = TimingProbe {
             model: self.timing.clone(),
             loads: self.loads.clone(),
