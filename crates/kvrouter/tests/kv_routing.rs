@@ -51,27 +51,15 @@ async fn a_prompt_cached_on_worker_b_goes_to_b() {
     assert!(metrics.contains("kvrouter_kv_decision_seconds_bucket{stage=\"match\""));
 }
 
-/// Fires `n` identical requests at once; returns requests per worker and the prompt tokens the
-/// workers reported cached, summed.
-async fn burst_hits(
-    c: &reqwest::Client,
-    router: &str,
-    ids: &[u32],
-    n: usize,
-) -> (HashMap<String, usize>, u64) {
+/// Fires `n` identical requests at once; returns requests per worker.
+async fn burst(c: &reqwest::Client, router: &str, ids: &[u32], n: usize) -> HashMap<String, usize> {
     let calls = (0..n).map(|_| generate(c, router, ids, 8));
     let mut per = HashMap::new();
-    let mut cached = 0;
     for (status, worker, body) in join_all(calls).await {
         assert_eq!(status, 200, "{body}");
         *per.entry(worker.expect("worker header")).or_default() += 1;
-        cached += body["meta_info"]["cached_tokens"].as_u64().unwrap_or(0);
     }
-    (per, cached)
-}
-
-async fn burst(c: &reqwest::Client, router: &str, ids: &[u32], n: usize) -> HashMap<String, usize> {
-    burst_hits(c, router, ids, n).await.0
+    per
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -83,13 +71,37 @@ async fn siblings_share_one_prefill_per_worker_under_predict_on_route() {
     wait_sources(&c, &router.url, 4).await;
     warm_all(&c, &router.url, &urls).await;
     let ids = prompt(7, 256);
-    let (per, cached) = burst_hits(&c, &router.url, &ids, 32).await;
+    let per = burst(&c, &router.url, &ids, 32).await;
     // The balance guard keeps the busiest worker near 1.2x the mean (8) + 3 ...
     assert!(per.values().all(|n| *n <= 13), "{per:?}");
-    // ... and every worker the group landed on prefilled the prompt once: all other siblings
-    // were told to wait for that prefill (SGLang matches the prompt minus its last token).
-    let prefills = 32 - cached as usize / 240;
-    assert!(prefills <= per.len(), "{prefills} prefills on {per:?}");
+    // ... and on every worker the group landed on, only the first sibling was routed as a
+    // prefill: the router predicted the whole matchable prompt (240 tokens) for the others.
+    // (Whether the mock then shares it depends on batch timing, so the router's side is checked.)
+    let want = (32 - per.len() as u64) * 240;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let text = c
+            .get(format!("{}/metrics", router.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let predicted: u64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("kvrouter_kv_predicted_hit_tokens_total "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0) as u64;
+        if predicted >= want {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "predicted {predicted} < {want} on {per:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
