@@ -589,3 +589,45 @@ fn a_unit_past_its_capacity_cap_is_cleared_alone() {
     idx.set_worker_capacity(w(1), None);
     assert_eq!(idx.unit_cap(w(1), 0), DEFAULT_UNIT_CAP_BLOCKS);
 }
+
+#[test]
+fn an_eviction_ends_the_prediction_of_a_prefix_that_was_cached_at_routing() {
+    let idx = KvIndex::new(PAGE);
+    let t = toks(16, 21);
+    let q = seq_hashes(&t, PAGE as usize);
+    let ev = stored(None, &t);
+    idx.apply(w(1), 0, &ev).unwrap();
+    // Routed onto its cached prefix: no new BlockStored will come for these blocks.
+    let mut b = idx
+        .book_from_at(w(1), 0, &q, 4, Duration::from_secs(60), Instant::now())
+        .unwrap();
+    b.prefill_done();
+    let KvEvent::Stored { block_hashes, .. } = ev else {
+        unreachable!()
+    };
+    idx.apply(w(1), 0, &KvEvent::Removed { block_hashes })
+        .unwrap();
+    assert!(
+        idx.find_matches(&q).units.is_empty(),
+        "evicted, not predicted"
+    );
+}
+
+#[test]
+fn an_unconfirmed_prediction_stops_counting_after_the_confirmation_window() {
+    let idx = KvIndex::new(PAGE);
+    let t = toks(16, 22);
+    let q = seq_hashes(&t, PAGE as usize);
+    let mut lost = idx.book(w(1), 0, &q, Duration::from_secs(60)).unwrap();
+    let mut kept = idx.book(w(2), 0, &q, Duration::from_secs(60)).unwrap();
+    for b in [&mut lost, &mut kept] {
+        b.prefill_done();
+        b.confirm_within(Duration::from_millis(5));
+    }
+    // Worker 2 confirms its blocks; worker 1 never does (e.g. it evicted them at once).
+    idx.apply(w(2), 0, &stored(None, &t)).unwrap();
+    idx.expire_predictions(Instant::now() + Duration::from_millis(50));
+    let o = idx.find_matches(&q);
+    assert_eq!(o.cached(Unit::new(w(1), 0)), 0);
+    assert_eq!(o.cached(Unit::new(w(2), 0)), 4);
+}

@@ -1,4 +1,4 @@
-//! `KvRuntime`: the KV index, the KV policy's unit loads, and the event sources feeding the
+//! `KvRuntime`: the KV index, the KV policy's unit loads and learned rates, and the event sources feeding the
 //! index, kept in step with the fleet.
 //!
 //! - Without `--nats-url`: one `ZmqSource` per (worker, rank) of every registered worker whose
@@ -20,6 +20,7 @@ use parking_lot::Mutex;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::load::UnitLoads;
+use super::timing::TimingModel;
 use crate::config::KvConfig;
 use crate::events::{
     KvEventSink, NatsConsumer, NatsConsumerConfig, NatsRelay, RelaySender, SourceHandle, WorkerKey,
@@ -32,6 +33,8 @@ use crate::workers::{Registry, RegistryEvent, Worker, WorkerId};
 pub struct KvRuntime {
     pub index: Arc<KvIndex>,
     pub loads: Arc<UnitLoads>,
+    /// The learned rates the KV policy scores with.
+    pub timing: Arc<TimingModel>,
     zmq_enabled: bool,
     sources: Mutex<HashMap<WorkerId, Vec<SourceHandle>>>,
     relay: Mutex<Option<NatsRelay>>,
@@ -45,6 +48,7 @@ impl KvRuntime {
         let rt = Arc::new(KvRuntime {
             index: Arc::new(KvIndex::new(page_size)),
             loads: Arc::new(UnitLoads::default()),
+            timing: Arc::new(TimingModel::default()),
             zmq_enabled: config.nats_url.is_none() || config.publish_events,
             sources: Mutex::new(HashMap::new()),
             relay: Mutex::new(None),
@@ -171,6 +175,7 @@ impl KvRuntime {
         drop(self.sources.lock().remove(&worker));
         self.index.remove_worker(worker);
         self.loads.remove_worker(worker);
+        self.timing.remove_worker(worker);
     }
 
     /// `w`'s KV cache is empty (restart, flush, refit): clear all its ranks.
