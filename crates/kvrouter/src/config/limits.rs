@@ -39,7 +39,10 @@ impl Limits {
             }
         };
         if o.http2_max_concurrent_streams == 0 {
-            return Err(invalid("http2_max_concurrent_streams", "must be at least 1"));
+            return Err(invalid(
+                "http2_max_concurrent_streams",
+                "must be at least 1",
+            ));
         }
         let http2_keep_alive_interval = if o.http2_keep_alive_interval_secs == 0.0 {
             None
@@ -82,7 +85,10 @@ fn open_file_limit() -> Option<u64> {
 
 fn parse_open_files(limits: &str) -> Option<u64> {
     let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    let soft = line.trim_start_matches("Max open files").split_whitespace().next()?;
+    let soft = line
+        .trim_start_matches("Max open files")
+        .split_whitespace()
+        .next()?;
     match soft {
         "unlimited" => Some(u64::MAX),
         n => n.parse().ok(),
@@ -98,7 +104,10 @@ mod tests {
         let text = "Limit                     Soft Limit           Hard Limit           Units\n\
                     Max open files            1024                 524288               files\n";
         assert_eq!(parse_open_files(text), Some(1024));
-        assert_eq!(parse_open_files("Max open files unlimited unlimited files"), Some(u64::MAX));
+        assert_eq!(
+            parse_open_files("Max open files unlimited unlimited files"),
+            Some(u64::MAX)
+        );
         assert_eq!(parse_open_files("nothing"), None);
     }
 

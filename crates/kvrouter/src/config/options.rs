@@ -114,7 +114,11 @@ pub struct Options {
     #[arg(long, env = "KVROUTER_QUEUE_SIZE", default_value_t = 100)]
     pub queue_size: usize,
     /// HTTP/2: streams a client may open at once on one connection.
-    #[arg(long, env = "KVROUTER_HTTP2_MAX_CONCURRENT_STREAMS", default_value_t = 256)]
+    #[arg(
+        long,
+        env = "KVROUTER_HTTP2_MAX_CONCURRENT_STREAMS",
+        default_value_t = 256
+    )]
     pub http2_max_concurrent_streams: u32,
     /// HTTP/2: seconds between keep-alive PINGs to an idle client (0 = none); a client that does
     /// not answer one within the same time is disconnected.
@@ -127,7 +131,11 @@ pub struct Options {
     /// Seconds without progress (no response head, or no body data) after which a request to
     /// a worker the health checker has marked unhealthy is aborted (and, before the first byte,
     /// retried on another worker). Requests to healthy workers are never cut by it.
-    #[arg(long, env = "KVROUTER_STREAM_IDLE_TIMEOUT_SECS", default_value_t = 30.0)]
+    #[arg(
+        long,
+        env = "KVROUTER_STREAM_IDLE_TIMEOUT_SECS",
+        default_value_t = 30.0
+    )]
     pub stream_idle_timeout_secs: f64,
     /// Idle seconds after which an `X-SMG-Routing-Key` sticky entry expires.
     #[arg(

@@ -79,7 +79,11 @@ impl RelayBody {
 
     /// Fails the body: tells the worker's health (and metrics), then either the SSE error
     /// event (and a clean end after it) or `error` itself for the client's connection.
-    fn fail(&mut self, error: RelayError, kind: &str) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
+    fn fail(
+        &mut self,
+        error: RelayError,
+        kind: &str,
+    ) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
         if let Some(b) = &self.booking {
             let w = b.worker();
             tracing::warn!(worker = %w.url, %error, "worker response ended early");
@@ -92,7 +96,9 @@ impl RelayBody {
         let sse = self.sse;
         self.finish();
         if sse {
-            Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(STREAM_BROKEN_EVENT)))))
+            Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
+                STREAM_BROKEN_EVENT,
+            )))))
         } else {
             Poll::Ready(Some(Err(error)))
         }
@@ -100,11 +106,17 @@ impl RelayBody {
 
     /// Pending upstream: when the idle timer fires, end the body if the worker is unhealthy,
     /// else look again after the recheck interval.
-    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
+    fn poll_idle(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
         let after = self.ctx.stream_idle_timeout;
         let recheck = after.min(Duration::from_secs(1));
         while self.idle.as_mut().poll(cx).is_ready() {
-            let unhealthy = self.booking.as_ref().is_some_and(|b| !b.worker().is_healthy());
+            let unhealthy = self
+                .booking
+                .as_ref()
+                .is_some_and(|b| !b.worker().is_healthy());
             if unhealthy {
                 crate::proxy::metrics::ProxyMetrics::limit_tripped("stream_idle_timeout");
                 if let Some(b) = &self.booking {
@@ -182,7 +194,9 @@ impl Body for RelayBody {
                 this.finish();
                 Poll::Ready(None)
             }
-            Poll::Ready(Some(Err(e))) => this.fail(RelayError::Broken(e.to_string()), "stream_broken"),
+            Poll::Ready(Some(Err(e))) => {
+                this.fail(RelayError::Broken(e.to_string()), "stream_broken")
+            }
         }
     }
 

@@ -1,8 +1,10 @@
 //! `--max-concurrent-requests` / `--queue-size`: the data-plane admission limit, built from
 //! tower's layers. A request holds one of `max_concurrent_requests` slots from admission until
 //! its response head (tower's `ConcurrencyLimit`, as sgl-router's concurrency middleware
-//! returns its token when the handler returns); up to `queue_size` more wait in a tower
-//! `Buffer`; beyond that `LoadShed` refuses at once and the client gets 429.
+//! returns its token when the handler returns). An outer `ConcurrencyLimit` of
+//! `max_concurrent_requests + queue_size` bounds running plus waiting requests; when it is
+//! full, tower's `LoadShed` refuses at once and the client gets 429. (tower's `Buffer` would
+//! hold one request more than its bound, so the queue is this second limit instead.)
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -10,7 +12,6 @@ use std::sync::Arc;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use tokio::sync::Semaphore;
-use tower::buffer::Buffer;
 use tower::limit::ConcurrencyLimit;
 use tower::load_shed::error::Overloaded;
 use tower::load_shed::LoadShed;
@@ -36,17 +37,23 @@ impl Admission {
     /// The stack over [`super::routes::handle`], or `None` without `--max-concurrent-requests`.
     /// Needs a Tokio runtime (the queue's worker task is spawned here).
     pub fn new(limits: &Limits, state: Arc<AppState>) -> Option<Admission> {
-        let slots = limits.max_concurrent_requests?;
+        let slots = limits
+            .max_concurrent_requests?
+            .min(Semaphore::MAX_PERMITS / 2);
         let inner = tower::service_fn(move |req: Request<Incoming>| {
             let state = state.clone();
             async move { Ok::<_, BoxError>(super::routes::handle(&state, req).await) }
         });
-        let limited = ConcurrencyLimit::with_semaphore(inner, Arc::new(Semaphore::new(slots)));
-        let svc = if limits.queue_size == 0 {
-            Svc::new(LoadShed::new(limited))
-        } else {
-            Svc::new(LoadShed::new(Buffer::new(limited, limits.queue_size)))
-        };
+        // Running: waits for one of `slots` inside the call (oneshot = ready, then call), so the
+        // outer layer sees a service that is always ready.
+        let running = ConcurrencyLimit::with_semaphore(inner, Arc::new(Semaphore::new(slots)));
+        let waits = tower::service_fn(move |req: Request<Incoming>| running.clone().oneshot(req));
+        let admitted = Arc::new(Semaphore::new(
+            slots.saturating_add(limits.queue_size.min(Semaphore::MAX_PERMITS / 2)),
+        ));
+        let svc = Svc::new(LoadShed::new(ConcurrencyLimit::with_semaphore(
+            waits, admitted,
+        )));
         Some(Admission { svc })
     }
 

@@ -47,7 +47,9 @@ pub struct ConnectionSlots(Arc<Semaphore>);
 
 impl ConnectionSlots {
     pub fn new(limits: &Limits) -> ConnectionSlots {
-        ConnectionSlots(Arc::new(Semaphore::new(limits.max_connections)))
+        ConnectionSlots(Arc::new(Semaphore::new(
+            limits.max_connections.min(Semaphore::MAX_PERMITS),
+        )))
     }
 
     /// A slot, at once or when a connection closes (counted as a trip when it has to wait).

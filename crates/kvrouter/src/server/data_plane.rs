@@ -120,7 +120,8 @@ pub async fn handle(
         state.config.max_payload_size,
         state.config.limits.body_read_timeout,
     )
-    .await {
+    .await
+    {
         Ok(b) => b,
         Err(e) => return error(route, e),
     };

@@ -37,7 +37,8 @@ pub async fn read(
         body,
         state.config.max_payload_size,
         state.config.limits.body_read_timeout,
-    ).await?;
+    )
+    .await?;
     Ok((parts.method, parts.uri.query().map(str::to_string), bytes))
 }
 

@@ -44,7 +44,9 @@ pub async fn create(state: &AppState, req: Request<Incoming>) -> Response<Router
         body,
         ADMIN_BODY_LIMIT,
         state.config.limits.body_read_timeout,
-    ).await {
+    )
+    .await
+    {
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
@@ -131,13 +133,13 @@ pub async fn add_legacy(state: &AppState, req: Request<Incoming>) -> Response<Ro
         Some(u) => u,
         None => {
             let bytes = read_body(
-        &parts.headers,
-        body,
-        ADMIN_BODY_LIMIT,
-        state.config.limits.body_read_timeout,
-    )
-                .await
-                .unwrap_or_default();
+                &parts.headers,
+                body,
+                ADMIN_BODY_LIMIT,
+                state.config.limits.body_read_timeout,
+            )
+            .await
+            .unwrap_or_default();
             let from_body = serde_json::from_slice::<serde_json::Value>(&bytes)
                 .ok()
                 .and_then(|v| {
