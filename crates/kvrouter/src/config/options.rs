@@ -101,8 +101,9 @@ pub struct Options {
     /// is closed (the partial body is freed).
     #[arg(long, env = "KVROUTER_BODY_READ_TIMEOUT_SECS", default_value_t = 30.0)]
     pub body_read_timeout_secs: f64,
-    /// Client connections open at once (0 = auto: half of the open-file limit, less 64 for
-    /// listeners, workers and event sockets). Beyond, new connections wait in the listen backlog.
+    /// Client connections open at once (0 = auto: (open-file soft limit - 64) / 2, leaving a
+    /// descriptor per client for its worker connection). Beyond, new connections wait in the
+    /// listen backlog.
     #[arg(long, env = "KVROUTER_MAX_CONNECTIONS", default_value_t = 0)]
     pub max_connections: usize,
     /// Data-plane requests handled at once, from admission until the worker's response head

@@ -35,6 +35,14 @@ pub enum ForwardError {
     Stalled { url: String, after: Duration },
 }
 
+/// How long [`forward`] waits for the response head: at most `first_byte`, and less when
+/// `stall` finds the worker stalled.
+#[derive(Clone, Copy)]
+pub struct HeadWait<'a> {
+    pub first_byte: Duration,
+    pub stall: Option<StallWatch<'a>>,
+}
+
 /// When to give up on a worker that makes no progress: after `idle` without any, and then
 /// at every recheck, if `unhealthy()` says so (a slow but healthy worker is waited for).
 #[derive(Clone, Copy)]
@@ -64,8 +72,7 @@ impl ForwardError {
 }
 
 /// Sends `body` to `{target}{path}` with the client's headers (and the worker's credentials,
-/// see [`Target::authorize`]), waiting at most `first_byte_timeout` for the response head,
-/// and less when `watch` finds the worker stalled.
+/// see [`Target::authorize`]), waiting for the response head as `wait` says.
 pub async fn forward(
     client: &UpstreamClient,
     method: Method,
@@ -73,8 +80,7 @@ pub async fn forward(
     path: &str,
     headers: &HeaderMap,
     body: Bytes,
-    first_byte_timeout: Duration,
-    watch: Option<StallWatch<'_>>,
+    wait: HeadWait<'_>,
 ) -> Result<Response<Incoming>, ForwardError> {
     let worker_url = target.url;
     let uri: Uri = format!("{worker_url}{path}")
@@ -88,6 +94,7 @@ pub async fn forward(
     *req.uri_mut() = uri;
     request_headers(headers, req.headers_mut());
     target.authorize(req.headers_mut());
+    let (first_byte_timeout, watch) = (wait.first_byte, wait.stall);
     let started = tokio::time::Instant::now();
     let mut checks = watch.map(|w| tokio::time::interval_at(started + w.idle, w.recheck()));
     let request = tokio::time::timeout(first_byte_timeout, client.request(req));

@@ -18,7 +18,7 @@ use crate::proxy::abort::abort_upstream;
 use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
 use crate::proxy::metrics::ProxyMetrics;
 use crate::proxy::retry::{is_retryable_status, Attempts, RetryHooks};
-use crate::proxy::{forward, ForwardError, RelayBody, RelayContext, StallWatch};
+use crate::proxy::{forward, ForwardError, HeadWait, RelayBody, RelayContext, StallWatch};
 use crate::refit::rids::RidGuard;
 use crate::routing::{Booking, Endpoint, RoutingInput};
 use crate::workers::{Worker, WorkerId};
@@ -278,8 +278,10 @@ impl Attempts for WorkerAttempts<'_> {
             path,
             &headers,
             body,
-            timeout,
-            Some(watch),
+            HeadWait {
+                first_byte: timeout,
+                stall: Some(watch),
+            },
         )
         .await;
         if matches!(result, Err(ForwardError::Stalled { .. })) {
