@@ -5,9 +5,10 @@
 //! OpenAI/gRPC-mode tokenizer settings...). So that such a command line starts `router`
 //! unchanged, every flag in [`IGNORED`] is parsed (its value or values consumed, as the real
 //! flag takes them) and dropped, and the router logs ONE warning line per flag at start naming
-//! the kvrouter equivalent. Flags with a kvrouter meaning (`--policy`, `--disable-retries`, `--max-concurrent-requests`, `--queue-size`,
-//! `--health-check-endpoint`, `--worker-startup-timeout-secs`, `--dp-aware`,
-//! `--prometheus-host/-port`, `--max-idle-secs`) are real options in `options.rs` instead.
+//! the kvrouter equivalent. Flags with a kvrouter meaning (`--policy`, `--disable-retries`,
+//! `--max-concurrent-requests`, `--queue-size`, `--health-check-endpoint`,
+//! `--worker-startup-timeout-secs`, `--dp-aware`, `--prometheus-host/-port`, `--max-idle-secs`)
+//! are real options in `options.rs` instead.
 //! PD disaggregation flags (`--pd-disaggregation`, `--prefill`, `--decode`) are deliberately
 //! absent: ignoring them would route a PD deployment wrongly, so they stay errors.
 

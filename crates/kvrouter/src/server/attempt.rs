@@ -331,8 +331,8 @@ impl Attempts for WorkerAttempts<'_> {
         }
     }
 
-    /// Retried on another worker: a 502/503 answer or a connect failure (nothing was sent),
-    /// while another candidate is left.
+    /// Retried on another worker: a 502/503 answer, a connect failure (nothing was sent) or a
+    /// stall on an unhealthy worker (nothing came back), while another candidate is left.
     fn should_retry(&self, tried: &Tried) -> Option<RetryReason> {
         match tried {
             Tried::Answered {
