@@ -1,7 +1,8 @@
 //! Resource limits of the router's HTTP server (docs/router.md, "Limits"): a client that
 //! never finishes its headers or stops sending its body is cut off, connections beyond
 //! `--max-connections` wait in the backlog, `--max-concurrent-requests` queues then answers 429,
-//! oversized bodies get 413, an HTTP/2 rapid-reset flood does not stop service, and each trip
+//! oversized bodies get 413, HTTP/2 streams per connection are capped, an HTTP/2 rapid-reset
+//! flood does not stop service, and each trip
 //! is counted in `kvrouter_limit_trips_total`.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
 
@@ -216,4 +217,54 @@ async fn an_http2_rapid_reset_flood_does_not_stop_service() {
         .expect("answered")
         .unwrap();
     assert_eq!(resp.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_streams_per_connection_are_capped() {
+    let stub = Stub::start(Behaviour::Hang).await;
+    let r = router_with(&[&stub.url], &["--http2-max-concurrent-streams", "2"]).await;
+    let stream = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let (send, conn) =
+        hyper::client::conn::http2::handshake::<_, _, http_body_util::Full<bytes::Bytes>>(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(stream),
+        )
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    // Three requests on one connection to a worker that never answers: the router's
+    // SETTINGS_MAX_CONCURRENT_STREAMS lets only two streams open, the third waits.
+    let mut calls = Vec::new();
+    for i in 0..3 {
+        let mut send = send.clone();
+        let uri = format!("{}/generate", r.url);
+        calls.push(tokio::spawn(async move {
+            let req = http::Request::post(uri)
+                .header("content-type", "application/json")
+                .body(http_body_util::Full::new(bytes::Bytes::from(format!(
+                    "{{\"text\":\"call {i}\"}}"
+                ))))
+                .unwrap();
+            let _ = send.send_request(req).await;
+        }));
+    }
+    support::wait::wait_for("two streams reach the worker", || {
+        let n = stub.received.lock().len();
+        async move { n == 2 }
+    })
+    .await;
+    // A fresh connection is still served while the first one is at its cap.
+    assert_eq!(
+        client()
+            .get(format!("{}/health", r.url))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(stub.received.lock().len(), 2, "the third stream waits");
+    for c in calls {
+        c.abort();
+    }
 }
