@@ -2,8 +2,7 @@
 //! never finishes its headers or stops sending its body is cut off, connections beyond
 //! `--max-connections` wait in the backlog, `--max-concurrent-requests` queues then answers 429,
 //! oversized bodies get 413, HTTP/2 streams per connection are capped, an HTTP/2 rapid-reset
-//! flood does not stop service, and each trip
-//! is counted in `kvrouter_limit_trips_total`.
+//! flood does not stop service, and each trip is counted in `kvrouter_limit_trips_total`.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
 
 mod support;
