@@ -6,8 +6,9 @@
 //! unchanged, every flag in [`IGNORED`] is parsed (its value or values consumed, as the real
 //! flag takes them) and dropped, and the router logs ONE warning line per flag at start naming
 //! the kvrouter equivalent. Flags with a kvrouter meaning (`--policy`, `--disable-retries`,
-//! `--health-check-endpoint`, `--worker-startup-timeout-secs`, `--dp-aware`,
-//! `--prometheus-host/-port`, `--max-idle-secs`) are real options in `options.rs` instead.
+//! `--max-concurrent-requests`, `--queue-size`, `--health-check-endpoint`,
+//! `--worker-startup-timeout-secs`, `--dp-aware`, `--prometheus-host/-port`, `--max-idle-secs`)
+//! are real options in `options.rs` instead.
 //! PD disaggregation flags (`--pd-disaggregation`, `--prefill`, `--decode`) are deliberately
 //! absent: ignoring them would route a PD deployment wrongly, so they stay errors.
 
@@ -39,7 +40,7 @@ const HEALTH: &str = "health thresholds --health-failure-threshold/--health-succ
 const LOAD: &str = "--mode kv/least-load balance by load; no separate threshold";
 const NO_TOKENIZER: &str = "none: kvrouter forwards the request unchanged (it tokenizes text only for routing, with --model-path / --tokenizer-path)";
 const ADMISSION: &str =
-    "none: requests are not queued or rate limited (only --refit-queue-size while paused)";
+    "--max-concurrent-requests/--queue-size (a concurrency limit with a bounded queue; no token-bucket rate, no queue timeout)";
 
 /// Every accepted-and-ignored sgl-router / SMG flag.
 pub const IGNORED: &[Ignored] = &[
@@ -62,8 +63,6 @@ pub const IGNORED: &[Ignored] = &[
     Ignored { flag: "worker-startup-check-interval", takes: Takes::One, equivalent: "--health-check-interval-secs" },
     Ignored { flag: "retry-backoff-multiplier", takes: Takes::One, equivalent: "fixed x2 between --retry-initial-backoff-ms and --retry-max-backoff-ms" },
     Ignored { flag: "retry-jitter-factor", takes: Takes::One, equivalent: "fixed +-20% jitter" },
-    Ignored { flag: "max-concurrent-requests", takes: Takes::One, equivalent: ADMISSION },
-    Ignored { flag: "queue-size", takes: Takes::One, equivalent: ADMISSION },
     Ignored { flag: "queue-timeout-secs", takes: Takes::One, equivalent: ADMISSION },
     Ignored { flag: "rate-limit-tokens-per-second", takes: Takes::One, equivalent: ADMISSION },
     Ignored { flag: "request-id-headers", takes: Takes::Many, equivalent: "none: request headers are forwarded to the worker unchanged" },
@@ -147,8 +146,8 @@ mod tests {
                 "--cache-threshold",
                 "0.3",
                 "--disable-circuit-breaker",
-                "--max-concurrent-requests",
-                "-1",
+                "--queue-timeout-secs",
+                "60",
                 "--cors-allowed-origins",
                 "a",
                 "b",
@@ -160,7 +159,7 @@ mod tests {
             [
                 "cache-threshold",
                 "disable-circuit-breaker",
-                "max-concurrent-requests",
+                "queue-timeout-secs",
                 "cors-allowed-origins"
             ]
         );

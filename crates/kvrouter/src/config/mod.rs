@@ -10,6 +10,7 @@ pub mod compat;
 pub mod example;
 pub mod file;
 pub mod kv;
+pub mod limits;
 pub mod log_level;
 mod mode;
 pub mod options;
@@ -19,6 +20,7 @@ use std::time::Duration;
 pub use cli::Cli;
 pub use file::FileConfig;
 pub use kv::{KvConfig, KvOptions};
+pub use limits::Limits;
 pub use mode::Mode;
 pub use options::Options;
 
@@ -62,6 +64,8 @@ pub struct Config {
     pub retry_initial_backoff: Duration,
     pub retry_max_backoff: Duration,
     pub max_payload_size: usize,
+    /// Server and data-plane resource limits (docs/router.md, "Limits").
+    pub limits: Limits,
     pub sticky_ttl: Duration,
     pub api_key: Option<String>,
     /// Key for admin and worker-management routes; falls back to `api_key` when unset.
@@ -174,6 +178,7 @@ impl Config {
     }
 
     fn validate(o: Options, mode_given: bool) -> Result<Config, ConfigError> {
+        let limits = Limits::from_options(&o)?;
         let (mode, policy_warning) = Config::mode(&o, mode_given)?;
         let page_size = o.page_size;
         if page_size < 2 {
@@ -282,6 +287,7 @@ impl Config {
             retry_initial_backoff,
             retry_max_backoff,
             max_payload_size: o.max_payload_size,
+            limits,
             sticky_ttl: secs("sticky_ttl_secs", o.sticky_ttl_secs)?,
             api_key: non_empty("api_key", o.api_key)?,
             admin_api_key: non_empty("admin_api_key", o.admin_api_key)?,

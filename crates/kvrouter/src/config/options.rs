@@ -86,9 +86,58 @@ pub struct Options {
     /// Upper bound of the retry backoff, in milliseconds.
     #[arg(long, env = "KVROUTER_RETRY_MAX_BACKOFF_MS", default_value_t = 2000)]
     pub retry_max_backoff_ms: u64,
-    /// Largest accepted request body, in bytes (413 above).
-    #[arg(long, env = "KVROUTER_MAX_PAYLOAD_SIZE", default_value_t = 512 * 1024 * 1024)]
+    /// Largest accepted request body, in bytes (413 above; sgl-router's default is 512 MiB).
+    #[arg(long, env = "KVROUTER_MAX_PAYLOAD_SIZE", default_value_t = 64 * 1024 * 1024)]
     pub max_payload_size: usize,
+    /// Seconds a client may take to send a request's headers (HTTP/1); also how long a
+    /// keep-alive connection may sit idle between requests. Beyond, the connection is closed.
+    #[arg(
+        long,
+        env = "KVROUTER_HEADER_READ_TIMEOUT_SECS",
+        default_value_t = 30.0
+    )]
+    pub header_read_timeout_secs: f64,
+    /// Seconds a request body may go without a byte arriving; beyond, 408 and the connection
+    /// is closed (the partial body is freed).
+    #[arg(long, env = "KVROUTER_BODY_READ_TIMEOUT_SECS", default_value_t = 30.0)]
+    pub body_read_timeout_secs: f64,
+    /// Client connections open at once (0 = auto: (open-file soft limit - 64) / 2, leaving a
+    /// descriptor per client for its worker connection). Beyond, new connections wait in the
+    /// listen backlog.
+    #[arg(long, env = "KVROUTER_MAX_CONNECTIONS", default_value_t = 0)]
+    pub max_connections: usize,
+    /// Data-plane requests handled at once, from admission until the worker's response head
+    /// (sgl-router's flag; -1 = no limit). Beyond, up to `queue_size` wait; then 429.
+    #[arg(long, env = "KVROUTER_MAX_CONCURRENT_REQUESTS", default_value_t = -1, allow_hyphen_values = true)]
+    pub max_concurrent_requests: i64,
+    /// Data-plane requests waiting for a `max_concurrent_requests` slot (sgl-router's flag;
+    /// 0 = answer 429 at once when every slot is taken).
+    #[arg(long, env = "KVROUTER_QUEUE_SIZE", default_value_t = 100)]
+    pub queue_size: usize,
+    /// HTTP/2: streams a client may open at once on one connection.
+    #[arg(
+        long,
+        env = "KVROUTER_HTTP2_MAX_CONCURRENT_STREAMS",
+        default_value_t = 256
+    )]
+    pub http2_max_concurrent_streams: u32,
+    /// HTTP/2: seconds between keep-alive PINGs to an idle client (0 = none); a client that does
+    /// not answer one within the same time is disconnected.
+    #[arg(
+        long,
+        env = "KVROUTER_HTTP2_KEEP_ALIVE_INTERVAL_SECS",
+        default_value_t = 60.0
+    )]
+    pub http2_keep_alive_interval_secs: f64,
+    /// Seconds without progress (no response head, or no body data) after which a request to
+    /// a worker the health checker has marked unhealthy is aborted (and, before the first byte,
+    /// retried on another worker). Requests to healthy workers are never cut by it.
+    #[arg(
+        long,
+        env = "KVROUTER_STREAM_IDLE_TIMEOUT_SECS",
+        default_value_t = 30.0
+    )]
+    pub stream_idle_timeout_secs: f64,
     /// Idle seconds after which an `X-SMG-Routing-Key` sticky entry expires.
     #[arg(
         long,

@@ -1,5 +1,7 @@
 //! One attempt to send a request to one worker: original bytes out, response head back,
-//! bounded by the time-to-first-byte deadline (never by the length of the body).
+//! bounded by the time-to-first-byte deadline (never by the length of the body), and cut
+//! short when the worker makes no progress while the health checker calls it unhealthy
+//! ([`StallWatch`]).
 
 use std::time::Duration;
 
@@ -27,6 +29,33 @@ pub enum ForwardError {
     Io { url: String, message: String },
     #[error("invalid worker URL {url}{path}")]
     BadUrl { url: String, path: String },
+    /// No response head for `after` while the worker is unhealthy (frozen, partitioned):
+    /// the request was abandoned; nothing reached the client, so it may be retried elsewhere.
+    #[error("worker {url} is unhealthy and sent nothing for {after:?}")]
+    Stalled { url: String, after: Duration },
+}
+
+/// How long [`forward`] waits for the response head: at most `first_byte`, and less when
+/// `stall` finds the worker stalled.
+#[derive(Clone, Copy)]
+pub struct HeadWait<'a> {
+    pub first_byte: Duration,
+    pub stall: Option<StallWatch<'a>>,
+}
+
+/// When to give up on a worker that makes no progress: after `idle` without any, and then
+/// at every recheck, if `unhealthy()` says so (a slow but healthy worker is waited for).
+#[derive(Clone, Copy)]
+pub struct StallWatch<'a> {
+    pub idle: Duration,
+    pub unhealthy: &'a (dyn Fn() -> bool + Sync),
+}
+
+impl StallWatch<'_> {
+    /// How often the health is looked at again once `idle` has passed.
+    pub fn recheck(&self) -> Duration {
+        self.idle.min(Duration::from_secs(1))
+    }
 }
 
 impl ForwardError {
@@ -37,12 +66,13 @@ impl ForwardError {
             ForwardError::Timeout { .. } => "timeout",
             ForwardError::Io { .. } => "io",
             ForwardError::BadUrl { .. } => "bad_url",
+            ForwardError::Stalled { .. } => "stalled",
         }
     }
 }
 
 /// Sends `body` to `{target}{path}` with the client's headers (and the worker's credentials,
-/// see [`Target::authorize`]), waiting at most `first_byte_timeout` for the response head.
+/// see [`Target::authorize`]), waiting for the response head as `wait` says.
 pub async fn forward(
     client: &UpstreamClient,
     method: Method,
@@ -50,7 +80,7 @@ pub async fn forward(
     path: &str,
     headers: &HeaderMap,
     body: Bytes,
-    first_byte_timeout: Duration,
+    wait: HeadWait<'_>,
 ) -> Result<Response<Incoming>, ForwardError> {
     let worker_url = target.url;
     let uri: Uri = format!("{worker_url}{path}")
@@ -64,7 +94,25 @@ pub async fn forward(
     *req.uri_mut() = uri;
     request_headers(headers, req.headers_mut());
     target.authorize(req.headers_mut());
-    match tokio::time::timeout(first_byte_timeout, client.request(req)).await {
+    let (first_byte_timeout, watch) = (wait.first_byte, wait.stall);
+    let started = tokio::time::Instant::now();
+    let mut checks = watch.map(|w| tokio::time::interval_at(started + w.idle, w.recheck()));
+    let request = tokio::time::timeout(first_byte_timeout, client.request(req));
+    tokio::pin!(request);
+    let answered = loop {
+        tokio::select! {
+            answered = &mut request => break answered,
+            () = next_check(checks.as_mut()) => {
+                if watch.is_some_and(|w| (w.unhealthy)()) {
+                    return Err(ForwardError::Stalled {
+                        url: worker_url.to_string(),
+                        after: started.elapsed(),
+                    });
+                }
+            }
+        }
+    };
+    match answered {
         Err(_) => Err(ForwardError::Timeout {
             url: worker_url.to_string(),
             after: first_byte_timeout,
@@ -86,6 +134,16 @@ pub async fn forward(
                 ForwardError::Io { url, message }
             })
         }
+    }
+}
+
+/// The next health look of a watch; never, without one.
+async fn next_check(checks: Option<&mut tokio::time::Interval>) {
+    match checks {
+        Some(c) => {
+            c.tick().await;
+        }
+        None => std::future::pending().await,
     }
 }
 

@@ -1,5 +1,5 @@
 //! Data-plane metrics: requests by route/status/worker, router overhead, end-to-end latency,
-//! time to first byte of streams, retries and upstream failures.
+//! time to first byte of streams, retries, upstream failures and resource limits that tripped.
 
 use std::sync::OnceLock;
 
@@ -22,6 +22,8 @@ pub struct ProxyMetrics {
     pub retries: IntCounterVec,
     /// `kvrouter_upstream_failures_total{worker,kind}`.
     pub upstream_failures: IntCounterVec,
+    /// `kvrouter_limit_trips_total{limit}`: a request or connection refused or cut by a limit.
+    pub limit_trips: IntCounterVec,
 }
 
 const OVERHEAD_BUCKETS: &[f64] = &[
@@ -47,6 +49,14 @@ fn histogram(name: &str, help: &str, labels: &[&str], buckets: &[f64]) -> Histog
 }
 
 impl ProxyMetrics {
+    /// Counts one trip of `limit` (a flag name without `--`, e.g. `header_read_timeout`).
+    pub fn limit_tripped(limit: &str) {
+        ProxyMetrics::get()
+            .limit_trips
+            .with_label_values(&[limit])
+            .inc();
+    }
+
     pub fn get() -> ProxyMetrics {
         static M: OnceLock<ProxyMetrics> = OnceLock::new();
         M.get_or_init(|| ProxyMetrics {
@@ -82,6 +92,11 @@ impl ProxyMetrics {
                 "kvrouter_upstream_failures_total",
                 "Worker failures seen by the data plane (connect, timeout, 5xx, stream_broken)",
                 &["worker", "kind"],
+            ),
+            limit_trips: counter(
+                "kvrouter_limit_trips_total",
+                "Requests or connections refused or cut by a resource limit (docs/router.md, Limits)",
+                &["limit"],
             ),
         })
         .clone()

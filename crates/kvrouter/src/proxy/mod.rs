@@ -17,7 +17,7 @@ pub mod retry;
 pub mod target;
 
 pub use client::{build_client, UpstreamClient};
-pub use forward::{forward, ForwardError};
+pub use forward::{forward, ForwardError, HeadWait, StallWatch};
 pub use relay::{RelayBody, RelayContext};
 pub use retry::{Retried, RetryPolicy};
 pub use target::Target;

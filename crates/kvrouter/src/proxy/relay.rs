@@ -4,13 +4,17 @@
 //! can take it (hyper's backpressure). The body owns the request's [`Booking`], so the worker's
 //! in-flight count drops when the body ends or is dropped. If the client goes away first, the
 //! upstream connection is dropped with the body and the worker is asked to `/abort_request`
-//! the request's `rid`s. If the worker breaks mid-body, the client sees a clean end (SSE
-//! streams get one final `data: {"error":...}` event) and the worker's health is told.
+//! the request's `rid`s. If the worker breaks mid-body, the worker's health is told and the
+//! client sees a broken response, never a clean short body: a non-SSE body ends with an error
+//! (hyper then closes the HTTP/1 connection without the chunked terminator, or resets the
+//! HTTP/2 stream); an SSE stream gets one final `data: {"error":...}` event and ends. A body
+//! that sends nothing for `stream_idle_timeout` while its worker is unhealthy (frozen) is
+//! ended the same way and the worker asked to `/abort_request`.
 
-use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
@@ -29,6 +33,8 @@ pub struct RelayContext {
     pub client: UpstreamClient,
     /// Request ids to abort on the worker if the client disconnects early.
     pub rids: Vec<String>,
+    /// No data for this long from an unhealthy worker ends the body (see module docs).
+    pub stream_idle_timeout: Duration,
     /// Anything that must live exactly as long as the response (e.g. the refit plane's
     /// rid -> worker entry); dropped with the body.
     pub hold: Option<Box<dyn Send + Sync>>,
@@ -42,12 +48,24 @@ pub struct RelayBody {
     sse: bool,
     seen_first_byte: bool,
     finished: bool,
+    /// Fires after `stream_idle_timeout` without data, then every recheck.
+    idle: Pin<Box<tokio::time::Sleep>>,
+}
+
+/// Why a relayed body ended early (the client's connection is then cut, see module docs).
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    #[error("the worker connection broke mid-body: {0}")]
+    Broken(String),
+    #[error("the worker is unhealthy and sent nothing for {0:?}")]
+    Stalled(Duration),
 }
 
 const STREAM_BROKEN_EVENT: &[u8] = b"data: {\"error\":{\"message\":\"the worker connection broke mid-stream\",\"type\":\"upstream_error\",\"code\":\"upstream_stream_broken\"}}\n\n";
 
 impl RelayBody {
     pub fn new(inner: Incoming, booking: Booking, sse: bool, ctx: RelayContext) -> RelayBody {
+        let ctx_idle = ctx.stream_idle_timeout;
         RelayBody {
             inner,
             booking: Some(booking),
@@ -55,7 +73,67 @@ impl RelayBody {
             sse,
             seen_first_byte: false,
             finished: false,
+            idle: Box::pin(tokio::time::sleep(ctx_idle)),
         }
+    }
+
+    /// Fails the body: tells the worker's health (and metrics), then either the SSE error
+    /// event (and a clean end after it) or `error` itself for the client's connection.
+    fn fail(
+        &mut self,
+        error: RelayError,
+        kind: &str,
+    ) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
+        if let Some(b) = &self.booking {
+            let w = b.worker();
+            tracing::warn!(worker = %w.url, %error, "worker response ended early");
+            w.record_failure();
+            ProxyMetrics::get()
+                .upstream_failures
+                .with_label_values(&[w.url.as_str(), kind])
+                .inc();
+        }
+        let sse = self.sse;
+        self.finish();
+        if sse {
+            Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
+                STREAM_BROKEN_EVENT,
+            )))))
+        } else {
+            Poll::Ready(Some(Err(error)))
+        }
+    }
+
+    /// Pending upstream: when the idle timer fires, end the body if the worker is unhealthy,
+    /// else look again after the recheck interval.
+    fn poll_idle(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
+        let after = self.ctx.stream_idle_timeout;
+        let recheck = after.min(Duration::from_secs(1));
+        while self.idle.as_mut().poll(cx).is_ready() {
+            let unhealthy = self
+                .booking
+                .as_ref()
+                .is_some_and(|b| !b.worker().is_healthy());
+            if unhealthy {
+                crate::proxy::metrics::ProxyMetrics::limit_tripped("stream_idle_timeout");
+                if let Some(b) = &self.booking {
+                    if !self.ctx.rids.is_empty() {
+                        abort_upstream(
+                            &self.ctx.client,
+                            b.worker().as_ref().into(),
+                            std::mem::take(&mut self.ctx.rids),
+                        );
+                    }
+                }
+                return self.fail(RelayError::Stalled(after), "stalled");
+            }
+            let next = tokio::time::Instant::now() + recheck;
+            self.idle.as_mut().reset(next);
+        }
+        Poll::Pending
     }
 
     fn finish(&mut self) {
@@ -80,19 +158,21 @@ impl RelayBody {
 
 impl Body for RelayBody {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = RelayError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
         let this = self.get_mut();
         if this.finished {
             return Poll::Ready(None);
         }
         match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => this.poll_idle(cx),
             Poll::Ready(Some(Ok(frame))) => {
+                let next = tokio::time::Instant::now() + this.ctx.stream_idle_timeout;
+                this.idle.as_mut().reset(next);
                 // The policy's observer reads each chunk (never alters it).
                 if let (Some(data), Some(b)) = (frame.data_ref(), this.booking.as_mut()) {
                     b.on_data(data);
@@ -115,24 +195,7 @@ impl Body for RelayBody {
                 Poll::Ready(None)
             }
             Poll::Ready(Some(Err(e))) => {
-                if let Some(b) = &this.booking {
-                    let w = b.worker();
-                    tracing::warn!(worker = %w.url, error = %e, "worker response broke mid-body");
-                    w.record_failure();
-                    ProxyMetrics::get()
-                        .upstream_failures
-                        .with_label_values(&[w.url.as_str(), "stream_broken"])
-                        .inc();
-                }
-                let sse = this.sse;
-                this.finish();
-                if sse {
-                    Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
-                        STREAM_BROKEN_EVENT,
-                    )))))
-                } else {
-                    Poll::Ready(None)
-                }
+                this.fail(RelayError::Broken(e.to_string()), "stream_broken")
             }
         }
     }

@@ -18,7 +18,7 @@ use crate::proxy::abort::abort_upstream;
 use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
 use crate::proxy::metrics::ProxyMetrics;
 use crate::proxy::retry::{is_retryable_status, Attempts, RetryHooks};
-use crate::proxy::{forward, ForwardError, RelayBody, RelayContext};
+use crate::proxy::{forward, ForwardError, HeadWait, RelayBody, RelayContext, StallWatch};
 use crate::refit::rids::RidGuard;
 use crate::routing::{Booking, Endpoint, RoutingInput};
 use crate::workers::{Worker, WorkerId};
@@ -67,6 +67,8 @@ pub(super) enum Tried {
 pub(super) enum RetryReason {
     Status(StatusCode),
     Connect,
+    /// No response head from a worker the health checker marked unhealthy.
+    Stalled,
 }
 
 impl RetryReason {
@@ -74,6 +76,7 @@ impl RetryReason {
         match self {
             RetryReason::Status(s) => s.as_str(),
             RetryReason::Connect => "connect",
+            RetryReason::Stalled => "stalled",
         }
     }
 }
@@ -222,6 +225,7 @@ impl<'a> WorkerAttempts<'a> {
             started: self.started,
             client: self.state.client.clone(),
             rids: self.rids,
+            stream_idle_timeout: self.state.config.limits.stream_idle_timeout,
             hold: self.rid_guard.map(|g| Box::new(g) as Box<dyn Send + Sync>),
         };
         Response::from_parts(
@@ -262,6 +266,11 @@ impl Attempts for WorkerAttempts<'_> {
         let (headers, body) = upstream_request(self.headers, self.bytes, &booking);
         let timeout = state.config.request_timeout;
         let path = self.endpoint.path();
+        let unhealthy = || !worker.is_healthy();
+        let watch = StallWatch {
+            idle: state.config.limits.stream_idle_timeout,
+            unhealthy: &unhealthy,
+        };
         let result = forward(
             &state.client,
             Method::POST,
@@ -269,9 +278,19 @@ impl Attempts for WorkerAttempts<'_> {
             path,
             &headers,
             body,
-            timeout,
+            HeadWait {
+                first_byte: timeout,
+                stall: Some(watch),
+            },
         )
         .await;
+        if matches!(result, Err(ForwardError::Stalled { .. })) {
+            // Abandoned: if the worker comes back, it should not keep generating for nobody.
+            ProxyMetrics::limit_tripped("stream_idle_timeout");
+            if !self.rids.is_empty() {
+                abort_upstream(&state.client, worker.as_ref().into(), self.rids.clone());
+            }
+        }
         guard.worker = None;
         drop(guard);
         self.tried.push(worker.id);
@@ -312,8 +331,8 @@ impl Attempts for WorkerAttempts<'_> {
         }
     }
 
-    /// Retried on another worker: a 502/503 answer or a connect failure (nothing was sent),
-    /// while another candidate is left.
+    /// Retried on another worker: a 502/503 answer, a connect failure (nothing was sent) or a
+    /// stall on an unhealthy worker (nothing came back), while another candidate is left.
     fn should_retry(&self, tried: &Tried) -> Option<RetryReason> {
         match tried {
             Tried::Answered {
@@ -326,6 +345,11 @@ impl Attempts for WorkerAttempts<'_> {
                 alternatives: true,
                 ..
             } => Some(RetryReason::Connect),
+            Tried::Failed {
+                error: ForwardError::Stalled { .. },
+                alternatives: true,
+                ..
+            } => Some(RetryReason::Stalled),
             _ => None,
         }
     }

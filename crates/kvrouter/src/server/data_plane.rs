@@ -5,12 +5,13 @@
 //! forward the original bytes) on another worker while nothing has come back yet. The
 //! worker's response (status, headers, body) is relayed unchanged.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::{header, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
+use tower_http::timeout::{TimeoutBody, TimeoutError};
 
 use super::attempt::{RetryMetrics, WorkerAttempts};
 use super::body::RouterBody;
@@ -21,13 +22,17 @@ use crate::proxy::metrics::ProxyMetrics;
 use crate::proxy::retry::{self, RetryPolicy};
 use crate::routing::{Endpoint, RoutingInput};
 
-/// Reads a request body up to `limit` bytes (413 beyond, checked early from `content-length`).
+/// Reads a request body up to `limit` bytes (413 beyond, checked early from `content-length`),
+/// with at most `idle` between two of its frames (408 beyond: tower-http's `TimeoutBody`).
+/// Either way the partial body is dropped, so hyper closes the connection after the answer.
 pub async fn read_body(
     headers: &http::HeaderMap,
     body: Incoming,
     limit: usize,
+    idle: Duration,
 ) -> Result<Bytes, ApiError> {
     let too_large = || {
+        ProxyMetrics::limit_tripped("max_payload_size");
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "payload_too_large",
@@ -41,14 +46,39 @@ pub async fn read_body(
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(too_large());
     }
-    match Limited::new(body, limit).collect().await {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Err(e) => Err(ApiError::bad_request(
-            "body_read_failed",
-            format!("cannot read request body: {e}"),
-        )),
+    // One buffer sized from `content-length` (at most `limit`): no copy at the end, and a large
+    // body is one allocation the allocator returns to the OS when the request ends.
+    let mut buf = BytesMut::with_capacity(declared.map_or(0, |n| n as usize).min(limit));
+    let body = Limited::new(TimeoutBody::new(idle, body), limit);
+    tokio::pin!(body);
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(f) => {
+                if let Some(d) = f.data_ref() {
+                    buf.extend_from_slice(d);
+                }
+            }
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
+            Err(e) if e.is::<TimeoutError>() => {
+                ProxyMetrics::limit_tripped("body_read_timeout");
+                return Err(ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "body_read_timeout",
+                    format!(
+                        "no request body data for {} s (body_read_timeout_secs)",
+                        idle.as_secs_f64()
+                    ),
+                ));
+            }
+            Err(e) => {
+                return Err(ApiError::bad_request(
+                    "body_read_failed",
+                    format!("cannot read request body: {e}"),
+                ))
+            }
+        }
     }
+    Ok(buf.freeze())
 }
 
 /// Counts one answered request (`from_worker`: the worker's own answer, relayed).
@@ -95,7 +125,14 @@ pub async fn handle(
 ) -> Response<RouterBody> {
     let route = endpoint.label();
     let (parts, body) = req.into_parts();
-    let bytes = match read_body(&parts.headers, body, state.config.max_payload_size).await {
+    let bytes = match read_body(
+        &parts.headers,
+        body,
+        state.config.max_payload_size,
+        state.config.limits.body_read_timeout,
+    )
+    .await
+    {
         Ok(b) => b,
         Err(e) => return error(route, e),
     };

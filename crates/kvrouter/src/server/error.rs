@@ -68,6 +68,7 @@ impl From<&ForwardError> for ApiError {
                 (StatusCode::SERVICE_UNAVAILABLE, "upstream_unavailable")
             }
             ForwardError::Timeout { .. } => (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout"),
+            ForwardError::Stalled { .. } => (StatusCode::GATEWAY_TIMEOUT, "upstream_stalled"),
             ForwardError::Io { .. } | ForwardError::BadUrl { .. } => {
                 (StatusCode::BAD_GATEWAY, "upstream_request_failed")
             }

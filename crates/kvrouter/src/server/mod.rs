@@ -1,13 +1,17 @@
 //! The HTTP surface: hyper service, route table, admin endpoints, error shapes and the metrics endpoint.
 //!
 //! [`serve`] accepts connections on a bound listener (HTTP/1.1 and h2c via hyper-util's auto
-//! builder) and hands each request to [`routes::handle`]. [`run`] is what `src/bin/router.rs`
+//! builder) and hands each request to [`routes::handle`], within the limits of [`connections`]
+//! (header-read timeout, HTTP/2 limits, `--max-connections`) and, for data-plane routes,
+//! [`admission`] (`--max-concurrent-requests`). [`run`] is what `src/bin/router.rs`
 //! calls: build state, register `--worker-urls`, bind, announce readiness, serve until
 //! SIGTERM/SIGINT, then drain gracefully ([`shutdown`]).
 
+mod admission;
 mod attempt;
 pub mod auth;
 pub mod body;
+pub mod connections;
 pub mod data_plane;
 pub mod engine_metrics;
 pub mod error;
@@ -26,8 +30,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
@@ -41,10 +44,18 @@ use crate::workers::WorkerSpec;
 /// `--shutdown-grace-period-secs` to finish, and what is still running then is aborted at
 /// every worker (see [`shutdown`]).
 pub async fn serve(listener: TcpListener, state: Arc<AppState>) -> std::io::Result<()> {
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let limits = &state.config.limits;
+    let builder = connections::builder(limits);
+    let slots = connections::ConnectionSlots::new(limits);
+    let admission = admission::Admission::new(limits, state.clone());
     let graceful = GracefulShutdown::new();
     let token = state.shutdown.clone();
     loop {
+        let slot = tokio::select! {
+            biased;
+            () = token.cancelled() => break,
+            slot = slots.acquire() => slot,
+        };
         let accepted = tokio::select! {
             biased;
             () = token.cancelled() => break,
@@ -61,16 +72,30 @@ pub async fn serve(listener: TcpListener, state: Arc<AppState>) -> std::io::Resu
         };
         let _ = stream.set_nodelay(true);
         let state = state.clone();
+        let admission = admission.clone();
         let builder = builder.clone();
         let watcher = graceful.watcher();
         tokio::spawn(async move {
-            let svc = service_fn(move |req| {
+            let _slot = slot;
+            let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
                 let state = state.clone();
-                async move { Ok::<_, std::convert::Infallible>(routes::handle(&state, req).await) }
+                let admission = admission.clone();
+                async move {
+                    if let Some(a) = &admission {
+                        if let routes::Route::Data(e) =
+                            routes::match_route(req.method(), req.uri().path())
+                        {
+                            return a.handle(e, req).await;
+                        }
+                    }
+                    Ok::<_, std::convert::Infallible>(routes::handle(&state, req).await)
+                }
             });
             let conn = builder.serve_connection(TokioIo::new(stream), svc);
             if let Err(e) = watcher.watch(conn).await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+                if !connections::count_connection_error(e.as_ref()) {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                }
             }
         });
     }

@@ -32,7 +32,13 @@ pub async fn read(
     req: Request<Incoming>,
 ) -> Result<(Method, Option<String>, Bytes), ApiError> {
     let (parts, body) = req.into_parts();
-    let bytes = read_body(&parts.headers, body, state.config.max_payload_size).await?;
+    let bytes = read_body(
+        &parts.headers,
+        body,
+        state.config.max_payload_size,
+        state.config.limits.body_read_timeout,
+    )
+    .await?;
     Ok((parts.method, parts.uri.query().map(str::to_string), bytes))
 }
 

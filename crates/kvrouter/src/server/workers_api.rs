@@ -39,7 +39,14 @@ fn query_url(req_query: Option<&str>) -> Option<String> {
 /// `POST /workers {url, worker_type?, ...}` -> 202 `{status, worker_id, url, location, message}`.
 pub async fn create(state: &AppState, req: Request<Incoming>) -> Response<RouterBody> {
     let (parts, body) = req.into_parts();
-    let bytes = match read_body(&parts.headers, body, ADMIN_BODY_LIMIT).await {
+    let bytes = match read_body(
+        &parts.headers,
+        body,
+        ADMIN_BODY_LIMIT,
+        state.config.limits.body_read_timeout,
+    )
+    .await
+    {
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
@@ -125,9 +132,14 @@ pub async fn add_legacy(state: &AppState, req: Request<Incoming>) -> Response<Ro
     let url = match query_url(parts.uri.query()) {
         Some(u) => u,
         None => {
-            let bytes = read_body(&parts.headers, body, ADMIN_BODY_LIMIT)
-                .await
-                .unwrap_or_default();
+            let bytes = read_body(
+                &parts.headers,
+                body,
+                ADMIN_BODY_LIMIT,
+                state.config.limits.body_read_timeout,
+            )
+            .await
+            .unwrap_or_default();
             let from_body = serde_json::from_slice::<serde_json::Value>(&bytes)
                 .ok()
                 .and_then(|v| {
