@@ -34,6 +34,9 @@ struct WorkerRelay {
     /// Caught up with the stream and publishing (while the lease is valid).
     publishing: bool,
     ranks: HashMap<u32, VecDeque<RelayedBatch>>,
+    /// Per rank: the stream's last sequence when it was ahead of this relay at takeover;
+    /// batches up to it are already in the stream and are not published again.
+    ahead: HashMap<u32, u64>,
     _lock: SourceHandle,
 }
 
@@ -101,6 +104,7 @@ impl Relay {
                     valid_until: None,
                     publishing: false,
                     ranks: HashMap::new(),
+                    ahead: HashMap::new(),
                     _lock: lock,
                 },
             );
@@ -120,7 +124,15 @@ impl Relay {
         if w.publishing && !w.lease_valid() {
             w.publishing = false;
         }
-        if w.publishing {
+        let published_already = match w.ahead.get(&batch.rank) {
+            Some(&last) if batch.reset.is_none() && batch.seq <= last => true,
+            Some(_) => {
+                w.ahead.remove(&batch.rank);
+                false
+            }
+            None => false,
+        };
+        if w.publishing && !published_already {
             self.publish(batch).await;
         } else {
             metrics().relayed.with_label_values(&["standby"]).inc();
@@ -180,7 +192,13 @@ impl Relay {
                 Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => None,
                 Err(e) => return Err(e.into()),
             };
-            for batch in missing_after(&buffer, last) {
+            let missing = missing_after(&buffer, last);
+            if let (Some(last), true) = (last, missing.is_empty()) {
+                if let Some(w) = self.workers.get_mut(url) {
+                    w.ahead.insert(first.rank, last);
+                }
+            }
+            for batch in missing {
                 self.publish(batch).await;
                 published += 1;
             }

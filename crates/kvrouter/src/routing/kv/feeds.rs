@@ -43,8 +43,8 @@ pub struct KvRuntime {
     nats: Mutex<Option<SourceHandle>>,
     /// JetStream consumer mode: the stream (and its subject prefix) per-worker feeds read.
     js_stream: Mutex<Option<(async_nats::jetstream::stream::Stream, String)>>,
-    /// JetStream consumer mode: whether each worker's feed has caught up.
-    catch_up: Mutex<HashMap<WorkerId, Arc<CatchUp>>>,
+    /// JetStream consumer mode: each worker's feed and whether it has caught up.
+    js_feeds: Mutex<HashMap<WorkerId, (SourceHandle, Arc<CatchUp>)>>,
     js_consumer: bool,
 }
 
@@ -60,7 +60,7 @@ impl KvRuntime {
             relay: Mutex::new(None),
             nats: Mutex::new(None),
             js_stream: Mutex::new(None),
-            catch_up: Mutex::new(HashMap::new()),
+            js_feeds: Mutex::new(HashMap::new()),
             js_consumer: config.jetstream.is_some() && !config.publish_events,
         });
         let mut events = registry.subscribe();
@@ -201,8 +201,8 @@ impl KvRuntime {
         let Some((stream, prefix)) = self.js_stream.lock().clone() else {
             return;
         };
-        let mut sources = self.sources.lock();
-        if sources.contains_key(&w.id) {
+        let mut feeds = self.js_feeds.lock();
+        if feeds.contains_key(&w.id) {
             return;
         }
         let cfg = JetStreamSourceConfig {
@@ -212,9 +212,7 @@ impl KvRuntime {
             page_size: self.index.page_size(),
         };
         let sink: Arc<dyn KvEventSink> = self.index.clone();
-        let (handle, caught_up) = JetStreamSource::spawn(stream, cfg, sink);
-        self.catch_up.lock().insert(w.id, caught_up);
-        sources.insert(w.id, vec![handle]);
+        feeds.insert(w.id, JetStreamSource::spawn(stream, cfg, sink));
         tracing::info!(worker = %w.url, "reading worker KV events from JetStream");
     }
 
@@ -224,19 +222,19 @@ impl KvRuntime {
         if !self.js_consumer {
             return None;
         }
-        let catch_up = self.catch_up.lock();
+        let feeds = self.js_feeds.lock();
         let behind = registry
             .snapshot()
             .iter()
             .filter(|w| w.is_routable())
-            .filter(|w| !catch_up.get(&w.id).is_some_and(|c| c.is_caught_up()))
+            .filter(|w| !feeds.get(&w.id).is_some_and(|(_, c)| c.is_caught_up()))
             .count();
         (behind > 0).then(|| format!("KV index rebuilding from JetStream ({behind} workers)"))
     }
 
     /// Stops `worker`'s sources, then drops it from the index and the load table.
     pub fn worker_removed(&self, worker: WorkerId) {
-        self.catch_up.lock().remove(&worker);
+        drop(self.js_feeds.lock().remove(&worker));
         drop(self.sources.lock().remove(&worker));
         self.index.remove_worker(worker);
         self.loads.remove_worker(worker);
