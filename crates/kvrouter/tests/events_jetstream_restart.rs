@@ -1,0 +1,205 @@
+//! Figure (ignored by default; numbers in docs/events.md): router restart over a JetStream
+//! stream holding `KVR_BENCH_WORKERS` workers x `KVR_BENCH_TOKENS` tokens of cached blocks
+//! (page `KVR_BENCH_PAGE`), published straight into the stream as synthetic SGLang batches.
+//! Measures the time from the router's process start to `/readiness` 200 with the index
+//! rebuilt, and checks that the rebuilt index equals the pre-restart one (`/debug/index`
+//! digest). Run:
+//!
+//! ```text
+//! cargo build --release -p kvrouter-sim --bin sglang-mock
+//! KVR_BENCH_TOKENS=1000000 KVR_BENCH_PAGE=16 cargo test --release -p kvrouter \
+//!   --test events_jetstream_restart -- --ignored --nocapture
+//! ```
+#![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, stream};
+use async_nats::HeaderMap;
+use rmpv::Value as V;
+use support::http::client;
+use support::kv::{debug_index, ADMIN};
+use support::procs::{self, Proc};
+use support::wait::Deadline;
+
+const PREFIX: &str = "kvrouter.kv";
+/// Blocks per prompt (one `BlockStored` event, parent None).
+const SEQ_BLOCKS: usize = 64;
+/// Prompts per published batch.
+const SEQS_PER_BATCH: usize = 8;
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The subject key of a worker URL: 16 hex digits of xxh3-64 (see `nats_envelope`).
+fn worker_key(url: &str) -> String {
+    format!("{:016x}", xxhash_rust::xxh3::xxh3_64(url.as_bytes()))
+}
+
+/// One synthetic SGLang batch: `SEQS_PER_BATCH` prompts of `SEQ_BLOCKS` fresh blocks.
+fn batch(worker: u64, first_block: u64, page: usize) -> Vec<u8> {
+    let events = (0..SEQS_PER_BATCH)
+        .map(|s| {
+            let base = first_block + (s * SEQ_BLOCKS) as u64;
+            let hashes = (0..SEQ_BLOCKS as u64)
+                .map(|b| {
+                    let key = [worker.to_le_bytes(), (base + b).to_le_bytes()].concat();
+                    V::from(xxhash_rust::xxh3::xxh3_64(&key))
+                })
+                .collect();
+            let tokens = (0..SEQ_BLOCKS * page)
+                .map(|t| V::from(1 + ((base as usize * page + t) % 30_000) as u32))
+                .collect();
+            V::Array(vec![
+                V::from("BlockStored"),
+                V::Array(hashes),
+                V::Nil,
+                V::Array(tokens),
+                V::from(page as u32),
+                V::Nil,
+            ])
+        })
+        .collect();
+    let mut out = Vec::new();
+    rmpv::encode::write_value(
+        &mut out,
+        &V::Array(vec![V::F64(0.0), V::Array(events), V::from(0)]),
+    )
+    .unwrap();
+    out
+}
+
+fn router(nats: &str, page: usize, workers: &[Proc]) -> Proc {
+    let page = page.to_string();
+    let mut args = vec![
+        "--mode",
+        "kv",
+        "--page-size",
+        &page,
+        "--admin-api-key",
+        ADMIN,
+        "--nats-url",
+        nats,
+        "--nats-jetstream",
+        "--health-check-interval-secs",
+        "0.5",
+    ];
+    for w in workers {
+        args.extend(["--worker-urls", w.url.as_str()]);
+    }
+    procs::router(&args)
+}
+
+/// Spawns a router and returns it with the seconds from spawn to `/readiness` 200.
+async fn ready_router(nats: &str, page: usize, workers: &[Proc]) -> (Proc, f64) {
+    let start = Instant::now();
+    let r = router(nats, page, workers);
+    let c = client();
+    let deadline = Deadline::after(Duration::from_secs(300));
+    while c
+        .get(format!("{}/readiness", r.url))
+        .send()
+        .await
+        .map(|x| x.status() != 200)
+        .unwrap_or(true)
+    {
+        deadline.check("router ready");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    (r, start.elapsed().as_secs_f64())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "figure: run with --ignored --nocapture (release build), see docs/events.md"]
+async fn router_restart_rebuilds_from_jetstream() {
+    let n_workers = env("KVR_BENCH_WORKERS", 8);
+    let tokens = env("KVR_BENCH_TOKENS", 1_000_000);
+    let page = env("KVR_BENCH_PAGE", 16);
+    let blocks = tokens / page;
+    let per_batch = SEQ_BLOCKS * SEQS_PER_BATCH;
+    let batches = blocks.div_ceil(per_batch);
+    let nats = support::nats::NatsServer::start().await;
+    let capacity = (batches * per_batch * page * 2).to_string();
+    let page_s = page.to_string();
+    let workers: Vec<Proc> = (0..n_workers)
+        .map(|_| {
+            procs::mock(&[
+                "--page-size",
+                &page_s,
+                "--max-total-tokens",
+                &capacity,
+                "--speedup",
+                "0",
+            ])
+        })
+        .collect();
+
+    // Fill the stream (the router creates it on first start; create it here the same way).
+    let js = jetstream::new(nats.client().await);
+    js.get_or_create_stream(stream::Config {
+        name: "KVROUTER_KV".into(),
+        subjects: vec![format!("{PREFIX}.>")],
+        max_age: Duration::from_secs(3600),
+        max_bytes: 8 << 30,
+        storage: stream::StorageType::File,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let t = Instant::now();
+    let mut bytes = 0usize;
+    for (wi, w) in workers.iter().enumerate() {
+        let subject = format!("{PREFIX}.{}.0", worker_key(&w.url));
+        let mut acks = Vec::new();
+        for b in 0..batches {
+            let payload = batch(wi as u64, (b * per_batch) as u64, page);
+            bytes += payload.len();
+            let mut h = HeaderMap::new();
+            h.insert("Kvr-Format", "sglang-msgpack");
+            h.insert("Kvr-Worker-Url", w.url.as_str());
+            h.insert("Kvr-Rank", "0");
+            h.insert("Kvr-Seq", b.to_string());
+            acks.push(
+                js.publish_with_headers(subject.clone(), h, payload.into())
+                    .await
+                    .unwrap(),
+            );
+            if acks.len() >= 256 {
+                for a in acks.drain(..) {
+                    a.await.unwrap();
+                }
+            }
+        }
+        for a in acks {
+            a.await.unwrap();
+        }
+    }
+    let entries = n_workers * batches * per_batch;
+    println!(
+        "stream filled: {n_workers} workers x {} blocks (page {page}) = {entries} entries, {} batches, {:.1} MB, {:.2} s",
+        batches * per_batch,
+        n_workers * batches,
+        bytes as f64 / 1e6,
+        t.elapsed().as_secs_f64()
+    );
+
+    let c = client();
+    let (first, first_s) = ready_router(&nats.url, page, &workers).await;
+    let before = debug_index(&c, &first.url).await;
+    drop(first);
+    let (second, second_s) = ready_router(&nats.url, page, &workers).await;
+    let after = debug_index(&c, &second.url).await;
+    println!(
+        "ready after start: first {first_s:.2} s, restart {second_s:.2} s; resident {} / {}; digest {} / {}",
+        before["resident_blocks"], after["resident_blocks"], before["digest"], after["digest"]
+    );
+    assert_eq!(before["resident_blocks"].as_u64(), Some(entries as u64));
+    assert_eq!(before["digest"], after["digest"]);
+    assert_eq!(before["resident_blocks"], after["resident_blocks"]);
+}
