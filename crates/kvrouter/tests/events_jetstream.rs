@@ -191,3 +191,141 @@ async fn wait_contiguous(nats: &support::nats::NatsServer, min_last: u64) -> u64
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A `nats-server -js` on a fixed port and store directory that can be restarted in place.
+struct RestartableNats {
+    child: std::process::Child,
+    port: u16,
+    dir: tempfile::TempDir,
+    url: String,
+}
+
+impl RestartableNats {
+    async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let port = support::procs::free_port();
+        let child = Self::spawn(port, &dir);
+        let s = Self {
+            child,
+            port,
+            dir,
+            url: format!("nats://127.0.0.1:{port}"),
+        };
+        s.wait_up().await;
+        s
+    }
+
+    fn spawn(port: u16, dir: &tempfile::TempDir) -> std::process::Child {
+        std::process::Command::new("nats-server")
+            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+            .arg(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("nats-server (see scripts/test)")
+    }
+
+    async fn wait_up(&self) {
+        let deadline = Deadline::after(Duration::from_secs(15));
+        while async_nats::connect(self.url.as_str()).await.is_err() {
+            deadline.check("nats-server to accept connections");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    async fn restart(&mut self) {
+        self.child = Self::spawn(self.port, &self.dir);
+        self.wait_up().await;
+    }
+}
+
+impl Drop for RestartableNats {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// `name{label="value"} N` from a router's `/metrics` (0 when absent).
+async fn labelled(c: &reqwest::Client, router: &str, name: &str, label: &str) -> f64 {
+    metric(c, router, &format!("{name}{{{label}}}")).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_restart_mid_run_routers_reconnect_and_converge() {
+    let mut nats = RestartableNats::start().await;
+    let w1 = kv_mock(&["--speedup", "0"]);
+    let w2 = kv_mock(&["--speedup", "0"]);
+    let workers = [w1.url.as_str(), w2.url.as_str()];
+    let mut relay_flags = js_flags(&nats.url);
+    relay_flags.extend(["--publish-events", "--nats-relay-lock-ttl-secs", "1"]);
+    let relay = kv_router(&workers, &relay_flags);
+    let replica = kv_router(&workers, &js_flags(&nats.url));
+    let c = client();
+    wait_sources(&c, &relay.url, 2).await;
+    warm_all(&c, &relay.url, &workers).await;
+    let traffic = |from: u32| {
+        let c = c.clone();
+        let (relay, replica) = (relay.url.clone(), replica.url.clone());
+        async move {
+            for i in from..from + 10 {
+                for r in [&relay, &replica] {
+                    let (status, _, body) =
+                        generate(&c, r, &prompt(i, 32 + i as usize % 16), 2).await;
+                    assert_eq!(status, 200, "{r}: {body}");
+                }
+            }
+        }
+    };
+    traffic(0).await;
+    converge(&c, &relay.url, &replica.url).await;
+    // NATS down: requests keep being served by both routers (nothing waits for events).
+    // `KVR_NATS_OUTAGE_SECS` (figure in docs/events.md) keeps the traffic going that long.
+    let outage: f64 = std::env::var("KVR_NATS_OUTAGE_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    nats.stop();
+    let t = std::time::Instant::now();
+    let mut round = 100;
+    traffic(round).await;
+    while t.elapsed().as_secs_f64() < outage {
+        round += 10;
+        traffic(round).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let outage_traffic = t.elapsed();
+    let outage_requests = (round - 100 + 10) * 2;
+    nats.restart().await;
+    traffic(200).await;
+    // The relay catches the stream up from its buffer; the replica's consumer is recreated.
+    let t = std::time::Instant::now();
+    converge(&c, &relay.url, &replica.url).await;
+    println!(
+        "nats restart: {outage_requests} requests during the outage took {:.2} s; replica converged {:.2} s after the restart's traffic; \
+         relay publish errors {}, replica gaps {}, recoveries {}, duplicates {}",
+        outage_traffic.as_secs_f64(),
+        t.elapsed().as_secs_f64(),
+        labelled(&c, &relay.url, "kvrouter_kv_event_relayed_total", "result=\"error\"").await,
+        metric(&c, &replica.url, "kvrouter_kv_event_gaps_total").await,
+        metric(&c, &replica.url, "kvrouter_kv_event_recoveries_total").await,
+        metric(&c, &replica.url, "kvrouter_kv_event_duplicates_total").await,
+    );
+}
+
+/// Waits until the replica's index digest equals the relay's (deadline 60 s).
+async fn converge(c: &reqwest::Client, relay: &str, replica: &str) {
+    let deadline = Deadline::after(Duration::from_secs(60));
+    loop {
+        let (r, a) = (debug_index(c, relay).await, debug_index(c, replica).await);
+        if r["resident_blocks"].as_u64().unwrap_or(0) > 0 && a["digest"] == r["digest"] {
+            return;
+        }
+        deadline.check(&format!("the replica to converge: relay {r} replica {a}"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

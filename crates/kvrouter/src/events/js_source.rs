@@ -9,12 +9,16 @@
 //! skip exactly what it needs. The feed is *caught up* once it has delivered as many
 //! messages as the consumer had pending when it was created (or the server reports none
 //! pending); [`CatchUp`] tells `/readiness`.
+//!
+//! After a NATS reconnect (server restart) the consumer is recreated at once from the
+//! next stream sequence instead of waiting for missed heartbeats (about 15 s).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_nats::connection::State;
 use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
 use async_nats::jetstream::stream::Stream;
 use futures::StreamExt;
@@ -61,13 +65,14 @@ impl JetStreamSource {
     /// Spawns the feed; drop the handle to stop it. The [`CatchUp`] turns true once the
     /// retained stream has been applied.
     pub fn spawn(
+        client: async_nats::Client,
         stream: Stream,
         config: JetStreamSourceConfig,
         sink: Arc<dyn KvEventSink>,
     ) -> (SourceHandle, Arc<CatchUp>) {
         let catch_up = Arc::new(CatchUp::default());
         metrics().catching_up.inc();
-        let task = tokio::spawn(run(stream, config, sink, catch_up.clone()));
+        let task = tokio::spawn(run(client, stream, config, sink, catch_up.clone()));
         (SourceHandle::new(task), catch_up)
     }
 }
@@ -82,6 +87,7 @@ impl Drop for CatchUpGuard {
 }
 
 async fn run(
+    client: async_nats::Client,
     stream: Stream,
     config: JetStreamSourceConfig,
     sink: Arc<dyn KvEventSink>,
@@ -142,7 +148,25 @@ async fn run(
         };
         failures = 0;
         let mut delivered = 0u64;
-        while let Some(message) = messages.next().await {
+        let mut check = tokio::time::interval(Duration::from_millis(250));
+        let mut was_down = false;
+        loop {
+            let message = tokio::select! {
+                m = messages.next() => m,
+                _ = check.tick() => {
+                    if client.connection_state() != State::Connected {
+                        was_down = true;
+                    } else if was_down {
+                        info!(worker = %config.worker_url, "kv events: NATS reconnected; recreating the JetStream consumer");
+                        break;
+                    }
+                    continue;
+                }
+            };
+            let Some(message) = message else {
+                warn!(worker = %config.worker_url, "kv events: JetStream consumer ended; recreating");
+                break;
+            };
             let message = match message {
                 Ok(m) => m,
                 Err(e) => {
@@ -164,7 +188,6 @@ async fn run(
                 info!(worker = %config.worker_url, batches = delivered, "kv events: index rebuilt from JetStream");
             }
         }
-        warn!(worker = %config.worker_url, "kv events: JetStream consumer ended; recreating");
         tokio::time::sleep(backoff.delay(failures)).await;
         failures = failures.saturating_add(1);
     }

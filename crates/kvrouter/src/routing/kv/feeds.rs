@@ -42,7 +42,13 @@ pub struct KvRuntime {
     relay: Mutex<Option<NatsRelay>>,
     nats: Mutex<Option<SourceHandle>>,
     /// JetStream consumer mode: the stream (and its subject prefix) per-worker feeds read.
-    js_stream: Mutex<Option<(async_nats::jetstream::stream::Stream, String)>>,
+    js_stream: Mutex<
+        Option<(
+            async_nats::Client,
+            async_nats::jetstream::stream::Stream,
+            String,
+        )>,
+    >,
     /// JetStream consumer mode: each worker's feed and whether it has caught up.
     js_feeds: Mutex<HashMap<WorkerId, (SourceHandle, Arc<CatchUp>)>>,
     js_consumer: bool,
@@ -121,7 +127,7 @@ impl KvRuntime {
                 *self.relay.lock() = Some(NatsRelay::start_jetstream(setup, instance).await?);
             } else {
                 let prefix = setup.config.prefix.clone();
-                *self.js_stream.lock() = Some((setup.stream, prefix));
+                *self.js_stream.lock() = Some((client.clone(), setup.stream, prefix));
             }
         } else if publish {
             cfg.relay_prefix = None;
@@ -198,7 +204,7 @@ impl KvRuntime {
 
     /// JetStream consumer mode: one ordered consumer over `w`'s subjects, from the start.
     fn start_jetstream_feed(&self, w: &Arc<Worker>) {
-        let Some((stream, prefix)) = self.js_stream.lock().clone() else {
+        let Some((client, stream, prefix)) = self.js_stream.lock().clone() else {
             return;
         };
         let mut feeds = self.js_feeds.lock();
@@ -212,7 +218,7 @@ impl KvRuntime {
             page_size: self.index.page_size(),
         };
         let sink: Arc<dyn KvEventSink> = self.index.clone();
-        feeds.insert(w.id, JetStreamSource::spawn(stream, cfg, sink));
+        feeds.insert(w.id, JetStreamSource::spawn(client, stream, cfg, sink));
         tracing::info!(worker = %w.url, "reading worker KV events from JetStream");
     }
 
