@@ -96,6 +96,23 @@ fn router(nats: &str, page: usize, workers: &[Proc]) -> Proc {
     procs::router(&args)
 }
 
+/// CPU seconds (user + system) a process used so far (Linux `/proc/<pid>/stat`; 0 elsewhere).
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 /// Spawns a router and returns it with the seconds from spawn to `/readiness` 200.
 async fn ready_router(nats: &str, page: usize, workers: &[Proc]) -> (Proc, f64) {
     let start = Instant::now();
@@ -191,13 +208,20 @@ async fn router_restart_rebuilds_from_jetstream() {
 
     let c = client();
     let (first, first_s) = ready_router(&nats.url, page, &workers).await;
+    let first_cpu = cpu_seconds(first.pid());
     let before = debug_index(&c, &first.url).await;
     drop(first);
     let (second, second_s) = ready_router(&nats.url, page, &workers).await;
+    let second_cpu = cpu_seconds(second.pid());
     let after = debug_index(&c, &second.url).await;
     println!(
-        "ready after start: first {first_s:.2} s, restart {second_s:.2} s; resident {} / {}; digest {} / {}",
-        before["resident_blocks"], after["resident_blocks"], before["digest"], after["digest"]
+        "ready after start: first {first_s:.2} s ({first_cpu:.2} CPU s), restart {second_s:.2} s ({second_cpu:.2} CPU s); \
+         resident {} / {}; index {} MB; digest {} / {}",
+        before["resident_blocks"],
+        after["resident_blocks"],
+        after["memory_bytes"].as_u64().unwrap_or(0) / 1_000_000,
+        before["digest"],
+        after["digest"]
     );
     assert_eq!(before["resident_blocks"].as_u64(), Some(entries as u64));
     assert_eq!(before["digest"], after["digest"]);

@@ -6,6 +6,7 @@
 //! it, so a failover or a NATS outage shorter than the buffer leaves no gap.
 
 use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
 
 use async_nats::jetstream::context::PublishAckFuture;
 use async_nats::jetstream::kv;
@@ -27,10 +28,15 @@ use super::relay_lock::{self, LeaseReport};
 pub const TAKEOVER_BUFFER: usize = 4096;
 /// Publishes awaiting their acknowledgement at most.
 const MAX_IN_FLIGHT: usize = 1024;
+/// A worker without batches for this long (at least 10 lock TTLs) is forgotten: its lock
+/// is released (it expires), so a removed worker does not keep the lock from relays that
+/// still read it. Every relay of a worker sees the same batches, so they go idle together.
+const IDLE_RELEASE: Duration = Duration::from_secs(30);
 
 /// One worker as this relay sees it.
 struct WorkerRelay {
     valid_until: Option<Instant>,
+    last_batch: Instant,
     /// Caught up with the stream and publishing (while the lease is valid).
     publishing: bool,
     ranks: HashMap<u32, VecDeque<RelayedBatch>>,
@@ -56,6 +62,8 @@ pub(crate) async fn run(
     mut rx: mpsc::Receiver<RelayedBatch>,
 ) {
     let (lease_tx, mut lease_rx) = mpsc::unbounded_channel::<LeaseReport>();
+    let idle = IDLE_RELEASE.max(setup.config.lock_ttl * 10);
+    let mut sweep = tokio::time::interval(setup.config.lock_ttl);
     let mut relay = Relay {
         setup,
         locks,
@@ -73,6 +81,7 @@ pub(crate) async fn run(
             },
             Some(report) = lease_rx.recv() => relay.on_lease(report).await,
             Some((url, ok)) = relay.acks.next(), if !relay.acks.is_empty() => relay.on_ack(&url, ok),
+            _ = sweep.tick() => relay.forget_idle(idle),
         }
     }
 }
@@ -102,6 +111,7 @@ impl Relay {
                 url.to_owned(),
                 WorkerRelay {
                     valid_until: None,
+                    last_batch: Instant::now(),
                     publishing: false,
                     ranks: HashMap::new(),
                     ahead: HashMap::new(),
@@ -114,8 +124,19 @@ impl Relay {
             .unwrap_or_else(|| unreachable!("inserted above"))
     }
 
+    fn forget_idle(&mut self, idle: Duration) {
+        let before = self.workers.len();
+        self.workers.retain(|_, w| w.last_batch.elapsed() < idle);
+        if self.workers.len() != before {
+            metrics()
+                .relay_locks_held
+                .set(self.workers.values().filter(|w| w.lease_valid()).count() as i64);
+        }
+    }
+
     async fn on_batch(&mut self, batch: RelayedBatch) {
         let w = self.worker(&batch.worker_url);
+        w.last_batch = Instant::now();
         let buffer = w.ranks.entry(batch.rank).or_default();
         if buffer.len() == TAKEOVER_BUFFER {
             buffer.pop_front();
@@ -257,7 +278,8 @@ async fn await_ack(url: String, ack: PublishAckFuture) -> Acked {
 }
 
 /// The buffered batches to publish when the stream's last batch of the rank has sequence
-/// `last` (None: the stream has none). Found in the buffer: the ones after it. Otherwise,
+/// `last` (None: the stream has none). Found in the buffer: the ones after it. Buffer
+/// starting at `last + 1` (a relay that forgot an idle worker): all of them. Otherwise,
 /// when every buffered batch is older and no reset happened since, none (the stream is
 /// ahead; later batches continue it). Otherwise all of them, the first marked `gap` so
 /// that consumers clear the rank rather than merge two histories.
@@ -267,6 +289,12 @@ pub fn missing_after(buffer: &VecDeque<RelayedBatch>, last: Option<u64>) -> Vec<
     };
     if let Some(pos) = buffer.iter().rposition(|b| b.seq == last) {
         return buffer.iter().skip(pos + 1).cloned().collect();
+    }
+    if buffer
+        .front()
+        .is_some_and(|b| b.seq == last.wrapping_add(1))
+    {
+        return buffer.iter().cloned().collect();
     }
     if buffer.iter().all(|b| b.seq < last && b.reset.is_none()) {
         return Vec::new();
@@ -305,6 +333,9 @@ mod tests {
         assert_eq!(seqs(&missing_after(&b, Some(5))), vec![6, 7]);
         assert!(missing_after(&b, Some(7)).is_empty());
         assert_eq!(seqs(&missing_after(&b, None)), vec![4, 5, 6, 7]);
+        let continues = missing_after(&b, Some(3));
+        assert_eq!(seqs(&continues), vec![4, 5, 6, 7]);
+        assert_eq!(continues[0].reset, None);
     }
 
     #[test]
