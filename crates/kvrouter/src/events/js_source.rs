@@ -149,14 +149,15 @@ async fn run(
         failures = 0;
         let mut delivered = 0u64;
         let mut check = tokio::time::interval(Duration::from_millis(250));
-        let mut was_down = false;
+        let stats = client.statistics();
+        let connects = stats.connects.load(Ordering::Relaxed);
         loop {
             let message = tokio::select! {
                 m = messages.next() => m,
                 _ = check.tick() => {
-                    if client.connection_state() != State::Connected {
-                        was_down = true;
-                    } else if was_down {
+                    if client.connection_state() == State::Connected
+                        && stats.connects.load(Ordering::Relaxed) != connects
+                    {
                         info!(worker = %config.worker_url, "kv events: NATS reconnected; recreating the JetStream consumer");
                         break;
                     }
