@@ -1,4 +1,5 @@
-//! Figure (ignored by default; numbers in docs/events.md): router restart over a JetStream
+//! `/readiness` waits for the rebuild (a small stream, always run), and a figure (ignored
+//! by default; numbers in docs/events.md): router restart over a JetStream
 //! stream holding `KVR_BENCH_WORKERS` workers x `KVR_BENCH_TOKENS` tokens of cached blocks
 //! (page `KVR_BENCH_PAGE`), published straight into the stream as synthetic SGLang batches.
 //! Measures the time from the router's process start to `/readiness` 200 with the index
@@ -132,19 +133,20 @@ async fn ready_router(nats: &str, page: usize, workers: &[Proc]) -> (Proc, f64) 
     (r, start.elapsed().as_secs_f64())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "figure: run with --ignored --nocapture (release build), see docs/events.md"]
-async fn router_restart_rebuilds_from_jetstream() {
-    let n_workers = env("KVR_BENCH_WORKERS", 8);
-    let tokens = env("KVR_BENCH_TOKENS", 1_000_000);
-    let page = env("KVR_BENCH_PAGE", 16);
+/// Starts `n` mocks (page `page`, room for their blocks) and fills the stream with `tokens`
+/// tokens of fresh blocks per worker; returns the mocks and the (block, worker) entries.
+async fn filled(
+    nats: &support::nats::NatsServer,
+    n: usize,
+    tokens: usize,
+    page: usize,
+) -> (Vec<Proc>, usize) {
     let blocks = tokens / page;
     let per_batch = SEQ_BLOCKS * SEQS_PER_BATCH;
     let batches = blocks.div_ceil(per_batch);
-    let nats = support::nats::NatsServer::start().await;
     let capacity = (batches * per_batch * page * 2).to_string();
     let page_s = page.to_string();
-    let workers: Vec<Proc> = (0..n_workers)
+    let workers: Vec<Proc> = (0..n)
         .map(|_| {
             procs::mock(&[
                 "--page-size",
@@ -156,8 +158,7 @@ async fn router_restart_rebuilds_from_jetstream() {
             ])
         })
         .collect();
-
-    // Fill the stream (the router creates it on first start; create it here the same way).
+    // The router creates the stream on first start; create it here the same way.
     let js = jetstream::new(nats.client().await);
     js.get_or_create_stream(stream::Config {
         name: "KVROUTER_KV".into(),
@@ -197,14 +198,36 @@ async fn router_restart_rebuilds_from_jetstream() {
             a.await.unwrap();
         }
     }
-    let entries = n_workers * batches * per_batch;
+    let entries = n * batches * per_batch;
     println!(
-        "stream filled: {n_workers} workers x {} blocks (page {page}) = {entries} entries, {} batches, {:.1} MB, {:.2} s",
+        "stream filled: {n} workers x {} blocks (page {page}) = {entries} entries, {} batches, {:.1} MB, {:.2} s",
         batches * per_batch,
-        n_workers * batches,
+        n * batches,
         bytes as f64 / 1e6,
         t.elapsed().as_secs_f64()
     );
+    (workers, entries)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_waits_until_the_index_is_rebuilt() {
+    let nats = support::nats::NatsServer::start().await;
+    let (workers, entries) = filled(&nats, 2, 400_000, 4).await;
+    let (r, _) = ready_router(&nats.url, 4, &workers).await;
+    // At the first 200 every entry is already there (the feeds take far longer than the
+    // workers' registration, so a readiness that did not wait would answer earlier).
+    let index = debug_index(&client(), &r.url).await;
+    assert_eq!(index["resident_blocks"].as_u64(), Some(entries as u64));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "figure: run with --ignored --nocapture (release build), see docs/events.md"]
+async fn router_restart_rebuilds_from_jetstream() {
+    let n_workers = env("KVR_BENCH_WORKERS", 8);
+    let tokens = env("KVR_BENCH_TOKENS", 1_000_000);
+    let page = env("KVR_BENCH_PAGE", 16);
+    let nats = support::nats::NatsServer::start().await;
+    let (workers, entries) = filled(&nats, n_workers, tokens, page).await;
 
     let c = client();
     let (first, first_s) = ready_router(&nats.url, page, &workers).await;

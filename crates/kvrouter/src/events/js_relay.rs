@@ -153,38 +153,43 @@ impl Relay {
             }
             None => false,
         };
-        if w.publishing && !published_already {
-            self.publish(batch).await;
-        } else {
+        if !w.publishing {
             metrics().relayed.with_label_values(&["standby"]).inc();
+        } else if !published_already {
+            self.publish(batch).await;
         }
     }
 
     async fn on_lease(&mut self, report: LeaseReport) {
-        let Some(w) = self.workers.get_mut(&report.worker_url) else {
+        let url = report.worker_url;
+        let Some(w) = self.workers.get_mut(&url) else {
             return;
         };
         w.valid_until = report.valid_until;
+        let start = w.lease_valid() && !w.publishing;
+        if !w.lease_valid() {
+            w.publishing = false;
+        }
+        let ranks: Vec<VecDeque<RelayedBatch>> = if start {
+            w.ranks.values().cloned().collect()
+        } else {
+            Vec::new()
+        };
         metrics()
             .relay_locks_held
             .set(self.workers.values().filter(|w| w.lease_valid()).count() as i64);
-        let w = self.workers.get_mut(&report.worker_url);
-        if let Some(w) = w.filter(|w| w.lease_valid() && !w.publishing) {
-            let ranks: Vec<VecDeque<RelayedBatch>> = w.ranks.values().cloned().collect();
-            match self.catch_up(&report.worker_url, ranks).await {
-                Ok(n) => {
-                    if let Some(w) = self.workers.get_mut(&report.worker_url) {
-                        w.publishing = true;
-                    }
-                    info!(worker = %report.worker_url, republished = n, "kv events relay: publishing to JetStream");
+        if !start {
+            return;
+        }
+        match self.catch_up(&url, ranks).await {
+            Ok(n) => {
+                if let Some(w) = self.workers.get_mut(&url) {
+                    w.publishing = true;
                 }
-                Err(e) => {
-                    warn!(worker = %report.worker_url, error = %e, "kv events relay: cannot read the stream tail; retrying at the next lease refresh")
-                }
+                info!(worker = %url, republished = n, "kv events relay: publishing to JetStream");
             }
-        } else if let Some(w) = self.workers.get_mut(&report.worker_url) {
-            if !w.lease_valid() {
-                w.publishing = false;
+            Err(e) => {
+                warn!(worker = %url, error = %e, "kv events relay: cannot catch the stream up; retrying at the next lease refresh")
             }
         }
     }
@@ -220,14 +225,18 @@ impl Relay {
                 }
             }
             for batch in missing {
-                self.publish(batch).await;
+                if !self.publish(batch).await {
+                    anyhow::bail!("publish failed");
+                }
                 published += 1;
             }
         }
         Ok(published)
     }
 
-    async fn publish(&mut self, batch: RelayedBatch) {
+    /// Sends one batch (its acknowledgement is awaited in the background); false when the
+    /// send itself failed.
+    async fn publish(&mut self, batch: RelayedBatch) -> bool {
         while self.acks.len() >= MAX_IN_FLIGHT {
             if let Some((url, ok)) = self.acks.next().await {
                 self.on_ack(&url, ok);
@@ -242,9 +251,13 @@ impl Relay {
             .publish_with_headers(subject, headers, batch.payload)
             .await
         {
-            Ok(ack) => self.acks.push(Box::pin(await_ack(url, ack))),
+            Ok(ack) => {
+                self.acks.push(Box::pin(await_ack(url, ack)));
+                true
+            }
             Err(e) => {
                 self.failed(&url, &e.to_string());
+                false
             }
         }
     }
