@@ -34,6 +34,29 @@ pub struct KvOptions {
     /// Republish the KV events read from worker ZMQ streams on NATS (needs --nats-url).
     #[arg(long, env = "KVROUTER_PUBLISH_EVENTS", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
     pub publish_events: bool,
+    /// Relay KV events through a JetStream stream (durable; a starting router rebuilds its index from it before it is ready) instead of core NATS; one relay per worker publishes (lock in a NATS KV bucket). Needs --nats-url.
+    #[arg(long, env = "KVROUTER_NATS_JETSTREAM", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
+    pub nats_jetstream: bool,
+    /// JetStream stream of relayed KV events (holds subjects `kvrouter.kv.>`); created if missing.
+    #[arg(long, env = "KVROUTER_NATS_STREAM", default_value = "KVROUTER_KV")]
+    pub nats_stream: String,
+    /// Seconds the stream keeps a relayed batch (older ones are dropped).
+    #[arg(
+        long,
+        env = "KVROUTER_NATS_STREAM_MAX_AGE_SECS",
+        default_value_t = 3600.0
+    )]
+    pub nats_stream_max_age_secs: f64,
+    /// Bytes the stream keeps at most (oldest batches dropped first); see docs/events.md for sizing.
+    #[arg(
+        long,
+        env = "KVROUTER_NATS_STREAM_MAX_BYTES",
+        default_value_t = 1_073_741_824
+    )]
+    pub nats_stream_max_bytes: u64,
+    /// Seconds a relay's per-worker lock lives without a refresh: a standby relay takes a worker over this long after its relay died.
+    #[arg(long, env = "KVROUTER_NATS_RELAY_LOCK_TTL_SECS", default_value_t = 5.0)]
+    pub nats_relay_lock_ttl_secs: f64,
 }
 
 impl Default for KvOptions {
@@ -55,6 +78,8 @@ pub struct KvConfig {
     pub temperature: f64,
     pub nats_url: Option<String>,
     pub publish_events: bool,
+    /// `--nats-jetstream`: the stream and relay-lock settings (None: core NATS).
+    pub jetstream: Option<crate::events::JetStreamConfig>,
 }
 
 impl Default for KvConfig {
@@ -96,6 +121,7 @@ impl KvConfig {
         if o.publish_events && nats_url.is_none() {
             return Err(invalid("publish_events", "needs --nats-url"));
         }
+        let jetstream = jetstream_config(o, nats_url.is_some())?;
         Ok(KvConfig {
             predict: !o.no_predict,
             predict_ttl,
@@ -111,8 +137,52 @@ impl KvConfig {
             temperature: weight("temperature", o.temperature)?,
             nats_url,
             publish_events: o.publish_events,
+            jetstream,
         })
     }
+}
+
+/// The JetStream settings when `--nats-jetstream` is on.
+fn jetstream_config(
+    o: &KvOptions,
+    has_nats: bool,
+) -> Result<Option<crate::events::JetStreamConfig>, ConfigError> {
+    if !o.nats_jetstream {
+        return Ok(None);
+    }
+    if !has_nats {
+        return Err(invalid("nats_jetstream", "needs --nats-url"));
+    }
+    let name = o.nats_stream.trim();
+    if name.is_empty() || name.contains(['.', '*', '>', ' ', '/', '\\']) {
+        return Err(invalid(
+            "nats_stream",
+            "must be a JetStream stream name (no '.', '*', '>', spaces or slashes)",
+        ));
+    }
+    let seconds = |field: &str, v: f64, min: f64| match v {
+        v if v.is_finite() && v >= min && v < 1e9 => Ok(Duration::from_secs_f64(v)),
+        v => Err(invalid(
+            field,
+            format!("must be a number of seconds >= {min} (got {v})"),
+        )),
+    };
+    let max_bytes = match i64::try_from(o.nats_stream_max_bytes) {
+        Ok(b) if b >= 1024 => b,
+        _ => {
+            return Err(invalid(
+                "nats_stream_max_bytes",
+                "must be between 1024 and 2^63-1",
+            ))
+        }
+    };
+    Ok(Some(crate::events::JetStreamConfig {
+        stream: name.to_owned(),
+        max_age: seconds("nats_stream_max_age_secs", o.nats_stream_max_age_secs, 1.0)?,
+        max_bytes,
+        lock_ttl: seconds("nats_relay_lock_ttl_secs", o.nats_relay_lock_ttl_secs, 0.3)?,
+        ..crate::events::JetStreamConfig::new()
+    }))
 }
 
 #[cfg(test)]
@@ -151,5 +221,46 @@ mod tests {
         };
         let e = KvConfig::from_options(&relay).unwrap_err();
         assert_eq!(e.field, "publish_events");
+        assert_eq!(d.jetstream, None);
+    }
+
+    #[test]
+    fn jetstream_settings() {
+        let js = KvOptions {
+            nats_url: Some("nats://127.0.0.1:4222".into()),
+            nats_jetstream: true,
+            nats_relay_lock_ttl_secs: 2.0,
+            ..KvOptions::default()
+        };
+        let c = KvConfig::from_options(&js).unwrap().jetstream.unwrap();
+        assert_eq!(c.stream, "KVROUTER_KV");
+        assert_eq!(c.prefix, "kvrouter.kv");
+        assert_eq!(c.max_age, Duration::from_secs(3600));
+        assert_eq!(c.max_bytes, 1 << 30);
+        assert_eq!(c.lock_ttl, Duration::from_secs(2));
+        let no_nats = KvOptions {
+            nats_url: None,
+            ..js.clone()
+        };
+        assert_eq!(
+            KvConfig::from_options(&no_nats).unwrap_err().field,
+            "nats_jetstream"
+        );
+        let bad_name = KvOptions {
+            nats_stream: "a.b".into(),
+            ..js.clone()
+        };
+        assert_eq!(
+            KvConfig::from_options(&bad_name).unwrap_err().field,
+            "nats_stream"
+        );
+        let bad_ttl = KvOptions {
+            nats_relay_lock_ttl_secs: 0.0,
+            ..js
+        };
+        assert_eq!(
+            KvConfig::from_options(&bad_ttl).unwrap_err().field,
+            "nats_relay_lock_ttl_secs"
+        );
     }
 }

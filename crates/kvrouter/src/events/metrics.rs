@@ -40,8 +40,13 @@ pub struct EventMetrics {
     pub lag_seconds: Histogram,
     /// NATS messages naming a worker this router does not know (or not anymore).
     pub unknown_worker: IntCounter,
-    /// Batches republished to NATS by the relay, by `result` (ok, error, dropped).
+    /// Batches republished to NATS by the relay, by `result` (ok, error, dropped, standby).
     pub relayed: IntCounterVec,
+    /// Workers whose JetStream relay lock this router holds now.
+    pub relay_locks_held: IntGauge,
+    /// Workers whose JetStream feed has not yet replayed the stream up to where it stood
+    /// when the feed started (the index is rebuilding; `/readiness` waits).
+    pub catching_up: IntGauge,
     /// Live event sources (ZMQ tasks and NATS consumers).
     pub sources: IntGauge,
 }
@@ -136,8 +141,16 @@ impl EventMetrics {
             ),
             relayed: counter_vec(
                 "kvrouter_kv_event_relayed_total",
-                "KV event batches republished to NATS, by result",
+                "KV event batches republished to NATS, by result (standby: buffered, another relay holds the lock)",
                 "result",
+            ),
+            relay_locks_held: gauge(
+                "kvrouter_kv_relay_locks_held",
+                "Workers whose JetStream relay lock this router holds",
+            ),
+            catching_up: gauge(
+                "kvrouter_kv_event_catching_up",
+                "Workers whose JetStream KV event feed is still replaying the stream",
             ),
             sources: gauge(
                 "kvrouter_kv_event_sources",

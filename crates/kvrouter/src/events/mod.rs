@@ -4,7 +4,9 @@
 //! (gap -> replay, or clear + recovering; restart -> clear). See docs/events.md.
 //!
 //! Entry points: [`ZmqSource::spawn`] per (worker, rank), [`NatsConsumer::start`]
-//! once per router with NATS, [`NatsRelay::start`] in relay mode.
+//! once per router with NATS, [`NatsRelay::start`] in relay mode; with JetStream
+//! (`--nats-jetstream`): [`JetStreamSetup::open`], [`NatsRelay::start_jetstream`] and
+//! [`JetStreamSource::spawn`] per worker.
 //!
 //! [`KvEvent`]: crate::index::KvEvent
 
@@ -13,10 +15,14 @@ pub mod dynamo_wire;
 pub mod endpoint;
 pub mod feed;
 pub mod handle;
+pub mod jetstream;
+mod js_relay;
+pub mod js_source;
 pub mod metrics;
 pub mod nats_envelope;
 pub mod nats_source;
 pub mod relay;
+pub mod relay_lock;
 pub mod replay;
 pub mod sglang_wire;
 pub mod sink;
@@ -25,6 +31,8 @@ pub mod zmq_source;
 pub use endpoint::rank_endpoint;
 pub use feed::{ApplyOutcome, Payload, RankFeed, ResetReason};
 pub use handle::SourceHandle;
+pub use jetstream::{JetStreamConfig, JetStreamSetup};
+pub use js_source::{CatchUp, JetStreamSource, JetStreamSourceConfig};
 pub use nats_source::{NatsConsumer, NatsConsumerConfig, WorkerKey, WorkerResolver};
 pub use relay::{NatsRelay, RelaySender};
 pub use sink::{Absorbed, KvEventSink, Record, RecordingSink};

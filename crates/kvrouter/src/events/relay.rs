@@ -1,6 +1,9 @@
 //! Relay mode: republishes the batches this router accepts from worker ZMQ
 //! streams to NATS (envelope in `nats_envelope`), so that router replicas without
 //! their own ZMQ subscriptions share one feed. One publishing task keeps order.
+//! Two transports: core NATS ([`NatsRelay::start`], every relay publishes) or a
+//! JetStream stream ([`NatsRelay::start_jetstream`], one lock-holding relay per worker,
+//! see `js_relay`).
 
 use std::sync::Arc;
 
@@ -10,6 +13,7 @@ use tokio::task::JoinHandle;
 use tracing::warn;
 
 use super::feed::ResetReason;
+use super::jetstream::JetStreamSetup;
 use super::metrics::metrics;
 use super::nats_envelope::{encode_headers, relay_subject, RelayedBatch};
 
@@ -57,6 +61,18 @@ impl NatsRelay {
             sender: RelaySender { tx },
             task,
         }
+    }
+
+    /// Starts publishing into the JetStream stream of `setup`, for the workers whose relay
+    /// lock (bucket `setup.config.lock_bucket`) relay instance `instance` holds.
+    pub async fn start_jetstream(setup: JetStreamSetup, instance: String) -> anyhow::Result<Self> {
+        let locks = setup.lock_bucket().await?;
+        let (tx, rx) = mpsc::channel::<RelayedBatch>(RELAY_QUEUE);
+        let task = tokio::spawn(super::js_relay::run(setup, locks, instance, rx));
+        Ok(Self {
+            sender: RelaySender { tx },
+            task,
+        })
     }
 
     /// A handle for ZMQ sources.

@@ -17,6 +17,12 @@ use crate::workers::Registry;
 pub trait IndexView: Send + Sync {
     /// The index as JSON, one row per registered worker and rank.
     fn index_json(&self, registry: &Registry) -> Value;
+
+    /// Why `/readiness` must wait for the index (e.g. rebuilding it from a durable event
+    /// stream), or None.
+    fn not_ready(&self, _registry: &Registry) -> Option<String> {
+        None
+    }
 }
 
 /// The parts a mode adds to the server.
@@ -57,6 +63,10 @@ pub fn build(config: &Config, registry: &Registry) -> RoutingParts {
 impl IndexView for KvRuntime {
     fn index_json(&self, registry: &Registry) -> Value {
         super::kv::debug::index_json(self, registry)
+    }
+
+    fn not_ready(&self, registry: &Registry) -> Option<String> {
+        self.rebuilding(registry)
     }
 }
 

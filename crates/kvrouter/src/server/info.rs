@@ -18,8 +18,9 @@ pub fn health() -> Response<RouterBody> {
     text(StatusCode::OK, "OK")
 }
 
-/// `GET /readiness`: 200 once at least one worker is healthy, 503 before and from the start
-/// of a shutdown drain on (SIGTERM/SIGINT).
+/// `GET /readiness`: 200 once at least one worker is healthy (and the routing index is not
+/// rebuilding, e.g. from JetStream), 503 before and from the start of a shutdown drain on
+/// (SIGTERM/SIGINT).
 pub fn readiness(state: &AppState) -> Response<RouterBody> {
     let snapshot = state.registry.snapshot();
     if state.shutdown.is_cancelled() {
@@ -30,6 +31,17 @@ pub fn readiness(state: &AppState) -> Response<RouterBody> {
         );
     }
     let healthy = snapshot.iter().filter(|w| w.is_routable()).count();
+    if let Some(reason) = state
+        .index
+        .as_ref()
+        .and_then(|i| i.not_ready(&state.registry))
+    {
+        return json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({"status":"not ready","reason":reason,
+                    "healthy_workers":healthy,"total_workers":snapshot.len()}),
+        );
+    }
     if healthy > 0 {
         json(
             StatusCode::OK,

@@ -7,6 +7,10 @@
 //!   NATS; the consumer reads only Dynamo `RouterEvent`s (never its own relay).
 //! - `--nats-url` alone: no ZMQ; the index is fed by the NATS relay subjects (another router
 //!   relays) and Dynamo events. Two such replicas converge to the relay's index.
+//! - `--nats-jetstream` with either: the relay publishes into a JetStream stream (one relay per
+//!   worker holds its lock) and a consuming router reads one ordered consumer per registered
+//!   worker from the stream's start; `/readiness` waits until each routable worker's feed
+//!   has caught up ([`KvRuntime::rebuilding`]).
 //!
 //! Worker removed: its sources stop first, then `index.remove_worker`. Worker restarted: its
 //! ranks are cleared (the cursor also sees the sequence restart). A timer expires predictions
@@ -23,8 +27,9 @@ use super::load::UnitLoads;
 use super::timing::TimingModel;
 use crate::config::KvConfig;
 use crate::events::{
-    KvEventSink, NatsConsumer, NatsConsumerConfig, NatsRelay, RelaySender, SourceHandle, WorkerKey,
-    ZmqSource, ZmqSourceConfig,
+    CatchUp, JetStreamConfig, JetStreamSetup, JetStreamSource, JetStreamSourceConfig, KvEventSink,
+    NatsConsumer, NatsConsumerConfig, NatsRelay, RelaySender, SourceHandle, WorkerKey, ZmqSource,
+    ZmqSourceConfig,
 };
 use crate::index::KvIndex;
 use crate::workers::{Registry, RegistryEvent, Worker, WorkerId};
@@ -39,6 +44,17 @@ pub struct KvRuntime {
     sources: Mutex<HashMap<WorkerId, Vec<SourceHandle>>>,
     relay: Mutex<Option<NatsRelay>>,
     nats: Mutex<Option<SourceHandle>>,
+    /// JetStream consumer mode: the stream (and its subject prefix) per-worker feeds read.
+    js_stream: Mutex<
+        Option<(
+            async_nats::Client,
+            async_nats::jetstream::stream::Stream,
+            String,
+        )>,
+    >,
+    /// JetStream consumer mode: each worker's feed and whether it has caught up.
+    js_feeds: Mutex<HashMap<WorkerId, (SourceHandle, Arc<CatchUp>)>>,
+    js_consumer: bool,
 }
 
 impl KvRuntime {
@@ -53,16 +69,20 @@ impl KvRuntime {
             sources: Mutex::new(HashMap::new()),
             relay: Mutex::new(None),
             nats: Mutex::new(None),
+            js_stream: Mutex::new(None),
+            js_feeds: Mutex::new(HashMap::new()),
+            js_consumer: config.jetstream.is_some() && !config.publish_events,
         });
         let mut events = registry.subscribe();
         let weak = Arc::downgrade(&rt);
         let existing = registry.snapshot();
         let nats = config.nats_url.clone().map(|u| (u, config.publish_events));
+        let jetstream = config.jetstream.clone();
         let watch = registry.watch();
         tokio::spawn(async move {
             if let Some((url, publish)) = nats {
                 let Some(rt) = weak.upgrade() else { return };
-                if let Err(e) = rt.start_nats(&url, publish, watch).await {
+                if let Err(e) = rt.start_nats(&url, publish, jetstream, watch).await {
                     tracing::error!(nats_url = %url, error = %e, "cannot start the NATS KV event feed");
                 }
             }
@@ -97,11 +117,23 @@ impl KvRuntime {
         &self,
         url: &str,
         publish: bool,
+        jetstream: Option<JetStreamConfig>,
         watch: tokio::sync::watch::Receiver<crate::workers::Snapshot>,
     ) -> anyhow::Result<()> {
         let client = async_nats::connect(url).await?;
         let mut cfg = NatsConsumerConfig::new(self.index.page_size());
-        if publish {
+        if let Some(js) = jetstream {
+            // Relayed batches come from the stream (per worker); core NATS keeps Dynamo only.
+            cfg.relay_prefix = None;
+            let setup = JetStreamSetup::open(client.clone(), js).await?;
+            if publish {
+                let instance = crate::events::relay_lock::instance_id();
+                *self.relay.lock() = Some(NatsRelay::start_jetstream(setup, instance).await?);
+            } else {
+                let prefix = setup.config.prefix.clone();
+                *self.js_stream.lock() = Some((client.clone(), setup.stream, prefix));
+            }
+        } else if publish {
             cfg.relay_prefix = None;
             *self.relay.lock() = Some(NatsRelay::start(
                 client.clone(),
@@ -132,6 +164,10 @@ impl KvRuntime {
         // Cap its index entries at what its KV cache can hold (ZMQ- or NATS-fed alike).
         self.index
             .set_worker_capacity(w.id, w.info.max_total_num_tokens);
+        if self.js_consumer {
+            self.start_jetstream_feed(w);
+            return;
+        }
         if !self.zmq_enabled {
             return;
         }
@@ -170,8 +206,45 @@ impl KvRuntime {
         sources.insert(w.id, handles);
     }
 
+    /// JetStream consumer mode: one ordered consumer over `w`'s subjects, from the start.
+    fn start_jetstream_feed(&self, w: &Arc<Worker>) {
+        let Some((client, stream, prefix)) = self.js_stream.lock().clone() else {
+            return;
+        };
+        let mut feeds = self.js_feeds.lock();
+        if feeds.contains_key(&w.id) {
+            return;
+        }
+        let cfg = JetStreamSourceConfig {
+            worker: w.id,
+            worker_url: w.url.clone(),
+            prefix,
+            page_size: self.index.page_size(),
+        };
+        let sink: Arc<dyn KvEventSink> = self.index.clone();
+        feeds.insert(w.id, JetStreamSource::spawn(client, stream, cfg, sink));
+        tracing::info!(worker = %w.url, "reading worker KV events from JetStream");
+    }
+
+    /// JetStream consumer mode: why the router is not ready yet (a routable worker whose
+    /// feed has not replayed the stream), or None.
+    pub fn rebuilding(&self, registry: &Registry) -> Option<String> {
+        if !self.js_consumer {
+            return None;
+        }
+        let feeds = self.js_feeds.lock();
+        let behind = registry
+            .snapshot()
+            .iter()
+            .filter(|w| w.is_routable())
+            .filter(|w| !feeds.get(&w.id).is_some_and(|(_, c)| c.is_caught_up()))
+            .count();
+        (behind > 0).then(|| format!("KV index rebuilding from JetStream ({behind} workers)"))
+    }
+
     /// Stops `worker`'s sources, then drops it from the index and the load table.
     pub fn worker_removed(&self, worker: WorkerId) {
+        drop(self.js_feeds.lock().remove(&worker));
         drop(self.sources.lock().remove(&worker));
         self.index.remove_worker(worker);
         self.loads.remove_worker(worker);
