@@ -9,11 +9,12 @@
 //! `workers` owns the fleet (registration, health, load, versions, refit gate),
 //! `refit` the RL control plane (pause/drain, fan-out refits, cache invalidation),
 //! `tokens` owns block hashing, `metrics` the Prometheus registry, `config` the
-//! validated configuration, and `sim` the simulated SGLang fleet (`sglang-mock`)
-//! and the workload generator (`loadgen`).
+//! validated configuration, `discovery` etcd registration and watch, and `sim` the
+//! simulated SGLang fleet (`sglang-mock`) and the workload generator (`loadgen`).
 
 pub mod backoff;
 pub mod config;
+pub mod discovery;
 pub mod events;
 pub mod index;
 pub mod metrics;

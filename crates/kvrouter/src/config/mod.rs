@@ -88,6 +88,8 @@ pub struct Config {
     pub dp_aware: bool,
     /// `--prometheus-host:--prometheus-port`: a second listener serving only `/metrics`.
     pub prometheus: Option<(String, u16)>,
+    /// etcd discovery (`--etcd-endpoints`; None when not given), see `crate::discovery`.
+    pub etcd: Option<crate::discovery::EtcdConfig>,
     /// sgl-router compatibility warnings to log once at start (policy mapping, ignored flags).
     pub warnings: Vec<String>,
 }
@@ -169,6 +171,7 @@ impl Config {
 
     fn validate(o: Options, mode_given: bool) -> Result<Config, ConfigError> {
         let (mode, policy_warning) = Config::mode(&o, mode_given)?;
+        let etcd = crate::discovery::EtcdConfig::from_options(&o)?;
         let page_size = o.page_size;
         if page_size < 2 {
             return Err(invalid(
@@ -294,6 +297,7 @@ impl Config {
             )?,
             dp_aware: o.dp_aware,
             prometheus: (o.prometheus_port != 0).then_some((o.prometheus_host, o.prometheus_port)),
+            etcd,
             warnings: policy_warning.into_iter().collect(),
         })
     }

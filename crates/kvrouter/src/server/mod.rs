@@ -142,6 +142,11 @@ pub async fn start(state: Arc<AppState>) -> anyhow::Result<Started> {
         .map_err(|e| anyhow::anyhow!("cannot bind {addr}: {e}"))?;
     let local = listener.local_addr()?;
     register_startup_workers(&state);
+    if let Some(d) =
+        crate::discovery::Discovery::start(&state.config, &state.registry, local, &state.shutdown)
+    {
+        let _ = state.discovery.set(d);
+    }
     spawn_sticky_sweeper(&state);
     prometheus::spawn(&state.config).await?;
     tracing::info!(%local, mode = %state.config.mode, policy = state.selector.policy_name(), "router started");
@@ -176,6 +181,9 @@ pub async fn run(state: Arc<AppState>) -> anyhow::Result<()> {
             tracing::warn!(signal, "second signal: aborting requests in flight now");
             shutdown::abort_all_at_workers(&state).await;
         }
+    }
+    if let Some(d) = state.discovery.get() {
+        d.stopped().await;
     }
     Ok(())
 }
