@@ -90,8 +90,13 @@ pub struct Plan {
 impl RegisterArgs {
     /// Checks the arguments; the error names the flag.
     pub fn plan(&self) -> Result<Plan, String> {
+        // Never echo a password back, even from a URL that did not parse.
+        let shown = match self.worker_url.rsplit_once('@') {
+            Some((_, rest)) => format!("***@{rest}"),
+            None => self.worker_url.clone(),
+        };
         let addr = crate::workers::url::parse_worker_url(&self.worker_url)
-            .map_err(|e| format!("--worker-url {:?}: {e}", self.worker_url))?;
+            .map_err(|e| format!("--worker-url {shown:?}: {e}"))?;
         if addr.credentials.is_some() {
             return Err(
                 "--worker-url: credentials do not belong in etcd (use --api-key-env)".into(),
