@@ -109,7 +109,7 @@ impl Fleet {
             .as_ref()
             .is_some_and(|p| p.url == record.url && p.owned);
         let url = record.url;
-        let outcome = match ops.add(&url, spec) {
+        match ops.add(&url, spec) {
             Ok(started) => {
                 self.keys.insert(
                     key.to_string(),
@@ -126,8 +126,7 @@ impl Fleet {
                 }
             }
             Err(error) => Outcome::Refused { url, error },
-        };
-        outcome
+        }
     }
 
     /// A key was deleted (by its writer, or by the expiry of its lease).
