@@ -34,7 +34,10 @@ async fn register_deregisters_on_sigterm() {
     ]);
     support::admin::wait_healthy_count(&router.url, 1).await;
     let listed = support::admin::workers(&router.url).await;
-    assert_eq!(listed["workers"][0]["metadata"]["labels"]["pool"], "a", "{listed}");
+    assert_eq!(
+        listed["workers"][0]["metadata"]["labels"]["pool"], "a",
+        "{listed}"
+    );
 
     sidecar.sigterm();
     let status = sidecar
