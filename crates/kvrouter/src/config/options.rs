@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 #[command(
     name = "router",
     version,
-    about = "KV-cache-aware router for SGLang workers"
+    about = "KV-cache-aware router for SGLang workers",
+    after_help = "`router register --help`: the etcd registration sidecar to run beside a worker (docs/discovery.md)."
 )]
 #[serde(default, deny_unknown_fields)]
 pub struct Options {

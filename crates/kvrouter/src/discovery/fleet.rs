@@ -13,7 +13,7 @@ use crate::workers::{Registry, WorkerSpec};
 pub trait FleetOps {
     /// Starts registering `url` (idempotent); `Ok(true)` when this call started it,
     /// `Ok(false)` when the URL was already registered.
-    fn add(&self, url: &str, spec: WorkerSpec) -> Result<bool, String>;
+    fn add(&self, url: &str, spec: WorkerSpec) -> Result<bool, Refusal>;
     /// Drains and removes `url` (or cancels its pending registration); false if unknown.
     fn remove(&self, url: &str) -> bool;
     /// The API key variable lookup for `api_key_env`.
@@ -21,12 +21,17 @@ pub trait FleetOps {
 }
 
 impl FleetOps for Registry {
-    fn add(&self, url: &str, spec: WorkerSpec) -> Result<bool, String> {
+    fn add(&self, url: &str, spec: WorkerSpec) -> Result<bool, Refusal> {
+        use crate::workers::AddWorkerError;
         match self.start_add_worker(url, spec) {
             Ok(accepted) => Ok(!accepted.existing),
             // Being probed already (an earlier event for the same URL): nothing to do.
-            Err(crate::workers::AddWorkerError::AlreadyPending { .. }) => Ok(false),
-            Err(e) => Err(e.to_string()),
+            Err(AddWorkerError::AlreadyPending { .. }) => Ok(false),
+            Err(e) => Err(Refusal {
+                // Still draining after its key went (a sidecar restart): retry shortly.
+                retry: matches!(e, AddWorkerError::Draining { .. }),
+                message: e.to_string(),
+            }),
         }
     }
     fn remove(&self, url: &str) -> bool {
@@ -35,6 +40,14 @@ impl FleetOps for Registry {
     fn env(&self, name: &str) -> Option<String> {
         std::env::var(name).ok()
     }
+}
+
+/// Why the registry refused a worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub message: String,
+    /// Worth retrying soon (the URL is still draining from an earlier removal).
+    pub retry: bool,
 }
 
 /// One worker key as last seen.
@@ -69,6 +82,8 @@ pub enum Outcome {
 #[derive(Debug, Default)]
 pub struct Fleet {
     keys: BTreeMap<String, Entry>,
+    /// Values refused for a passing reason, by key, retried by [`Fleet::retry`].
+    pending: BTreeMap<String, Vec<u8>>,
 }
 
 impl Fleet {
@@ -87,8 +102,26 @@ impl Fleet {
         self.keys.get(key).map(|e| e.url.as_str())
     }
 
+    /// True when some refused value waits for [`Fleet::retry`].
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Puts again the values refused for a passing reason (a URL still draining).
+    pub fn retry(&mut self, ops: &dyn FleetOps) -> Vec<(String, Outcome)> {
+        let pending = std::mem::take(&mut self.pending);
+        pending
+            .into_iter()
+            .map(|(k, v)| {
+                let o = self.put(ops, &k, &v);
+                (k, o)
+            })
+            .collect()
+    }
+
     /// A key was written (created or changed).
     pub fn put(&mut self, ops: &dyn FleetOps, key: &str, value: &[u8]) -> Outcome {
+        self.pending.remove(key);
         let record = match WorkerRecord::parse(value) {
             Ok(r) => r,
             Err(e) => return Outcome::Skipped(e),
@@ -125,12 +158,21 @@ impl Fleet {
                     (None, false) => Outcome::AlreadyRegistered(url),
                 }
             }
-            Err(error) => Outcome::Refused { url, error },
+            Err(refusal) => {
+                if refusal.retry {
+                    self.pending.insert(key.to_string(), value.to_vec());
+                }
+                Outcome::Refused {
+                    url,
+                    error: refusal.message,
+                }
+            }
         }
     }
 
     /// A key was deleted (by its writer, or by the expiry of its lease).
     pub fn delete(&mut self, ops: &dyn FleetOps, key: &str) -> Outcome {
+        self.pending.remove(key);
         match self.forget(ops, key) {
             Some(url) => Outcome::Removed(url),
             None => Outcome::Unchanged,
@@ -148,6 +190,7 @@ impl Fleet {
         let gone: Vec<String> = self
             .keys
             .keys()
+            .chain(self.pending.keys())
             .filter(|k| !kvs.iter().any(|(key, _)| key == *k))
             .cloned()
             .collect();
@@ -189,12 +232,19 @@ mod tests {
     #[derive(Default)]
     struct FakeOps {
         registered: RefCell<BTreeSet<String>>,
+        draining: RefCell<BTreeSet<String>>,
         calls: RefCell<Vec<String>>,
     }
 
     impl FleetOps for FakeOps {
-        fn add(&self, url: &str, _spec: WorkerSpec) -> Result<bool, String> {
+        fn add(&self, url: &str, _spec: WorkerSpec) -> Result<bool, Refusal> {
             self.calls.borrow_mut().push(format!("add {url}"));
+            if self.draining.borrow().contains(url) {
+                return Err(Refusal {
+                    message: "draining".into(),
+                    retry: true,
+                });
+            }
             Ok(self.registered.borrow_mut().insert(url.to_string()))
         }
         fn remove(&self, url: &str) -> bool {
@@ -246,6 +296,29 @@ mod tests {
             Outcome::Skipped(_)
         ));
         assert_eq!(f.len(), 1);
+    }
+
+    #[test]
+    fn a_url_still_draining_is_retried() {
+        let ops = FakeOps::default();
+        ops.draining.borrow_mut().insert("http://a:1".into());
+        let mut f = Fleet::default();
+        assert!(matches!(
+            f.put(&ops, "k", &rec("http://a:1")),
+            Outcome::Refused { .. }
+        ));
+        assert!(f.has_pending());
+        ops.draining.borrow_mut().clear();
+        assert_eq!(
+            f.retry(&ops),
+            vec![("k".to_string(), Outcome::Added("http://a:1".into()))]
+        );
+        assert!(!f.has_pending());
+        // A pending key deleted before its retry is dropped.
+        ops.draining.borrow_mut().insert("http://b:1".into());
+        f.put(&ops, "k2", &rec("http://b:1"));
+        f.delete(&ops, "k2");
+        assert!(!f.has_pending());
     }
 
     #[test]

@@ -18,6 +18,9 @@ use crate::backoff::ExponentialBackoff;
 const RECONNECT: ExponentialBackoff =
     ExponentialBackoff::constant(Duration::from_millis(100), Duration::from_secs(2));
 
+/// How often values refused for a passing reason (a URL still draining) are put again.
+const RETRY_EVERY: Duration = Duration::from_millis(500);
+
 /// Where the watch resumes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Resume {
@@ -142,9 +145,16 @@ async fn follow(
         Err(e) => return Broke::Retry(Resume::From(from), e),
     };
     let mut next = from;
+    let mut retry = tokio::time::interval(RETRY_EVERY);
     loop {
         let message = tokio::select! {
             () = stop.cancelled() => return Broke::Stopped,
+            _ = retry.tick(), if fleet.has_pending() => {
+                for (key, outcome) in fleet.retry(ops) {
+                    log_outcome(&key, &outcome);
+                }
+                continue;
+            }
             m = stream.message() => m,
         };
         let resp = match message {
