@@ -3,6 +3,10 @@
 # Only the router is built; the simulator (crates/sim) is a dev-dependency and is not shipped.
 
 FROM rust:1-bookworm AS builder
+# protoc: the etcd-client crate (etcd discovery) generates its gRPC code at build time.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends protobuf-compiler \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY crates ./crates

@@ -8,12 +8,14 @@
 //!
 //! `workers` owns the fleet (registration, health, load, versions, refit gate),
 //! `refit` the RL control plane (pause/drain, fan-out refits, cache invalidation),
-//! `tokens` owns block hashing, `text` the model tokenizer for text requests, `metrics` the Prometheus registry, `config` the
-//! validated configuration, and `sim` the simulated SGLang fleet (`sglang-mock`)
-//! and the workload generator (`loadgen`).
+//! `tokens` owns block hashing, `text` the model tokenizer for text requests, `metrics`
+//! the Prometheus registry, `config` the validated configuration, `discovery` etcd
+//! registration and watch; the simulated SGLang fleet (`sglang-mock`) and the workload
+//! generator (`loadgen`) live in the `kvrouter-sim` crate.
 
 pub mod backoff;
 pub mod config;
+pub mod discovery;
 pub mod events;
 pub mod index;
 pub mod metrics;

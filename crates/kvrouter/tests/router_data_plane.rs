@@ -70,7 +70,14 @@ async fn generate_chat_and_completions_reach_the_mock_with_meta_info() {
     let routed: Value = resp.json().await.unwrap();
     let strip = |mut v: Value| {
         let mi = v["meta_info"].as_object_mut().unwrap();
-        mi.remove("e2e_latency");
+        for timing in [
+            "e2e_latency",
+            "queue_time",
+            "prefill_launch_delay",
+            "prefill_launch_latency",
+        ] {
+            mi.remove(timing);
+        }
         mi.remove("cached_tokens");
         mi.remove("cached_tokens_details");
         v

@@ -1,5 +1,6 @@
 //! `router` binary: parse configuration (or print the example configuration file), set up
-//! logging, run the HTTP server.
+//! logging, run the HTTP server; `router register ...` runs the etcd registration sidecar
+//! instead (`kvrouter::discovery::register`).
 
 use kvrouter::config::example::example_config;
 use kvrouter::config::{Cli, Config};
@@ -21,6 +22,10 @@ fn init_logging(config: &Config) {
 
 #[tokio::main]
 async fn main() {
+    if std::env::args_os().nth(1).is_some_and(|a| a == "register") {
+        let status = kvrouter::discovery::register::main(std::env::args_os().skip(1)).await;
+        std::process::exit(status);
+    }
     let cli = <Cli as clap::Parser>::parse();
     if cli.options.print_example_config {
         print!("{}", example_config());

@@ -98,6 +98,8 @@ pub struct Config {
     pub prometheus: Option<(String, u16)>,
     /// `--metrics-compat`: sgl-router / SMG series served beside `kvrouter_*`.
     pub metrics_compat: Option<crate::metrics::compat::Flavor>,
+    /// etcd discovery (`--etcd-endpoints`; None when not given), see `crate::discovery`.
+    pub etcd: Option<crate::discovery::EtcdConfig>,
     /// sgl-router compatibility warnings to log once at start (policy mapping, ignored flags).
     pub warnings: Vec<String>,
 }
@@ -180,6 +182,7 @@ impl Config {
     fn validate(o: Options, mode_given: bool) -> Result<Config, ConfigError> {
         let limits = Limits::from_options(&o)?;
         let (mode, policy_warning) = Config::mode(&o, mode_given)?;
+        let etcd = crate::discovery::EtcdConfig::from_options(&o)?;
         let page_size = o.page_size;
         if page_size < 2 {
             return Err(invalid(
@@ -314,6 +317,7 @@ impl Config {
                 .map(str::parse)
                 .transpose()
                 .map_err(|e: String| invalid("metrics_compat", e))?,
+            etcd,
             warnings: policy_warning.into_iter().collect(),
         })
     }

@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 #[command(
     name = "router",
     version,
-    about = "KV-cache-aware router for SGLang workers"
+    about = "KV-cache-aware router for SGLang workers",
+    after_help = "`router register --help`: the etcd registration sidecar to run beside a worker (docs/discovery.md)."
 )]
 #[serde(default, deny_unknown_fields)]
 pub struct Options {
@@ -194,6 +195,23 @@ pub struct Options {
     /// every turn is tokenized whole).
     #[arg(long, env = "KVROUTER_TOKENIZER_CACHE_MB", default_value_t = 64)]
     pub tokenizer_cache_mb: usize,
+    /// etcd endpoints for worker discovery and router self-registration (comma-separated or
+    /// repeated, `http://host:2379` or `host:2379`). When set, the router watches
+    /// `<etcd_prefix>/workers/` and adds, drains and removes workers as keys appear, change and
+    /// expire, and registers itself under `<etcd_prefix>/routers/` (see docs/discovery.md).
+    #[arg(long, env = "KVROUTER_ETCD_ENDPOINTS", num_args = 0.., value_delimiter = ',', action = clap::ArgAction::Append)]
+    pub etcd_endpoints: Vec<String>,
+    /// Key prefix of the discovery keys in etcd (`<prefix>/workers/<id>`, `<prefix>/routers/<id>`).
+    #[arg(long, env = "KVROUTER_ETCD_PREFIX", default_value = "/kvrouter")]
+    pub etcd_prefix: String,
+    /// TTL of the etcd leases that hold this router's key (and the keys `router register`
+    /// writes), in seconds; a key disappears this long after its holder stops renewing it.
+    #[arg(long, env = "KVROUTER_ETCD_LEASE_TTL_SECS", default_value_t = 10)]
+    pub etcd_lease_ttl_secs: u64,
+    /// URL other replicas and operators reach this router at, as written under
+    /// `<etcd_prefix>/routers/` (default: `http://<host>:<bound port>`).
+    #[arg(long, env = "KVROUTER_ETCD_ADVERTISE_URL")]
+    pub etcd_advertise_url: Option<String>,
     /// KV-mode options (flags at top level, `[kv]` table in the file; see src/config/kv.rs).
     #[command(flatten)]
     pub kv: super::kv::KvOptions,

@@ -167,6 +167,11 @@ pub async fn start(state: Arc<AppState>) -> anyhow::Result<Started> {
         .map_err(|e| anyhow::anyhow!("cannot bind {addr}: {e}"))?;
     let local = listener.local_addr()?;
     register_startup_workers(&state);
+    if let Some(d) =
+        crate::discovery::Discovery::start(&state.config, &state.registry, local, &state.shutdown)
+    {
+        let _ = state.discovery.set(d);
+    }
     spawn_sticky_sweeper(&state);
     if let Some(flavor) = state.config.metrics_compat {
         let active = crate::metrics::compat::enable(flavor);
@@ -207,6 +212,9 @@ pub async fn run(state: Arc<AppState>) -> anyhow::Result<()> {
             tracing::warn!(signal, "second signal: aborting requests in flight now");
             shutdown::abort_all_at_workers(&state).await;
         }
+    }
+    if let Some(d) = state.discovery.get() {
+        d.stopped().await;
     }
     Ok(())
 }

@@ -33,6 +33,8 @@ pub enum Route<'a> {
     AddWorker,
     RemoveWorker,
     ListWorkers,
+    /// `GET /routers`: router replicas registered in etcd.
+    Routers,
     /// `GET /debug/index` (KV mode): per-unit block counts and digests.
     DebugIndex,
     /// `POST /<sglang control path>` fanned out to every eligible worker (refit plane).
@@ -94,6 +96,7 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         "/add_worker" if post => Route::AddWorker,
         "/remove_worker" if post => Route::RemoveWorker,
         "/list_workers" if get => Route::ListWorkers,
+        "/routers" if get => Route::Routers,
         "/debug/index" if get => Route::DebugIndex,
         "/refit/state" if get => Route::RefitState,
         "/v1/rl/workers" if get => Route::RlWorkers,
@@ -121,6 +124,7 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         | "/add_worker"
         | "/remove_worker"
         | "/list_workers"
+        | "/routers"
         | "/refit/state"
         | "/v1/rl/workers"
         | "/debug/index" => Route::MethodNotAllowed,
@@ -182,6 +186,7 @@ impl Route<'_> {
             | Route::AddWorker
             | Route::RemoveWorker
             | Route::ListWorkers
+            | Route::Routers
             | Route::FlushCache
             | Route::DebugIndex
             | Route::RefitFanout(_)
@@ -243,6 +248,7 @@ pub async fn handle(state: &AppState, req: Request<Incoming>) -> Response<Router
         Route::AddWorker => workers_api::add_legacy(state, req).await,
         Route::RemoveWorker => workers_api::remove_legacy(state, req).await,
         Route::ListWorkers => workers_api::list_legacy(state),
+        Route::Routers => workers_api::routers(state).await,
         Route::DebugIndex => match &state.index {
             Some(index) => super::body::json(StatusCode::OK, &index.index_json(&state.registry)),
             None => {
@@ -284,6 +290,11 @@ mod tests {
             Route::WorkerDelete("http%3A%2F%2Fh")
         );
         assert_eq!(match_route(&Method::GET, "/nope"), Route::NotFound);
+        assert_eq!(match_route(&Method::GET, "/routers"), Route::Routers);
+        assert_eq!(
+            match_route(&Method::GET, "/routers").access(),
+            Access::Admin
+        );
         assert_eq!(
             match_route(&Method::POST, "/workers").access(),
             Access::Admin

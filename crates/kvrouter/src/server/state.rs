@@ -33,6 +33,8 @@ pub struct AppState {
     /// The one shutdown token: cancelled on SIGTERM/SIGINT. `/readiness` answers 503, the
     /// accept loop stops and background tasks watching it end (see `server::shutdown`).
     pub shutdown: CancellationToken,
+    /// etcd discovery, once the server is bound (`--etcd-endpoints`; unset otherwise).
+    pub discovery: std::sync::OnceLock<Arc<crate::discovery::Discovery>>,
 }
 
 /// The fleet registry settings derived from the router configuration.
@@ -121,6 +123,7 @@ impl AppState {
             config,
             index,
             shutdown: CancellationToken::new(),
+            discovery: std::sync::OnceLock::new(),
         })
     }
 }

@@ -1,7 +1,8 @@
 //! Worker-management routes, all three API generations of sgl-router:
 //! 0.3 REST (`POST /workers` -> 202, `GET /workers`, `GET|DELETE /workers/{id}`),
 //! 0.2 (`DELETE /workers/{urlencoded url}`) and legacy (`POST /add_worker?url=`,
-//! `POST /remove_worker?url=`, `GET /list_workers`).
+//! `POST /remove_worker?url=`, `GET /list_workers`); and `GET /routers`, the router replicas
+//! etcd discovery knows.
 
 use http::{header, HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -189,6 +190,20 @@ pub async fn remove_legacy(state: &AppState, req: Request<Incoming>) -> Response
 /// Legacy `GET /list_workers` -> `{"urls":[...]}`.
 pub fn list_legacy(state: &AppState) -> Response<RouterBody> {
     json(StatusCode::OK, &state.registry.list_workers_json())
+}
+
+/// `GET /routers`: the router replicas registered in etcd (404 without `--etcd-endpoints`,
+/// 503 when etcd cannot be read).
+pub async fn routers(state: &AppState) -> Response<RouterBody> {
+    let Some(d) = state.discovery.get() else {
+        return ApiError::not_found("not_found", "/routers needs --etcd-endpoints").into_response();
+    };
+    match crate::discovery::routers::routers_json(d).await {
+        Ok(v) => json(StatusCode::OK, &v),
+        Err(e) => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "etcd_unavailable", e).into_response()
+        }
+    }
 }
 
 #[cfg(test)]

@@ -3,13 +3,15 @@
 //! deadline (`wait`), the router's admin view (`admin`), a router with captured stderr (`captured`), an in-process stub worker
 //! (`stub`), SGLang's event wire format decoded and built independently of `src/`
 //! (`sglang_wire`), ZMQ subscriber/replay clients (`zmq`), a fake SGLang publisher
-//! (`fake_publisher`), a real `nats-server` (`nats`), SGLang HTTP rules (`sglang_rules`),
+//! (`fake_publisher`), a real `nats-server` (`nats`), a real `etcd` and the `router register`
+//! sidecar (`etcd`), SGLang HTTP rules (`sglang_rules`),
 //! and area helpers for KV routing (`kv`), refit (`refit`) and loadgen (`loadgen`).
 //! Each test binary uses a subset, hence `dead_code` (and unused re-exports) are allowed here.
 #![allow(dead_code, unused_imports)]
 
 pub mod admin;
 pub mod captured;
+pub mod etcd;
 pub mod fake_publisher;
 pub mod http;
 pub mod kv;

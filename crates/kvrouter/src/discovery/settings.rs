@@ -1,0 +1,170 @@
+//! `EtcdConfig`: the validated etcd discovery settings (`--etcd-endpoints`, `--etcd-prefix`,
+//! `--etcd-lease-ttl-secs`, `--etcd-advertise-url`), shared by the router and the `register`
+//! subcommand, and the one way to open an etcd client with them.
+
+use std::time::Duration;
+
+use etcd_client::{Client, ConnectOptions};
+
+use crate::config::{ConfigError, Options};
+
+/// Longest wait for one unary etcd call (get, put, grant, revoke); watches and keep-alive
+/// streams are not bounded by it.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Validated etcd settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdConfig {
+    /// `host:port` or `http://host:port`, as etcd-client accepts them.
+    pub endpoints: Vec<String>,
+    /// Key prefix without a trailing `/` (`/kvrouter`).
+    pub prefix: String,
+    /// Lease TTL in seconds.
+    pub lease_ttl_secs: i64,
+    /// What this router writes as its URL under `<prefix>/routers/` (None: `http://host:port`).
+    pub advertise_url: Option<String>,
+}
+
+fn invalid(field: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        field: field.to_string(),
+        message: message.into(),
+    }
+}
+
+/// Splits comma/space separated endpoint lists and checks each is `[http://]host:port`.
+pub fn parse_endpoints(raw: &[String]) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for part in raw
+        .iter()
+        .flat_map(|r| r.split([',', ' ']))
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
+        if part.starts_with("https://") {
+            return Err(format!("{part:?}: TLS to etcd is not supported yet"));
+        }
+        let hostport = part.strip_prefix("http://").unwrap_or(part);
+        let hostport = hostport.trim_end_matches('/');
+        let port_ok = hostport
+            .rsplit_once(':')
+            .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
+        if !port_ok || hostport.contains('/') || hostport.contains('@') {
+            return Err(format!("{part:?} is not host:port or http://host:port"));
+        }
+        out.push(format!("http://{hostport}"));
+    }
+    Ok(out)
+}
+
+/// `/kvrouter/` and `kvrouter` both become `/kvrouter`; empty and `/` are refused (the router
+/// would watch the whole keyspace).
+pub fn normalize_prefix(raw: &str) -> Result<String, String> {
+    let trimmed = raw.trim().trim_end_matches('/');
+    if trimmed.is_empty() {
+        return Err("must name a key prefix such as /kvrouter".to_string());
+    }
+    if trimmed.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("{raw:?} contains whitespace"));
+    }
+    Ok(if trimmed.starts_with('/') {
+        trimmed.to_string()
+    } else {
+        format!("/{trimmed}")
+    })
+}
+
+/// Lease TTLs below etcd's own minimum (about 1.5 s with default election settings) are
+/// raised by etcd silently; refuse them here instead, and cap at a day.
+pub fn check_ttl(ttl: u64) -> Result<i64, String> {
+    match i64::try_from(ttl) {
+        Ok(t) if (2..=86_400).contains(&t) => Ok(t),
+        _ => Err(format!("must be between 2 and 86400 seconds (got {ttl})")),
+    }
+}
+
+impl EtcdConfig {
+    /// The etcd settings of `o`, or None when no endpoint is given.
+    pub fn from_options(o: &Options) -> Result<Option<EtcdConfig>, ConfigError> {
+        let endpoints =
+            parse_endpoints(&o.etcd_endpoints).map_err(|e| invalid("etcd_endpoints", e))?;
+        if endpoints.is_empty() {
+            return Ok(None);
+        }
+        let advertise_url = match &o.etcd_advertise_url {
+            None => None,
+            Some(u) => Some(
+                crate::workers::url::parse_worker_url(u)
+                    .map_err(|e| invalid("etcd_advertise_url", format!("{u:?}: {e}")))?
+                    .url,
+            ),
+        };
+        Ok(Some(EtcdConfig {
+            endpoints,
+            prefix: normalize_prefix(&o.etcd_prefix).map_err(|e| invalid("etcd_prefix", e))?,
+            lease_ttl_secs: check_ttl(o.etcd_lease_ttl_secs)
+                .map_err(|e| invalid("etcd_lease_ttl_secs", e))?,
+            advertise_url,
+        }))
+    }
+
+    /// The lease TTL as a duration.
+    pub fn lease_ttl(&self) -> Duration {
+        Duration::from_secs(self.lease_ttl_secs.unsigned_abs())
+    }
+}
+
+/// Opens a client (etcd-client connects lazily and reconnects by itself; HTTP/2 keep-alive
+/// notices a dead peer within a few seconds even when no call is in flight).
+pub async fn connect(endpoints: &[String]) -> Result<Client, etcd_client::Error> {
+    let options = ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2))
+        .with_keep_alive_while_idle(true);
+    Client::connect(endpoints, Some(options)).await
+}
+
+/// Runs one unary etcd call under [`CALL_TIMEOUT`].
+pub async fn timed<T>(
+    call: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(CALL_TIMEOUT, call).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {CALL_TIMEOUT:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_prefix_and_ttl() {
+        let raw = vec!["127.0.0.1:2379, http://etcd-0.etcd:2379/".to_string()];
+        assert_eq!(
+            parse_endpoints(&raw).unwrap(),
+            vec!["http://127.0.0.1:2379", "http://etcd-0.etcd:2379"]
+        );
+        assert!(parse_endpoints(&["etcd".to_string()]).is_err());
+        assert!(parse_endpoints(&["https://etcd:2379".to_string()]).is_err());
+        assert!(parse_endpoints(&["u:p@etcd:2379".to_string()]).is_err());
+        assert_eq!(normalize_prefix("kvrouter/").unwrap(), "/kvrouter");
+        assert_eq!(normalize_prefix("/a/b").unwrap(), "/a/b");
+        assert!(normalize_prefix("/").is_err());
+        assert!(check_ttl(1).is_err());
+        assert_eq!(check_ttl(10).unwrap(), 10);
+    }
+
+    #[test]
+    fn absent_without_endpoints() {
+        assert_eq!(EtcdConfig::from_options(&Options::default()), Ok(None));
+        let o = Options {
+            etcd_endpoints: vec!["127.0.0.1:2379".into()],
+            etcd_lease_ttl_secs: 0,
+            ..Options::default()
+        };
+        let e = EtcdConfig::from_options(&o).unwrap_err();
+        assert_eq!(e.field, "etcd_lease_ttl_secs");
+    }
+}
