@@ -34,7 +34,7 @@ from kvcompare import fleet as fleet_mod  # noqa: E402
 from kvcompare import measure as measure_mod  # noqa: E402
 from kvcompare.pressure import render as pressure_render  # noqa: E402
 from kvcompare.pressure import run as pressure_run  # noqa: E402
-from kvcompare import overhead, procs, procstat, report, routers, runenv, venvs, workloads  # noqa: E402
+from kvcompare import overhead, procs, procstat, report, routers, runenv, textmodel, venvs, workloads  # noqa: E402
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -51,7 +51,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--only", default=None,
                     help="routers: groups kvrouter|peers|sglr|smg|demo|all and/or names, comma separated")
     ap.add_argument("--workloads", default=None,
-                    help="comma list: grpo,agent,trace (default all three); pressure: trace,grpo,tenants,agent,mix")
+                    help="comma list: grpo,agent,agent-text,trace (default all four); pressure: trace,grpo,tenants,agent,mix")
     ap.add_argument("--timing-models", default=None,
                     help="pressure: the mocks' --timing-model values, comma separated (default poly,roofline; "
                          "--quick: poly)")
@@ -84,7 +84,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             ap.error("pressure: --size is quick or full")
         a.workloads = a.workloads or "trace,grpo,tenants,agent,mix"
         a.timing_models = a.timing_models or ("poly" if a.size == "quick" else "poly,roofline")
-    a.workloads = a.workloads or "grpo,agent,trace"
+    a.workloads = a.workloads or "grpo,agent,agent-text,trace"
     if a.overhead_seconds is None:
         a.overhead_seconds = 3 if a.size == "quick" else 10
     if a.bin_dir:
@@ -177,7 +177,8 @@ def run(a) -> int:
     logs = out / "logs"
     selected = routers.select(a.only)
     bin_dir = runenv.build_binaries(a, logs)
-    selected, launch, peers = runenv.prepare_routers(a, selected, bin_dir, HERE / "model", logs)
+    model_dir = textmodel.ensure(HERE / "model", REPO / "target" / "compare" / "text-model")
+    selected, launch, peers = runenv.prepare_routers(a, selected, bin_dir, model_dir, logs)
     if not selected:
         raise SystemExit("nothing left to measure")
     res = {"meta": {
@@ -190,7 +191,7 @@ def run(a) -> int:
     print(f"[compare] out={out} size={a.size} routers={', '.join(r.name for r in selected)}", flush=True)
 
     wanted = [w.strip() for w in a.workloads.split(",") if w.strip()]
-    wls = [w for w in workloads.build(a.size, Path(a.trace), a.seed) if w.name in wanted]
+    wls = [w for w in workloads.build(a.size, Path(a.trace), a.seed, str(launch.model_dir)) if w.name in wanted]
     if a.overhead_only:
         wls = []
     # Workloads that share a fleet spec share the fleet (flushed between runs).

@@ -18,16 +18,19 @@ class FleetSpec:
     speedup: float = 1.0
     max_total_tokens: int = 1 << 20
     extra_args: list[str] = field(default_factory=list)
+    # Mocks tokenize text requests with the model dir's tokenizer (`--tokenizer-path`).
+    text: bool = False
 
     def shared_cache(self) -> "FleetSpec":
         """The reference: ONE worker holding the whole fleet's KV and running N times as fast,
         i.e. a single shared cache of the fleet's size (same extra flags, e.g. timing model)."""
         return FleetSpec(workers=1, page_size=self.page_size, speedup=self.speedup * self.workers,
-                         max_total_tokens=self.max_total_tokens * self.workers, extra_args=list(self.extra_args))
+                         max_total_tokens=self.max_total_tokens * self.workers, extra_args=list(self.extra_args),
+                         text=self.text)
 
     def describe(self) -> str:
         return (f"{self.workers} x sglang-mock --page-size {self.page_size} --speedup {self.speedup:g} "
-                f"--max-total-tokens {self.max_total_tokens}" + (" " + " ".join(self.extra_args)
+                f"--max-total-tokens {self.max_total_tokens}" + (" --tokenizer-path MODEL" if self.text else "") + (" " + " ".join(self.extra_args)
                                                                  if self.extra_args else ""))
 
 
@@ -50,6 +53,8 @@ class Fleet:
                         "--context-length", str(spec.max_total_tokens),
                         "--kv-events-config", json.dumps(kv_cfg),
                         "--model-path", str(model_dir), "--seed", str(1000 + i), *spec.extra_args]
+                if spec.text:
+                    argv += ["--tokenizer-path", str(model_dir)]
                 p = Proc(f"mock{i}", argv, log_dir / f"mock{i}.log")
                 self.procs.append(p)
             for p in self.procs:

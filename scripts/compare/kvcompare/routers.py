@@ -85,7 +85,8 @@ def start(spec: RouterSpec, worker_urls: list[str], launch: Launch, tag: str) ->
     if spec.family == "kvrouter":
         argv = [str(launch.router_bin), *spec.args, "--page-size", str(launch.page_size),
                 "--host", "127.0.0.1", "--port", "0", "--log-level", "warn",
-                "--worker-urls", *worker_urls]
+                # As the peers get it: the tokenizer KV mode uses for text requests.
+                "--model-path", str(launch.model_dir), "--worker-urls", *worker_urls]
         p = Proc(spec.name, argv, log)
         try:
             url = p.wait_listening(60)

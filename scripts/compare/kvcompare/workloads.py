@@ -22,7 +22,28 @@ class Workload:
     extra: dict = field(default_factory=dict)
 
 
-def build(size: str, trace: Path, seed: int = 7) -> list[Workload]:
+def build(size: str, trace: Path, seed: int = 7, model: str = "default") -> list[Workload]:
+    """The workloads of `size` plus `agent-text`: each agent workload again with OpenAI text
+    messages and no `input_ids` (issue 11: text routing), on a fleet whose mocks tokenize text.
+    `model` is the chat requests' `model` (the workers' model path: SMG routes by it)."""
+    wls = _build(size, trace, seed)
+    return wls + [text_twin(w, model) for w in wls if w.name == "agent"]
+
+
+def text_twin(w: Workload, model: str) -> Workload:
+    """`w` (an agent workload) sending chat messages as text: same sessions, same seed."""
+    argv = list(w.argv)
+    i = argv.index("--endpoint")
+    argv[i + 1] = "chat"
+    argv += ["--text", "--model", model]
+    fleet = FleetSpec(workers=w.fleet.workers, page_size=w.fleet.page_size, speedup=w.fleet.speedup,
+                      max_total_tokens=w.fleet.max_total_tokens, extra_args=list(w.fleet.extra_args),
+                      text=True)
+    return Workload("agent-text", fleet, argv, timeout_s=w.timeout_s,
+                    notes="the agent sessions as OpenAI text (no input_ids); mocks tokenize with --tokenizer-path")
+
+
+def _build(size: str, trace: Path, seed: int = 7) -> list[Workload]:
     """size: quick (seconds, smoke), demo (README command scale), full (the published report).
 
     Every workload streams (TTFT = first SSE chunk) and uses /generate with `input_ids`: the peers
