@@ -61,8 +61,6 @@ struct Scored {
     overlap: u32,
     /// Seconds of prefill the unit's overlap saves (what a move away from it throws away).
     prefix_secs: f64,
-    /// Its whole prompt is already in prefill there (a sibling of a request in flight).
-    joins_prefill: bool,
     inputs: UnitInputs,
 }
 
@@ -162,23 +160,18 @@ impl KvPolicy {
                     ttft: c.ttft,
                     overlap,
                     prefix_secs: rates.prefill_per_token * f64::from(overlap) * pagef,
-                    joins_prefill: request_blocks > 0 && inflight >= request_blocks,
                     inputs,
                 });
             }
         }
         // Balance guard: a unit already this far above the mean request count is no candidate
-        // (unless all are), so the busiest unit stays within ~1.3x the mean under load. Two
-        // exemptions, left to the cost in seconds: a sibling joining its group's prefill (the
-        // guard would count a burst's start as imbalance and re-prefill the prompt everywhere)
-        // and a sticky session's own worker (moving throws its cache away).
+        // (unless all are), so the busiest unit stays within ~1.3x the mean under load.
         let total: f64 = scored.iter().map(|s| s.inputs.running).sum();
         let cap = BALANCE_FACTOR * (total + 1.0) / scored.len() as f64 + BALANCE_SLACK;
         let keys: Vec<(f64, u32)> = scored
             .iter()
             .map(|s| {
-                let exempt = s.joins_prefill || Some(s.candidate) == preferred;
-                let over = !exempt && s.inputs.running + 1.0 > cap;
+                let over = s.inputs.running + 1.0 > cap;
                 (if over { s.cost + OVER_CAP } else { s.cost }, s.overlap)
             })
             .collect();
