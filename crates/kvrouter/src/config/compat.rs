@@ -35,7 +35,7 @@ pub struct Ignored {
     pub equivalent: &'static str,
 }
 
-const KV_COST: &str = "the KV cost model in time (learned rates; --temperature) in --mode kv";
+const KV_COST: &str = "KV cost weights --kv-prefill-weight/--kv-decode-weight/--kv-queue-weight (and --temperature) in --mode kv";
 const HEALTH: &str = "health thresholds --health-failure-threshold/--health-success-threshold";
 const LOAD: &str = "--mode kv/least-load balance by load; no separate threshold";
 const NO_TOKENIZER: &str = "none: kvrouter forwards the request unchanged (it tokenizes text only for routing, with --model-path / --tokenizer-path)";

@@ -1,4 +1,4 @@
-//! KV-mode settings: predict-on-route (TTL, confirmation window), temperature, NATS feed.
+//! KV-mode settings: predict-on-route, cost weights, temperature, sticky overload rule, NATS feed.
 //!
 //! The options are declared once in [`KvOptions`] (flattened into [`super::Options`]); in the
 //! `--config` file they live under a `[kv]` table with the same names (snake_case).
@@ -22,12 +22,24 @@ pub struct KvOptions {
     /// Disable predict-on-route (score from KV events only).
     #[arg(long, env = "KVROUTER_NO_PREDICT", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
     pub no_predict: bool,
-    /// Seconds after a streamed request's first token (or its expected one) within which a KV event must confirm its predicted blocks; unconfirmed predictions stop counting.
-    #[arg(long, env = "KVROUTER_PREDICT_CONFIRM_SECS", default_value_t = 1.0)]
-    pub predict_confirm_secs: f64,
+    /// Cost per block of prefill (the request's new blocks plus others' prefill in flight).
+    #[arg(long, env = "KVROUTER_KV_PREFILL_WEIGHT", default_value_t = 1.0)]
+    pub kv_prefill_weight: f64,
+    /// Cost per block of context held by requests in flight on the unit with another prompt (decode load).
+    #[arg(long, env = "KVROUTER_KV_DECODE_WEIGHT", default_value_t = 0.125)]
+    pub kv_decode_weight: f64,
+    /// Cost per request in flight on the unit (queue depth).
+    #[arg(long, env = "KVROUTER_KV_QUEUE_WEIGHT", default_value_t = 0.5)]
+    pub kv_queue_weight: f64,
     /// Softmax temperature over costs (0 = always the cheapest).
     #[arg(long, env = "KVROUTER_TEMPERATURE", default_value_t = 0.0)]
     pub temperature: f64,
+    /// A sticky key's worker keeps the request unless it costs more than this many prefill blocks above the best.
+    #[arg(long, env = "KVROUTER_STICKY_SLACK_BLOCKS", default_value_t = 32.0)]
+    pub sticky_slack_blocks: f64,
+    /// A sticky key's worker is overloaded (and yields) when its cost exceeds this factor times the best cost, plus the slack.
+    #[arg(long, env = "KVROUTER_STICKY_OVERLOAD_FACTOR", default_value_t = 2.0)]
+    pub sticky_overload_factor: f64,
     /// NATS server to consume KV events from (relayed SGLang batches and Dynamo RouterEvents), e.g. nats://127.0.0.1:4222.
     #[arg(long, env = "KVROUTER_NATS_URL")]
     pub nats_url: Option<String>,
@@ -74,8 +86,12 @@ pub struct KvConfig {
     /// Predict-on-route on (`--no-predict` turns it off).
     pub predict: bool,
     pub predict_ttl: Duration,
-    pub predict_confirm: Duration,
+    pub prefill_weight: f64,
+    pub decode_weight: f64,
+    pub queue_weight: f64,
     pub temperature: f64,
+    pub sticky_slack_blocks: f64,
+    pub sticky_overload_factor: f64,
     pub nats_url: Option<String>,
     pub publish_events: bool,
     /// `--nats-jetstream`: the stream and relay-lock settings (None: core NATS).
@@ -125,16 +141,20 @@ impl KvConfig {
         Ok(KvConfig {
             predict: !o.no_predict,
             predict_ttl,
-            predict_confirm: match o.predict_confirm_secs {
-                v if v.is_finite() && v > 0.0 && v < 1e6 => Duration::from_secs_f64(v),
-                v => {
+            prefill_weight: weight("kv_prefill_weight", o.kv_prefill_weight)?,
+            decode_weight: weight("kv_decode_weight", o.kv_decode_weight)?,
+            queue_weight: weight("kv_queue_weight", o.kv_queue_weight)?,
+            temperature: weight("temperature", o.temperature)?,
+            sticky_slack_blocks: weight("sticky_slack_blocks", o.sticky_slack_blocks)?,
+            sticky_overload_factor: match o.sticky_overload_factor {
+                f if f.is_finite() && f >= 1.0 => f,
+                f => {
                     return Err(invalid(
-                        "predict_confirm_secs",
-                        format!("must be a positive number of seconds (got {v})"),
+                        "sticky_overload_factor",
+                        format!("must be a finite number >= 1 (got {f})"),
                     ))
                 }
             },
-            temperature: weight("temperature", o.temperature)?,
             nats_url,
             publish_events: o.publish_events,
             jetstream,
@@ -193,7 +213,9 @@ mod tests {
     fn defaults_and_validation() {
         let d = KvConfig::default();
         assert!(d.predict);
-        assert_eq!(d.predict_confirm, Duration::from_secs(1));
+        assert_eq!(d.prefill_weight, 1.0);
+        assert_eq!(d.decode_weight, 1.0 / 8.0);
+        assert_eq!(d.queue_weight, 0.5);
         assert_eq!(d.predict_ttl, Duration::from_secs(10));
         let o = KvOptions {
             no_predict: true,
@@ -204,17 +226,11 @@ mod tests {
         assert!(!c.predict);
         assert_eq!(c.temperature, 0.5);
         let bad = KvOptions {
-            temperature: -1.0,
+            kv_prefill_weight: -1.0,
             ..KvOptions::default()
         };
         let e = KvConfig::from_options(&bad).unwrap_err();
-        assert_eq!(e.field, "temperature");
-        let bad = KvOptions {
-            predict_confirm_secs: 0.0,
-            ..KvOptions::default()
-        };
-        let e = KvConfig::from_options(&bad).unwrap_err();
-        assert_eq!(e.field, "predict_confirm_secs");
+        assert_eq!(e.field, "kv_prefill_weight");
         let relay = KvOptions {
             publish_events: true,
             ..KvOptions::default()

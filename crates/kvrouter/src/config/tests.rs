@@ -53,14 +53,18 @@ fn errors_name_the_field() {
 #[test]
 fn env_beats_file_and_defaults_do_not() {
     // An option left at its default by the command line does not hide the file's value.
-    let file = FileConfig::parse("page_size = 64\n[kv]\ntemperature = 2.0").unwrap();
+    let file = FileConfig::parse("page_size = 64\n[kv]\nkv_queue_weight = 2.0").unwrap();
     let c = Config::from_sources(cli(&[]), file.clone()).unwrap();
     assert_eq!(c.page_size, 64);
-    assert_eq!(c.kv.temperature, 2.0);
+    assert_eq!(c.kv.queue_weight, 2.0);
     // An explicit flag equal to the default still beats the file.
-    let c = Config::from_sources(cli(&["--page-size", "16", "--temperature", "0"]), file).unwrap();
+    let c = Config::from_sources(
+        cli(&["--page-size", "16", "--kv-queue-weight", "0.5"]),
+        file,
+    )
+    .unwrap();
     assert_eq!(c.page_size, 16);
-    assert_eq!(c.kv.temperature, 0.0);
+    assert_eq!(c.kv.queue_weight, 0.5);
 }
 
 #[test]

@@ -1,7 +1,6 @@
 //! `IndexBooking`: the RAII handle of one predict-on-route booking.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use super::pending::{PendingLayer, PredictionId};
 
@@ -36,12 +35,6 @@ impl IndexBooking {
         if !std::mem::replace(&mut self.prefilled, true) {
             self.pending.prefill_done(self.id);
         }
-    }
-
-    /// The prefill is done: unless a `BlockStored` confirms them within `within`, the
-    /// predicted blocks stop counting then (they were not cached after all).
-    pub fn confirm_within(&self, within: Duration) {
-        self.pending.confirm_within(self.id, within, Instant::now());
     }
 
     /// Drops the prediction and in-flight marks now.

@@ -284,14 +284,6 @@ impl KvIndex {
         let mut unit = handle.lock();
         let mut out = Applied::default();
         let mut ops = Vec::new();
-        if !self.pending.is_empty() {
-            // An evicted block's prediction on this unit is wrong from now on.
-            for e in engine {
-                if let Some(seq) = unit.lookup(&self.blocks, *e) {
-                    self.pending.supersede(seq, id);
-                }
-            }
-        }
         for e in engine {
             let removed = if unit.batchable() {
                 unit.remove_deferred(*e, &mut ops)

@@ -5,10 +5,8 @@
 //! Every booking is a record (unit, its sequence hashes, what is still live)
 //! plus per-block entries in a sharded map the query side reads like the
 //! confirmed map. Predictions end on expiry, on `cancel` (the request failed
-//! before prefill), on `confirm_within` (the prefill is done: a `BlockStored`
-//! must confirm the blocks soon or they stop counting), and per block when a
-//! real `BlockStored` supersedes them or a `BlockRemoved` evicts them; in-flight
-//! marks end on `prefill_done` or `cancel`.
+//! before prefill) or per block when a real `BlockStored` supersedes them;
+//! in-flight marks end on `prefill_done` or `cancel`.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -171,15 +169,6 @@ impl PendingLayer {
         }
     }
 
-    /// Shortens a live prediction to end by `now + within` (never lengthens it).
-    pub(crate) fn confirm_within(&self, id: PredictionId, within: Duration, now: Instant) {
-        let until = self.ms(now).saturating_add(within.as_millis() as u64);
-        let mut records = self.records[id.0 as usize % RECORD_SHARDS].lock();
-        if records.live.get(&id.0).is_some_and(|r| r.predicted) {
-            records.expiry.push(Reverse((until, id.0)));
-        }
-    }
-
     /// The request ended before (or without) prefill: drop its prediction and
     /// its in-flight marks.
     pub(crate) fn cancel(&self, id: PredictionId) {
@@ -264,8 +253,7 @@ impl PendingLayer {
         }
     }
 
-    /// A real `BlockStored` confirmed `seq` on `unit` (its prediction is done), or a
-    /// `BlockRemoved` evicted it (its prediction is wrong): either way it stops counting.
+    /// A real `BlockStored` confirmed `seq` on `unit`: its prediction is done.
     pub(crate) fn supersede(&self, seq: SeqHash, unit: UnitId) {
         if self.is_empty() {
             return;

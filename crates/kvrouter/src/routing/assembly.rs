@@ -47,7 +47,6 @@ pub fn build(config: &Config, registry: &Registry) -> RoutingParts {
     let policy = KvPolicy::new(
         kv.index.clone(),
         kv.loads.clone(),
-        kv.timing.clone(),
         KvPolicySettings::from_config(&config.kv),
     );
     RoutingParts {

@@ -2,41 +2,16 @@
 //!
 //! - the predict-on-route booking in the index (`prefill_done` at the first response byte, or
 //!   at routing for non-streaming requests; dropped before the first byte = the request failed
-//!   before prefill: prediction cancelled; at the first byte of a stream the prediction must be
-//!   confirmed by a `BlockStored` within `--predict-confirm-secs` or it stops counting),
+//!   before prefill: prediction cancelled),
 //! - its share of the unit's load (requests, context blocks), released on drop,
-//! - a read-only scan of the relayed bytes for the worker-reported `cached_tokens` (exported
-//!   next to the router's own prediction when the response ends) and `completion_tokens`,
-//! - its timing probe: when a successful response ends, what the router saw (time to the
-//!   first chunk, to the end, prefill tokens, the unit's load) feeds the learned rates.
+//! - a read-only scan of the relayed bytes for the worker-reported `cached_tokens`, exported
+//!   next to the router's own prediction when the response ends.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use super::load::{LoadGuard, UnitLoads};
+use super::load::LoadGuard;
 use super::metrics::KvMetrics;
-use super::scan::{FieldScan, CACHED_TOKENS, COMPLETION_TOKENS};
-use super::timing::{Observation, TimingModel};
-use crate::index::{self, Unit};
+use super::scan::CachedTokensScan;
+use crate::index;
 use crate::routing::observer::RequestObserver;
-
-/// What the timing model needs to learn from one request (see module docs).
-pub(super) struct TimingProbe {
-    pub model: Arc<TimingModel>,
-    pub loads: Arc<UnitLoads>,
-    pub unit: Unit,
-    pub page: u64,
-    pub routed_at: Instant,
-    pub stream: bool,
-    /// Other requests' prefill tokens in flight on the unit when it was routed.
-    pub queued_tokens: f64,
-    /// Tokens the router expected it to prefill (used when the worker reports no hit).
-    pub new_tokens: f64,
-    /// Context tokens in flight on the unit right after it was booked (its own included).
-    pub active_tokens: f64,
-    /// `--predict-confirm-secs`.
-    pub confirm: Duration,
-}
 
 /// Per-request KV routing state (see module docs).
 pub struct KvAttachment {
@@ -44,10 +19,8 @@ pub struct KvAttachment {
     _load: LoadGuard,
     predicted_tokens: u64,
     prompt_tokens: u64,
-    scan: FieldScan,
-    output: FieldScan,
-    probe: TimingProbe,
-    first_byte: Option<Instant>,
+    scan: CachedTokensScan,
+    first_byte: bool,
     failed: bool,
 }
 
@@ -57,35 +30,28 @@ impl KvAttachment {
         load: LoadGuard,
         predicted_tokens: u64,
         prompt_tokens: u64,
-        probe: TimingProbe,
     ) -> KvAttachment {
         KvAttachment {
             booking,
             _load: load,
             predicted_tokens,
             prompt_tokens,
-            scan: FieldScan::new(CACHED_TOKENS),
-            output: FieldScan::new(COMPLETION_TOKENS),
-            probe,
-            first_byte: None,
+            scan: CachedTokensScan::default(),
+            first_byte: false,
             failed: false,
         }
     }
 
     /// Called with every relayed response chunk (never altered): the first one ends the
-    /// prefill (in-flight marks), all are scanned for `cached_tokens` and `completion_tokens`.
+    /// prefill (in-flight marks), all are scanned for `cached_tokens`.
     pub fn observe(&mut self, chunk: &[u8]) {
-        if self.first_byte.is_none() {
-            self.first_byte = Some(Instant::now());
+        if !self.first_byte {
+            self.first_byte = true;
             if let Some(b) = self.booking.as_mut() {
                 b.prefill_done();
-                if self.probe.stream {
-                    b.confirm_within(self.probe.confirm);
-                }
             }
         }
         self.scan.feed(chunk);
-        self.output.feed(chunk);
     }
 
     /// The worker answered with an error status: nothing was prefilled, drop the prediction.
@@ -105,26 +71,6 @@ impl KvAttachment {
     pub fn reported_tokens(&self) -> Option<u64> {
         self.scan.value()
     }
-
-    /// What the router saw of this (successful, ended) request.
-    fn observation(&self, first_byte: Instant, now: Instant) -> Observation {
-        let p = &self.probe;
-        let own = match self.scan.value() {
-            Some(cached) => self.prompt_tokens.saturating_sub(cached) as f64,
-            None => p.new_tokens,
-        };
-        let active_end = (p.loads.blocks(p.unit.worker, p.unit.rank) * p.page) as f64;
-        Observation {
-            unit: p.unit,
-            prefill_tokens: p.queued_tokens + own,
-            ttft: p
-                .stream
-                .then(|| first_byte.saturating_duration_since(p.routed_at)),
-            e2e: now.saturating_duration_since(p.routed_at),
-            output_tokens: self.output.value(),
-            active_tokens: (p.active_tokens + active_end) / 2.0,
-        }
-    }
 }
 
 impl RequestObserver for KvAttachment {
@@ -142,18 +88,16 @@ impl RequestObserver for KvAttachment {
 
 impl Drop for KvAttachment {
     fn drop(&mut self) {
-        let Some(first_byte) = self.first_byte else {
+        if !self.first_byte {
             // Failed (or abandoned) before the first byte: nothing was prefilled.
             if let Some(b) = self.booking.take() {
                 b.cancel();
             }
             return;
-        };
+        }
         if self.failed {
             return;
         }
-        let obs = self.observation(first_byte, Instant::now());
-        self.probe.model.observe(&obs);
         let m = KvMetrics::get();
         match self.scan.value() {
             Some(actual) => {

@@ -1,65 +1,73 @@
-//! The KV cost model in time: the seconds that sending one request to one (worker, rank)
-//! unit adds to the fleet's total latency, from that unit's learned rates (`timing/`), and the
-//! pick among units (lowest cost, ties toward the deeper overlap, then random; optional
-//! softmax temperature).
+//! The KV cost model: what sending one request to one (worker, rank) unit costs, in
+//! prefill-block units, and the pick among units (lowest cost, ties toward the deeper
+//! overlap, then random; optional softmax temperature).
 //!
 //! ```text
-//! ttft     = prefill_base + prefill_per_token * (queued_tokens + new_tokens)
-//! stall    = running * prefill_per_token * new_tokens          // its prefill pauses their decode
-//! decode   = out * step_secs(active_tokens + request_tokens)   // its own decode at that load
-//! slowdown = running * out/2 * step_per_token * request_tokens // its KV read slows their steps
-//! cost     = ttft + stall + decode + slowdown
+//! new_prefill     = request_blocks - max(cached, inflight_depth)   // blocks this request would prefill
+//! queued_prefill  = unit_inflight_prefill - inflight_depth         // others' prefill ahead of it
+//! cost = w_prefill * (new_prefill + queued_prefill)
+//!      + w_decode  * active_blocks                                 // context of requests in flight
+//!      + w_queue   * active_requests
 //! ```
 //!
-//! `out` is the expected output length; the others have on average half of theirs left. The
-//! prefix a unit holds shortens `new_tokens` (prefill time and stall); the load terms grow with
-//! every request sent to a unit, siblings included (each decodes over its own KV), so a
-//! sibling group spills to a cold unit exactly when queueing on the holder costs more time
-//! than re-prefilling elsewhere, and a shared system prompt cannot hot-spot (Dynamo #737).
+//! Unlike Dynamo's `w*prefill_blocks + decode_blocks` (where a shared system prompt is counted
+//! once in the decode term, so every request piles onto its holder: Dynamo #737), the load
+//! terms here count every in-flight request's whole context, so a unit's cost grows with each
+//! request sent to it even when they share blocks; siblings still share one prefill because
+//! their own in-flight blocks are not "queued" work for them.
 
 use rand::Rng;
 
-use super::timing::Rates;
-
-/// What one unit looks like to one request, in tokens.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct UnitInputs {
-    /// Prompt tokens of the request.
-    pub request_tokens: f64,
-    /// Tokens of it the unit would prefill (neither cached nor in prefill there).
-    pub new_tokens: f64,
-    /// Other requests' prefill tokens in flight on the unit (ahead of it).
-    pub queued_tokens: f64,
-    /// Requests in flight on the unit.
-    pub running: f64,
-    /// Context tokens of the requests in flight on the unit (siblings each count).
-    pub active_tokens: f64,
-}
-
-/// The terms of one unit's cost, in seconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Cost {
-    pub ttft: f64,
-    pub stall: f64,
+/// Weights of the cost terms (see module docs); defaults in `config::KvConfig`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CostWeights {
+    pub prefill: f64,
     pub decode: f64,
-    pub slowdown: f64,
+    pub queue: f64,
 }
 
-impl Cost {
-    /// The total the pick minimises.
-    pub fn total(&self) -> f64 {
-        self.ttft + self.stall + self.decode + self.slowdown
+/// The inputs of one unit's cost for one request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnitInputs {
+    /// Full pages in the request.
+    pub request_blocks: u32,
+    /// Leading request blocks cached there (deeper of confirmed and predicted).
+    pub cached: u32,
+    /// Leading request blocks whose prefill is in flight there.
+    pub inflight_depth: u32,
+    /// Distinct blocks in prefill on the unit (all requests; siblings counted once).
+    pub unit_inflight_prefill: u64,
+    /// Sum of the request blocks of the requests in flight on the unit whose prompt differs
+    /// from this one (identical siblings share KV and a prefill; they cost only a slot).
+    pub active_blocks: u64,
+    /// Requests in flight on the unit.
+    pub active_requests: u64,
+}
+
+impl UnitInputs {
+    /// Blocks this request would add to the unit's prefill work.
+    pub fn new_prefill(&self) -> u32 {
+        self.request_blocks
+            .saturating_sub(self.cached.max(self.inflight_depth))
+    }
+
+    /// Prefill work of other requests already in flight on the unit.
+    pub fn queued_prefill(&self) -> u64 {
+        self.unit_inflight_prefill
+            .saturating_sub(u64::from(self.inflight_depth))
+    }
+
+    /// The overlap used for tie-breaking.
+    pub fn overlap(&self) -> u32 {
+        self.cached.max(self.inflight_depth)
     }
 }
 
-/// The cost of sending a request expected to produce `out` tokens to a unit with rates `r`.
-pub fn cost(r: &Rates, out: f64, u: &UnitInputs) -> Cost {
-    Cost {
-        ttft: r.prefill_secs(u.queued_tokens + u.new_tokens),
-        stall: u.running * r.prefill_per_token * u.new_tokens,
-        decode: out * r.step_secs(u.active_tokens + u.request_tokens),
-        slowdown: u.running * out / 2.0 * r.step_per_token * u.request_tokens,
-    }
+/// Cost of sending the request to this unit (lower is better).
+pub fn cost(w: &CostWeights, u: &UnitInputs) -> f64 {
+    w.prefill * (f64::from(u.new_prefill()) + u.queued_prefill() as f64)
+        + w.decode * u.active_blocks as f64
+        + w.queue * u.active_requests as f64
 }
 
 /// Index of the chosen unit among `scored` (`(cost, overlap)` per unit), or None if empty.
@@ -87,8 +95,7 @@ pub fn pick(scored: &[(f64, u32)], temperature: f64, rng: &mut impl Rng) -> Opti
         }
         return Some(scored.len() - 1);
     }
-    // Costs within a microsecond are ties.
-    const EPS: f64 = 1e-6;
+    const EPS: f64 = 1e-9;
     let best_overlap = scored
         .iter()
         .filter(|s| s.0 <= min + EPS)
@@ -112,87 +119,64 @@ pub fn pick(scored: &[(f64, u32)], temperature: f64, rng: &mut impl Rng) -> Opti
 mod tests {
     use super::*;
 
-    /// A GPU-like unit: 60 us per prefill token, 8 ms + 0.05 us per active token per step.
-    const R: Rates = Rates {
-        prefill_base: 0.02,
-        prefill_per_token: 60e-6,
-        step_base: 0.008,
-        step_per_token: 0.05e-6,
+    const W: CostWeights = CostWeights {
+        prefill: 1.0,
+        decode: 1.0 / 8.0,
+        queue: 0.5,
     };
 
-    /// A `len`-token request with `cached` tokens there, next to `running` others of `ctx`.
-    fn unit(len: f64, cached: f64, running: f64, ctx: f64) -> UnitInputs {
+    /// 64-block request; `siblings` in flight with the same prompt, `others` (64 blocks each) not.
+    fn inputs(
+        cached: u32,
+        inflight_depth: u32,
+        unit_inflight: u64,
+        siblings: u64,
+        others: u64,
+    ) -> UnitInputs {
         UnitInputs {
-            request_tokens: len,
-            new_tokens: len - cached,
-            queued_tokens: 0.0,
-            running,
-            active_tokens: running * ctx,
+            request_blocks: 64,
+            cached,
+            inflight_depth,
+            unit_inflight_prefill: unit_inflight,
+            active_blocks: others * 64,
+            active_requests: siblings + others,
         }
-    }
-
-    fn total(out: f64, u: UnitInputs) -> f64 {
-        cost(&R, out, &u).total()
     }
 
     #[test]
     fn terms() {
-        let u = UnitInputs {
-            request_tokens: 1000.0,
-            new_tokens: 600.0,
-            queued_tokens: 400.0,
-            running: 2.0,
-            active_tokens: 3000.0,
-        };
-        let c = cost(&R, 10.0, &u);
-        assert!((c.ttft - (0.02 + 0.06)).abs() < 1e-12);
-        assert!((c.stall - 2.0 * 600.0 * 60e-6).abs() < 1e-12);
-        assert!((c.decode - 10.0 * (0.008 + 4000.0 * 0.05e-6)).abs() < 1e-12);
-        assert!((c.slowdown - 2.0 * 5.0 * 0.05e-6 * 1000.0).abs() < 1e-12);
+        let u = inputs(16, 0, 10, 0, 2);
+        assert_eq!(u.new_prefill(), 48);
+        assert_eq!(u.queued_prefill(), 10);
+        assert_eq!(cost(&W, &u), 48.0 + 10.0 + 16.0 + 1.0);
     }
 
     #[test]
-    fn a_sibling_joins_its_group_while_a_reprefill_costs_more_than_the_queue() {
-        // Short outputs: the 5k-token prefill dominates, the group stays together.
-        let holder = unit(5120.0, 5120.0, 3.0, 5120.0);
-        let cold = unit(5120.0, 0.0, 0.0, 0.0);
-        assert!(total(8.0, holder) < total(8.0, cold));
-        // Equally loaded elsewhere, re-prefilling would also stall the decodes there.
-        let other = unit(5120.0, 0.0, 2.0, 5120.0);
-        assert!(total(256.0, unit(5120.0, 5120.0, 2.0, 5120.0)) < total(256.0, other));
+    fn a_sibling_joins_the_inflight_prefill_instead_of_starting_another() {
+        // First sibling is prefilling all 64 blocks on A; B is idle and cold.
+        let a = inputs(64, 64, 64, 1, 0);
+        let b = inputs(0, 0, 0, 0, 0);
+        assert!(cost(&W, &a) < cost(&W, &b));
     }
 
     #[test]
-    fn a_sibling_group_spills_when_queueing_on_the_holder_costs_more_than_a_reprefill() {
-        // 256 output tokens: 15 siblings decoding on the holder slow every step more than one
-        // 5k-token prefill elsewhere costs, so the batch's tail does not grow there.
-        let holder = unit(5120.0, 5120.0, 15.0, 5120.0);
-        let cold = unit(5120.0, 0.0, 0.0, 0.0);
-        assert!(total(256.0, holder) > total(256.0, cold));
-        // With only one sibling there, joining it is still cheaper.
-        let holder1 = unit(5120.0, 5120.0, 1.0, 5120.0);
-        assert!(total(256.0, holder1) < total(256.0, cold));
+    fn thirty_two_siblings_stay_but_a_new_group_goes_elsewhere() {
+        let a31 = inputs(64, 64, 64, 31, 0);
+        let b = inputs(16, 0, 0, 0, 0); // cold except the shared system prefix
+        assert!(cost(&W, &a31) < cost(&W, &b));
+        // A new group sharing only the system prefix with A's busy group: B wins.
+        let a_new_group = inputs(16, 16, 64, 0, 32);
+        assert!(cost(&W, &a_new_group) > cost(&W, &b));
     }
 
     #[test]
-    fn a_long_cached_context_beats_an_idle_unit_but_a_shared_prefix_does_not_hot_spot() {
-        // A session's 30k-token context cached on a unit with 4 others beats re-prefilling it.
-        let home = unit(32_000.0, 30_000.0, 4.0, 8000.0);
-        let away = unit(32_000.0, 0.0, 0.0, 0.0);
-        assert!(total(64.0, home) < total(64.0, away));
-        // A 256-token system prefix is worth less than a busy unit's load.
-        let busy = unit(2048.0, 256.0, 8.0, 2048.0);
-        let idle = unit(2048.0, 0.0, 0.0, 0.0);
-        assert!(total(64.0, busy) > total(64.0, idle));
-        assert!(total(64.0, unit(2048.0, 256.0, 0.0, 0.0)) < total(64.0, idle));
-    }
-
-    #[test]
-    fn queued_prefill_delays_the_first_token() {
-        let mut q = unit(1000.0, 0.0, 0.0, 0.0);
-        let free = q;
-        q.queued_tokens = 50_000.0;
-        assert!(cost(&R, 1.0, &q).ttft > cost(&R, 1.0, &free).ttft + 0.7);
+    fn shared_system_prompt_does_not_hot_spot() {
+        // Every session shares a 16-block prefix cached on A only; A already runs 4 sessions.
+        let a = inputs(16, 0, 0, 0, 4);
+        let b = inputs(0, 0, 0, 0, 0);
+        assert!(cost(&W, &a) > cost(&W, &b));
+        // With no load, the cached prefix wins.
+        assert!(cost(&W, &inputs(16, 0, 0, 0, 0)) < cost(&W, &b));
     }
 
     #[test]

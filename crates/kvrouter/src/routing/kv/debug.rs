@@ -1,8 +1,7 @@
 //! `GET /debug/index` (admin key): per-worker, per-rank resident block counts and digests (XOR of the
 //! resident sequence hashes), and a global digest
 //! that is identical on two routers holding the same index (keyed by worker URL, not by the
-//! router-local worker id), so tests and operators can compare replicas; and the learned
-//! rates per unit (`timing`, not part of the digest).
+//! router-local worker id), so tests and operators can compare replicas.
 
 use serde_json::{json, Value};
 use xxhash_rust::xxh3::xxh3_64;
@@ -35,20 +34,7 @@ pub fn index_json(kv: &KvRuntime, registry: &Registry) -> Value {
             json!({"worker": url, "rank": rank, "blocks": blocks, "digest": format!("{digest:016x}")})
         })
         .collect();
-    let mut rates = Vec::new();
-    for w in registry.snapshot().iter() {
-        for rank in w.ranks() {
-            let unit = crate::index::Unit::new(w.id, rank);
-            let r = kv.timing.rates(unit);
-            rates.push(json!({
-                "worker": w.url, "rank": rank, "samples": kv.timing.samples(unit),
-                "prefill_base_s": r.prefill_base, "prefill_per_token_s": r.prefill_per_token,
-                "step_base_s": r.step_base, "step_per_token_s": r.step_per_token,
-            }));
-        }
-    }
     json!({
-        "timing": {"expected_output_tokens": kv.timing.expected_output(), "units": rates},
         "page_size": index.page_size(),
         "resident_blocks": index.resident_blocks(),
         "distinct_blocks": index.distinct_blocks(),

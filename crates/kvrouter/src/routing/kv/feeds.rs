@@ -1,4 +1,4 @@
-//! `KvRuntime`: the KV index, the KV policy's unit loads and learned rates, and the event sources feeding the
+//! `KvRuntime`: the KV index, the KV policy's unit loads, and the event sources feeding the
 //! index, kept in step with the fleet.
 //!
 //! - Without `--nats-url`: one `ZmqSource` per (worker, rank) of every registered worker whose
@@ -24,7 +24,6 @@ use parking_lot::Mutex;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::load::UnitLoads;
-use super::timing::TimingModel;
 use crate::config::KvConfig;
 use crate::events::{
     CatchUp, JetStreamConfig, JetStreamSetup, JetStreamSource, JetStreamSourceConfig, KvEventSink,
@@ -38,8 +37,6 @@ use crate::workers::{Registry, RegistryEvent, Worker, WorkerId};
 pub struct KvRuntime {
     pub index: Arc<KvIndex>,
     pub loads: Arc<UnitLoads>,
-    /// The learned rates the KV policy scores with.
-    pub timing: Arc<TimingModel>,
     zmq_enabled: bool,
     sources: Mutex<HashMap<WorkerId, Vec<SourceHandle>>>,
     relay: Mutex<Option<NatsRelay>>,
@@ -64,7 +61,6 @@ impl KvRuntime {
         let rt = Arc::new(KvRuntime {
             index: Arc::new(KvIndex::new(page_size)),
             loads: Arc::new(UnitLoads::default()),
-            timing: Arc::new(TimingModel::default()),
             zmq_enabled: config.nats_url.is_none() || config.publish_events,
             sources: Mutex::new(HashMap::new()),
             relay: Mutex::new(None),
@@ -248,7 +244,6 @@ impl KvRuntime {
         drop(self.sources.lock().remove(&worker));
         self.index.remove_worker(worker);
         self.loads.remove_worker(worker);
-        self.timing.remove_worker(worker);
     }
 
     /// `w`'s KV cache is empty (restart, flush, refit): clear all its ranks.

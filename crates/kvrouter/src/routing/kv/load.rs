@@ -39,8 +39,6 @@ impl UnitLoad {
 pub struct LoadView {
     /// All requests in flight on the unit.
     pub requests: u64,
-    /// Request blocks of all requests in flight on the unit.
-    pub blocks: u64,
     /// Request blocks of the requests in flight whose prompt differs from this one.
     pub other_blocks: u64,
 }
@@ -63,7 +61,6 @@ impl UnitLoads {
             .unwrap_or(0);
         LoadView {
             requests,
-            blocks,
             other_blocks: blocks.saturating_sub(same),
         }
     }
@@ -90,11 +87,6 @@ impl UnitLoads {
             prompt,
             blocks,
         }
-    }
-
-    /// Request blocks in flight on a unit (all prompts).
-    pub fn blocks(&self, worker: WorkerId, rank: Rank) -> u64 {
-        self.units.get(&(worker, rank)).map_or(0, |u| u.read().1)
     }
 
     /// Forgets a removed worker's counters (outstanding guards keep their own cell).
@@ -148,7 +140,6 @@ mod tests {
             loads.view(w, 0, Some(7)),
             LoadView {
                 requests: 1,
-                blocks: 5,
                 other_blocks: 5
             }
         );

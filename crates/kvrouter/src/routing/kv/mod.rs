@@ -1,4 +1,4 @@
-//! KV-aware routing: the cost model in time with its learned rates, the `KvPolicy` over (worker, DP rank) units, the
+//! KV-aware routing: the cost model, the `KvPolicy` over (worker, DP rank) units, the
 //! per-request attachment (predict-on-route booking, unit load, `cached_tokens` scan), the
 //! index's event sink, the event-source wiring and the `/debug/index` view.
 //! Design and defaults: docs/kv-routing.md.
@@ -12,10 +12,9 @@ pub mod metrics;
 pub mod policy;
 pub mod scan;
 pub mod sink;
-pub mod timing;
 
 pub use attachment::KvAttachment;
-pub use cost::{Cost, UnitInputs};
+pub use cost::{CostWeights, UnitInputs};
 pub use feeds::KvRuntime;
 pub use load::UnitLoads;
 pub use policy::{KvPolicy, KvPolicySettings};

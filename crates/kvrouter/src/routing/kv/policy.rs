@@ -1,19 +1,17 @@
 //! `KvPolicy`: KV-aware routing over (worker, DP rank) units.
 //!
 //! Per request: hash the `input_ids` into chained block hashes, `find_matches` in the index,
-//! score every candidate unit with the cost model in seconds (`cost.rs`) at that unit's
-//! learned rates (`timing/`), pick, then book: the unit's load (`load.rs`) and, with
-//! predict-on-route, the blocks in the index (`KvIndex::book`).
+//! score every candidate unit with the cost model (`cost.rs`), pick, then book: the unit's
+//! load (`load.rs`) and, with predict-on-route, the blocks in the index (`KvIndex::book`).
 //! Requests without token ids are scored by load alone and counted.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::attachment::{KvAttachment, TimingProbe};
-use super::cost::{cost, pick, UnitInputs};
+use super::attachment::KvAttachment;
+use super::cost::{cost, pick, CostWeights, UnitInputs};
 use super::load::UnitLoads;
 use super::metrics::KvMetrics;
-use super::timing::TimingModel;
 use crate::config::KvConfig;
 use crate::index::{KvIndex, Unit};
 use crate::routing::input::RoutingInput;
@@ -21,29 +19,29 @@ use crate::routing::policy::{Choice, Policy};
 use crate::tokens::seq_hashes;
 use crate::workers::{Rank, Worker};
 
-/// A unit whose request count would exceed this factor times the mean (plus the slack) is
-/// skipped while another unit is not.
-const BALANCE_FACTOR: f64 = 1.2;
-const BALANCE_SLACK: f64 = 3.0;
-/// Added to an over-cap unit's cost: larger than any real difference in seconds.
-const OVER_CAP: f64 = 1e9;
-
 /// Settings of the KV policy (from `config::KvConfig`).
 #[derive(Debug, Clone, Copy)]
 pub struct KvPolicySettings {
+    pub weights: CostWeights,
     pub temperature: f64,
     /// `None` = `--no-predict`.
     pub predict_ttl: Option<Duration>,
-    /// How long after its prefill a prediction may wait for its `BlockStored`.
-    pub predict_confirm: Duration,
+    pub sticky_slack_blocks: f64,
+    pub sticky_overload_factor: f64,
 }
 
 impl KvPolicySettings {
     pub fn from_config(c: &KvConfig) -> Self {
         KvPolicySettings {
+            weights: CostWeights {
+                prefill: c.prefill_weight,
+                decode: c.decode_weight,
+                queue: c.queue_weight,
+            },
             temperature: c.temperature,
             predict_ttl: c.predict.then_some(c.predict_ttl),
-            predict_confirm: c.predict_confirm,
+            sticky_slack_blocks: c.sticky_slack_blocks,
+            sticky_overload_factor: c.sticky_overload_factor,
         }
     }
 }
@@ -53,36 +51,22 @@ impl KvPolicySettings {
 struct Scored {
     candidate: usize,
     rank: Rank,
-    /// Seconds (see `cost.rs`).
     cost: f64,
-    /// Expected time to first token there, seconds.
-    ttft: f64,
-    /// Leading request blocks cached or in prefill there.
     overlap: u32,
-    /// Seconds of prefill the unit's overlap saves (what a move away from it throws away).
-    prefix_secs: f64,
-    inputs: UnitInputs,
 }
 
 /// The KV-aware policy (see module docs).
 pub struct KvPolicy {
     index: Arc<KvIndex>,
     loads: Arc<UnitLoads>,
-    timing: Arc<TimingModel>,
     settings: KvPolicySettings,
 }
 
 impl KvPolicy {
-    pub fn new(
-        index: Arc<KvIndex>,
-        loads: Arc<UnitLoads>,
-        timing: Arc<TimingModel>,
-        settings: KvPolicySettings,
-    ) -> Self {
+    pub fn new(index: Arc<KvIndex>, loads: Arc<UnitLoads>, settings: KvPolicySettings) -> Self {
         KvPolicy {
             index,
             loads,
-            timing,
             settings,
         }
     }
@@ -90,11 +74,6 @@ impl KvPolicy {
     /// The index this policy reads and books.
     pub fn index(&self) -> &Arc<KvIndex> {
         &self.index
-    }
-
-    /// The learned rates.
-    pub fn timing(&self) -> &Arc<TimingModel> {
-        &self.timing
     }
 
     fn choose(
@@ -126,67 +105,48 @@ impl KvPolicy {
         let overlaps = self.index.find_matches(&seqs);
         let t2 = Instant::now();
         let request_blocks = overlaps.request_blocks;
-        // Identical prompts (siblings) share a prefill: tell their load apart.
+        // Identical prompts (siblings) share a prefill and their KV: tell their load apart.
         let prompt_key = seqs.last().copied();
-        let out = self.timing.expected_output();
-        let len = tokens.len() as f64;
-        let pagef = page as f64;
+        let w = &self.settings.weights;
         let mut scored: Vec<Scored> = Vec::with_capacity(candidates.len());
         for (i, worker) in candidates.iter().enumerate() {
             for rank in worker.ranks() {
-                let unit = Unit::new(worker.id, rank);
-                let ov = overlaps.get(unit).copied();
+                let ov = overlaps.get(Unit::new(worker.id, rank)).copied();
                 let load = self.loads.view(worker.id, rank, prompt_key);
-                let cached = ov.map_or(0, |o| o.cached());
-                let inflight = ov.map_or(0, |o| o.inflight);
-                let overlap = cached.max(inflight).min(request_blocks);
-                let queued = self
-                    .index
-                    .inflight_blocks(worker.id, rank)
-                    .saturating_sub(u64::from(inflight));
                 let inputs = UnitInputs {
-                    request_tokens: len,
-                    new_tokens: (len - f64::from(overlap) * pagef).max(0.0),
-                    queued_tokens: queued as f64 * pagef,
-                    running: load.requests as f64,
-                    active_tokens: load.blocks as f64 * pagef,
+                    request_blocks,
+                    cached: ov.map_or(0, |o| o.cached()),
+                    inflight_depth: ov.map_or(0, |o| o.inflight),
+                    unit_inflight_prefill: self.index.inflight_blocks(worker.id, rank),
+                    active_blocks: load.other_blocks,
+                    active_requests: load.requests,
                 };
-                let rates = self.timing.rates(unit);
-                let c = cost(&rates, out, &inputs);
                 scored.push(Scored {
                     candidate: i,
                     rank,
-                    cost: c.total(),
-                    ttft: c.ttft,
-                    overlap,
-                    prefix_secs: rates.prefill_per_token * f64::from(overlap) * pagef,
-                    inputs,
+                    cost: cost(w, &inputs),
+                    overlap: inputs.overlap(),
                 });
             }
         }
-        // Balance guard: a unit already this far above the mean request count is no candidate
-        // (unless all are), so the busiest unit stays within ~1.3x the mean under load.
-        let total: f64 = scored.iter().map(|s| s.inputs.running).sum();
-        let cap = BALANCE_FACTOR * (total + 1.0) / scored.len() as f64 + BALANCE_SLACK;
-        let keys: Vec<(f64, u32)> = scored
-            .iter()
-            .map(|s| {
-                let over = s.inputs.running + 1.0 > cap;
-                (if over { s.cost + OVER_CAP } else { s.cost }, s.overlap)
-            })
-            .collect();
+        let keys: Vec<(f64, u32)> = scored.iter().map(|s| (s.cost, s.overlap)).collect();
         let mut rng = rand::rng();
         let mut chosen = scored[pick(&keys, self.settings.temperature, &mut rng)?];
         if let Some(p) = preferred {
-            // Sticky key: its worker's best rank keeps the session unless moving saves more
-            // time than the prefill the move throws away (see docs/kv-routing.md).
+            // Sticky key: its worker's best rank wins unless it is overloaded: costlier than
+            // `factor * best + slack` (see docs/kv-routing.md).
+            let best = scored.iter().map(|s| s.cost).fold(f64::INFINITY, f64::min);
             let own = scored
                 .iter()
                 .filter(|s| s.candidate == p)
                 .min_by(|a, b| a.cost.total_cmp(&b.cost).then(b.overlap.cmp(&a.overlap)))
                 .copied();
             match own {
-                Some(own) if own.cost <= chosen.cost + own.prefix_secs => {
+                Some(own)
+                    if own.cost
+                        <= best * self.settings.sticky_overload_factor
+                            + self.settings.sticky_slack_blocks * w.prefill =>
+                {
                     m.sticky.with_label_values(&["kept"]).inc();
                     chosen = own;
                 }
@@ -209,13 +169,8 @@ impl KvPolicy {
             m.overlap_ratio
                 .observe(f64::from(chosen.overlap) / f64::from(request_blocks));
         }
-        let confirm = self.settings.predict_confirm;
         let mut booking = match self.settings.predict_ttl {
             Some(ttl) if !seqs.is_empty() => {
-                // A prediction lasts until its blocks should have been stored: the expected
-                // time to first token (with slack) plus the confirmation window.
-                let expect = Duration::from_secs_f64((3.0 * chosen.ttft).clamp(0.0, 1e6));
-                let ttl = ttl.min(expect + confirm);
                 // Only the blocks this request prefills count as in flight; its cached prefix
                 // is predicted (for siblings) but is no queued work for other requests.
                 let cached = chosen.overlap as usize;
@@ -236,23 +191,10 @@ impl KvPolicy {
         // SGLang matches the prompt minus its last token, in whole pages.
         let matchable = (tokens.len().saturating_sub(1) / page * page) as u64;
         let predicted = (u64::from(chosen.overlap) * page as u64).min(matchable);
-        // A request of unknown length (text) still occupies the unit: count at least a page.
         let load = self
             .loads
-            .begin(worker.id, chosen.rank, prompt_key, request_blocks.max(1));
-        let probe = TimingProbe {
-            model: self.timing.clone(),
-            loads: self.loads.clone(),
-            unit: Unit::new(worker.id, chosen.rank),
-            page: page as u64,
-            routed_at: t0,
-            stream: input.stream,
-            queued_tokens: chosen.inputs.queued_tokens,
-            new_tokens: chosen.inputs.new_tokens,
-            active_tokens: chosen.inputs.active_tokens + len,
-            confirm,
-        };
-        let attachment = KvAttachment::new(booking, load, predicted, tokens.len() as u64, probe);
+            .begin(worker.id, chosen.rank, prompt_key, request_blocks);
+        let attachment = KvAttachment::new(booking, load, predicted, tokens.len() as u64);
         Some(Choice {
             index: chosen.candidate,
             rank: (worker.info.dp_size > 1).then_some(chosen.rank),

@@ -1,36 +1,22 @@
-//! A streaming scan of relayed response bytes for a worker-reported count such as the prefix
-//! hit `"cached_tokens": N` (SGLang `meta_info.cached_tokens`, OpenAI
-//! `usage.prompt_tokens_details.cached_tokens`) or the output length `"completion_tokens": N`.
-//! Read-only: the bytes are never altered.
+//! A streaming scan of relayed response bytes for the worker-reported prefix hit:
+//! `"cached_tokens": N` (SGLang `meta_info.cached_tokens`, OpenAI
+//! `usage.prompt_tokens_details.cached_tokens`). Read-only: the bytes are never altered.
 //!
 //! Frames may split the key or the number; a short carry of the previous frame's tail covers
 //! that. Streams repeat the field per chunk (cumulative), so the largest value seen is kept.
 
-/// The prefix-hit key.
-pub const CACHED_TOKENS: &[u8] = b"\"cached_tokens\"";
-/// The output-length key.
-pub const COMPLETION_TOKENS: &[u8] = b"\"completion_tokens\"";
-/// Enough to hold the longest key, a colon, whitespace and a 20-digit number.
-const CARRY: usize = 56;
+const KEY: &[u8] = b"\"cached_tokens\"";
+/// Enough to hold the key, a colon, whitespace and a 20-digit number.
+const CARRY: usize = 48;
 
-/// Finds the largest `"<key>": N` in a byte stream.
-#[derive(Debug, Clone)]
-pub struct FieldScan {
-    key: &'static [u8],
+/// Finds the largest `"cached_tokens": N` in a byte stream.
+#[derive(Debug, Default, Clone)]
+pub struct CachedTokensScan {
     carry: Vec<u8>,
     best: Option<u64>,
 }
 
-impl FieldScan {
-    /// A scan for `key` (with its quotes, e.g. [`CACHED_TOKENS`]).
-    pub fn new(key: &'static [u8]) -> Self {
-        FieldScan {
-            key,
-            carry: Vec::new(),
-            best: None,
-        }
-    }
-
+impl CachedTokensScan {
     /// The largest value seen so far.
     pub fn value(&self) -> Option<u64> {
         self.best
@@ -56,13 +42,12 @@ impl FieldScan {
     /// Scans `buf` for keys starting before `limit`; a number cut at the end of `buf` is skipped.
     fn scan(&mut self, buf: &[u8], limit: usize) {
         let mut from = 0;
-        let key = self.key;
-        while let Some(pos) = find(&buf[from..], key) {
+        while let Some(pos) = find(&buf[from..], KEY) {
             let start = from + pos;
             if start >= limit {
                 break;
             }
-            from = start + key.len();
+            from = start + KEY.len();
             let mut i = from;
             while i < buf.len() && matches!(buf[i], b' ' | b'\t' | b'\r' | b'\n') {
                 i += 1;
@@ -99,11 +84,11 @@ mod tests {
     #[test]
     fn whole_and_split_bodies() {
         let body = br#"{"text":"x","meta_info":{"prompt_tokens":10,"cached_tokens": 48,"id":"a"}}"#;
-        let mut s = FieldScan::new(CACHED_TOKENS);
+        let mut s = CachedTokensScan::default();
         s.feed(body);
         assert_eq!(s.value(), Some(48));
         for cut in 1..body.len() {
-            let mut s = FieldScan::new(CACHED_TOKENS);
+            let mut s = CachedTokensScan::default();
             s.feed(&body[..cut]);
             s.feed(&body[cut..]);
             assert_eq!(s.value(), Some(48), "cut at {cut}");
@@ -112,17 +97,13 @@ mod tests {
 
     #[test]
     fn streams_keep_the_largest_and_ignore_other_keys() {
-        let mut s = FieldScan::new(CACHED_TOKENS);
+        let mut s = CachedTokensScan::default();
         s.feed(b"data: {\"meta_info\":{\"cached_tokens\":16}}\n\n");
         s.feed(b"data: {\"usage\":{\"prompt_tokens_details\":{\"cached_tokens\":32}}}\n\n");
         s.feed(b"data: {\"not_cached_tokens\":99,\"cached_tokens_x\":7}\n\n");
         assert_eq!(s.value(), Some(32));
-        let mut none = FieldScan::new(CACHED_TOKENS);
+        let mut none = CachedTokensScan::default();
         none.feed(b"{\"cached_tokens\":null}");
         assert_eq!(none.value(), None);
-        let mut out = FieldScan::new(COMPLETION_TOKENS);
-        out.feed(b"{\"meta_info\":{\"cached_tokens\":16,\"completion_tokens\":");
-        out.feed(b"256}}");
-        assert_eq!(out.value(), Some(256));
     }
 }
