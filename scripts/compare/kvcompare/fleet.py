@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import httpc
@@ -24,9 +24,8 @@ class FleetSpec:
     def shared_cache(self) -> "FleetSpec":
         """The reference: ONE worker holding the whole fleet's KV and running N times as fast,
         i.e. a single shared cache of the fleet's size (same extra flags, e.g. timing model)."""
-        return FleetSpec(workers=1, page_size=self.page_size, speedup=self.speedup * self.workers,
-                         max_total_tokens=self.max_total_tokens * self.workers, extra_args=list(self.extra_args),
-                         text=self.text)
+        return replace(self, workers=1, speedup=self.speedup * self.workers,
+                       max_total_tokens=self.max_total_tokens * self.workers, extra_args=list(self.extra_args))
 
     def describe(self) -> str:
         return (f"{self.workers} x sglang-mock --page-size {self.page_size} --speedup {self.speedup:g} "

@@ -4,7 +4,7 @@ to read loadgen's summary JSON tolerantly."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .fleet import FleetSpec
@@ -36,10 +36,7 @@ def text_twin(w: Workload, model: str) -> Workload:
     i = argv.index("--endpoint")
     argv[i + 1] = "chat"
     argv += ["--text", "--model", model]
-    fleet = FleetSpec(workers=w.fleet.workers, page_size=w.fleet.page_size, speedup=w.fleet.speedup,
-                      max_total_tokens=w.fleet.max_total_tokens, extra_args=list(w.fleet.extra_args),
-                      text=True)
-    return Workload("agent-text", fleet, argv, timeout_s=w.timeout_s,
+    return Workload("agent-text", replace(w.fleet, extra_args=list(w.fleet.extra_args), text=True), argv, timeout_s=w.timeout_s,
                     notes="the agent sessions as OpenAI text (no input_ids); mocks tokenize with --tokenizer-path")
 
 
