@@ -2,12 +2,10 @@
 //! restartable on the same ports and data directory, killed on drop; and the
 //! `router register` sidecar as a child process that announces `registered <key> ...`.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
-use super::procs::free_port;
+use super::procs::{free_port, Proc};
 use super::wait::Deadline;
 
 /// A running single-member etcd.
@@ -115,55 +113,35 @@ impl Drop for EtcdServer {
     }
 }
 
-/// A running `router register` sidecar, killed on drop.
+/// A running `router register` sidecar, killed on drop (a [`Proc`] whose announcement is
+/// its key: `pid`, `wait_exit`, `kill` and `stdout` come from it).
 pub struct Sidecar {
-    child: Child,
+    proc: Proc,
     /// The key it announced.
     pub key: String,
-    /// Stdout lines after the announcement.
-    pub stdout: mpsc::Receiver<String>,
 }
 
 impl Sidecar {
     /// Starts `router register <args>` and waits up to 60 s for `registered <key> lease <id>`.
     pub fn start(args: &[&str]) -> Sidecar {
-        let bin = env!("CARGO_BIN_EXE_router");
-        let mut child = Command::new(bin)
-            .arg("register")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start router register: {e}"));
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let key = match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(line) => match line.strip_prefix("registered ") {
-                Some(rest) => rest.split_whitespace().next().unwrap_or("").to_string(),
-                None => panic!("router register printed {line:?} before registering"),
+        let argv: Vec<&str> = std::iter::once("register")
+            .chain(args.iter().copied())
+            .collect();
+        let proc = Proc::spawn_announcing(
+            env!("CARGO_BIN_EXE_router"),
+            &argv,
+            "announce its registration",
+            |line| {
+                Some(match line.strip_prefix("registered ") {
+                    Some(rest) => Ok(rest.split_whitespace().next().unwrap_or("").to_string()),
+                    None => Err(format!("printed {line:?} before registering")),
+                })
             },
-            Err(e) => {
-                let _ = child.kill();
-                panic!("router register {args:?} did not announce its registration: {e}");
-            }
-        };
+        );
         Sidecar {
-            child,
-            key,
-            stdout: rx,
+            key: proc.url.clone(),
+            proc,
         }
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
     }
 
     /// Sends SIGTERM.
@@ -174,30 +152,17 @@ impl Sidecar {
             .expect("kill");
         assert!(status.success(), "kill -TERM failed");
     }
+}
 
-    /// Waits up to `within` for the exit status.
-    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = std::time::Instant::now() + within;
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Some(status);
-            }
-            if std::time::Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// SIGKILL: no deregistration, the key stays until its lease expires.
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl std::ops::Deref for Sidecar {
+    type Target = Proc;
+    fn deref(&self) -> &Proc {
+        &self.proc
     }
 }
 
-impl Drop for Sidecar {
-    fn drop(&mut self) {
-        self.kill();
+impl std::ops::DerefMut for Sidecar {
+    fn deref_mut(&mut self) -> &mut Proc {
+        &mut self.proc
     }
 }

@@ -23,6 +23,22 @@ impl Proc {
     /// Starts `bin` with `args` (add `--port 0` yourself) and waits up to 60 s for
     /// its `listening on URL` line.
     pub fn spawn(bin: &str, args: &[&str]) -> Proc {
+        Proc::spawn_announcing(bin, args, "announce readiness", |line| {
+            line.strip_prefix("listening on ")
+                .map(|url| Ok(url.trim().to_string()))
+        })
+    }
+
+    /// Starts `bin` with `args` and reads its stdout until `announce` decides on a line:
+    /// `None` skips the line, `Some(Ok(v))` makes `v` the process's `url` (what it announced),
+    /// `Some(Err(why))` panics. Panics if nothing is decided within 60 s (`what`: the awaited
+    /// announcement, for the message).
+    pub fn spawn_announcing(
+        bin: &str,
+        args: &[&str],
+        what: &str,
+        mut announce: impl FnMut(&str) -> Option<Result<String, String>>,
+    ) -> Proc {
         let mut child = Command::new(bin)
             .args(args)
             .stdin(Stdio::null())
@@ -41,14 +57,17 @@ impl Proc {
         });
         let url = loop {
             match rx.recv_timeout(Duration::from_secs(60)) {
-                Ok(line) => {
-                    if let Some(url) = line.strip_prefix("listening on ") {
-                        break url.trim().to_string();
+                Ok(line) => match announce(&line) {
+                    None => {}
+                    Some(Ok(v)) => break v,
+                    Some(Err(why)) => {
+                        let _ = child.kill();
+                        panic!("{bin} {args:?}: {why}");
                     }
-                }
+                },
                 Err(e) => {
                     let _ = child.kill();
-                    panic!("{bin} {args:?} did not announce readiness: {e}");
+                    panic!("{bin} {args:?} did not {what}: {e}");
                 }
             }
         };
