@@ -203,20 +203,10 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn on_message(&mut self, message: async_nats::Message) {
-        let batch = match nats_envelope::decode(message.headers.as_ref(), message.payload) {
-            Ok(batch) => batch,
-            Err(e) => {
-                metrics()
-                    .decode_errors
-                    .with_label_values(&["envelope"])
-                    .inc();
-                if !std::mem::replace(&mut self.warned, true) {
-                    warn!(subject = %message.subject, error = %e, "kv events: malformed JetStream message skipped");
-                }
-                return;
-            }
+        let Some(batch) = nats_envelope::decode_counted(message, "jetstream", &mut self.warned)
+        else {
+            return;
         };
-        metrics().batches.with_label_values(&["jetstream"]).inc();
         if batch.worker_url.trim_end_matches('/') != self.config.worker_url.trim_end_matches('/') {
             // Another URL with the same 64-bit key: not this worker.
             metrics().unknown_worker.inc();

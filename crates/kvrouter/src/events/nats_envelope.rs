@@ -71,6 +71,30 @@ pub fn encode_headers(batch: &RelayedBatch) -> HeaderMap {
     headers
 }
 
+/// Decodes a consumed message of `source` (`nats`, `jetstream`) and counts it: a batch in
+/// `batches{source}`, a bad envelope in `decode_errors{envelope}` with one warning per consumer
+/// (`warned` remembers it), so a stream of malformed messages cannot flood the log.
+pub fn decode_counted(
+    message: async_nats::Message,
+    source: &'static str,
+    warned: &mut bool,
+) -> Option<RelayedBatch> {
+    let m = super::metrics::metrics();
+    match decode(message.headers.as_ref(), message.payload) {
+        Ok(batch) => {
+            m.batches.with_label_values(&[source]).inc();
+            Some(batch)
+        }
+        Err(e) => {
+            m.decode_errors.with_label_values(&["envelope"]).inc();
+            if !std::mem::replace(warned, true) {
+                tracing::warn!(subject = %message.subject, source, error = %e, "kv events: malformed relayed message skipped");
+            }
+            None
+        }
+    }
+}
+
 /// Reads a relayed batch back from a NATS message's headers and payload.
 pub fn decode(headers: Option<&HeaderMap>, payload: Bytes) -> Result<RelayedBatch, EnvelopeError> {
     let headers = headers.ok_or(EnvelopeError::Missing(HEADER_FORMAT))?;

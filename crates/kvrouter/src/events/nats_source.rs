@@ -172,20 +172,10 @@ impl Consumer {
     }
 
     fn on_relayed(&mut self, message: async_nats::Message) {
-        let batch = match nats_envelope::decode(message.headers.as_ref(), message.payload) {
-            Ok(batch) => batch,
-            Err(e) => {
-                metrics()
-                    .decode_errors
-                    .with_label_values(&["envelope"])
-                    .inc();
-                if !std::mem::replace(&mut self.warned_envelope, true) {
-                    warn!(subject = %message.subject, error = %e, "kv events: malformed relayed message skipped");
-                }
-                return;
-            }
+        let Some(batch) = nats_envelope::decode_counted(message, "nats", &mut self.warned_envelope)
+        else {
+            return;
         };
-        metrics().batches.with_label_values(&["nats"]).inc();
         let worker = self.resolver.resolve(WorkerKey::Url(&batch.worker_url));
         let key = FeedKey::Url(batch.worker_url.clone(), batch.rank);
         let Some(feed) = self.feed(key, worker, &batch.worker_url, 0) else {
