@@ -5,88 +5,13 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use kvrouter::config::compat::{warning, Takes, IGNORED};
 use serde_json::json;
+use support::captured::Captured;
 use support::http::client;
 use support::procs::*;
-
-/// A `router` whose stdout and stderr are both captured (support::Proc inherits stderr).
-struct Captured {
-    child: Child,
-    url: String,
-    stderr: mpsc::Receiver<String>,
-}
-
-impl Drop for Captured {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(r).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
-/// Starts `router` with exactly `args` and waits for its `listening on URL` line.
-fn spawn_captured(args: &[String]) -> Captured {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_router"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = lines(child.stdout.take().unwrap());
-    let stderr = lines(child.stderr.take().unwrap());
-    let url = loop {
-        match stdout.recv_timeout(Duration::from_secs(60)) {
-            Ok(line) => {
-                if let Some(url) = line.strip_prefix("listening on ") {
-                    break url.trim().to_string();
-                }
-            }
-            Err(e) => {
-                let _ = child.kill();
-                let err: Vec<String> = stderr.try_iter().collect();
-                panic!("router {args:?} did not start: {e}\n{}", err.join("\n"));
-            }
-        }
-    };
-    Captured { child, url, stderr }
-}
-
-/// Collects stderr lines until every one of `wanted` has appeared (or 30 s pass).
-fn stderr_until(r: &Captured, wanted: &[String]) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut seen = Vec::new();
-    while !wanted
-        .iter()
-        .all(|w| seen.iter().any(|l: &String| l.contains(w)))
-    {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match r.stderr.recv_timeout(left) {
-            Ok(line) => seen.push(line),
-            Err(_) => break,
-        }
-    }
-    // Lines already printed by now (the warnings precede readiness) are all there.
-    seen.extend(r.stderr.try_iter());
-    seen
-}
 
 fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
@@ -131,7 +56,8 @@ async fn miles_router_command_line_serves_generate() {
         "--assignment-mode",
         "min_load",
     ]);
-    let r = spawn_captured(&args);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut r = Captured::start_exact(&args);
     let c = client();
     let resp = c
         .post(format!("{}/workers", r.url))
@@ -154,10 +80,7 @@ async fn miles_router_command_line_serves_generate() {
         body.get("text").is_some() || body.get("output_ids").is_some(),
         "{body}"
     );
-    let err = stderr_until(
-        &r,
-        &["--policy consistent_hashing maps to --mode least-load".into()],
-    );
+    let err = r.stderr_until("--policy consistent_hashing maps to --mode least-load");
     assert!(
         err.iter()
             .any(|l| l.contains("consistent_hashing maps to --mode least-load")),
@@ -176,9 +99,11 @@ fn every_ignored_flag_logs_one_warning() {
             Takes::Many => args.extend(strings(&["a", "b"])),
         }
     }
-    let r = spawn_captured(&args);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut r = Captured::start_exact(&args);
     let wanted: Vec<String> = IGNORED.iter().map(warning).collect();
-    let err = stderr_until(&r, &wanted);
+    let wanted_str: Vec<&str> = wanted.iter().map(String::as_str).collect();
+    let err = r.stderr_until_all(&wanted_str);
     for w in &wanted {
         let n = err.iter().filter(|l| l.contains(w.as_str())).count();
         assert_eq!(n, 1, "{w:?} logged {n} times in {err:#?}");

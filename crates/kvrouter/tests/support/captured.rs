@@ -37,8 +37,15 @@ fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
 impl Captured {
     /// Starts `router --host 127.0.0.1 --port 0` plus `args` and waits for `listening on URL`.
     pub fn start(args: &[&str]) -> Captured {
+        let mut all = vec!["--host", "127.0.0.1", "--port", "0"];
+        all.extend_from_slice(args);
+        Captured::start_exact(&all)
+    }
+
+    /// Starts `router` with exactly `args` (a user's whole command line) and waits for
+    /// `listening on URL`.
+    pub fn start_exact(args: &[&str]) -> Captured {
         let mut child = Command::new(env!("CARGO_BIN_EXE_router"))
-            .args(["--host", "127.0.0.1", "--port", "0"])
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -71,8 +78,17 @@ impl Captured {
 
     /// Every stderr line so far, after waiting (up to 30 s) until one contains `wanted`.
     pub fn stderr_until(&mut self, wanted: &str) -> &[String] {
+        self.stderr_until_all(&[wanted])
+    }
+
+    /// Every stderr line so far, after waiting (up to 30 s) until each of `wanted` is contained
+    /// in some line.
+    pub fn stderr_until_all(&mut self, wanted: &[&str]) -> &[String] {
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !self.seen.iter().any(|l| l.contains(wanted)) {
+        while !wanted
+            .iter()
+            .all(|w| self.seen.iter().any(|l| l.contains(w)))
+        {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.stderr.recv_timeout(left) {
                 Ok(line) => self.seen.push(line),
