@@ -61,15 +61,19 @@ struct SamplingParams {
     sampling_seed: Option<u64>,
 }
 
+/// A chat completion body: the `input_ids` chat (miles' session server) and the `--text`
+/// chat differ only in their messages and the fields they leave out.
 #[derive(Serialize)]
-struct ChatBody<'a> {
+pub(super) struct ChatBody<'a, M> {
     model: &'a str,
-    messages: [Message; 1],
-    input_ids: &'a [u32],
+    messages: M,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_ids: Option<&'a [u32]>,
     max_tokens: u32,
     temperature: f32,
     ignore_eos: bool,
-    no_stop_trim: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    no_stop_trim: Option<bool>,
     logprobs: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     return_meta_info: Option<bool>,
@@ -78,6 +82,36 @@ struct ChatBody<'a> {
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
+}
+
+impl<'a, M: Serialize> ChatBody<'a, M> {
+    /// The body of `spec` under `opts` with `messages`. As miles' session server:
+    /// return_meta_info and logprobs as asked; SGLang rejects return_meta_info with stream, so
+    /// streams ask for usage instead.
+    pub(super) fn new(
+        opts: &'a BodyOptions,
+        spec: &'a RequestSpec,
+        messages: M,
+        input_ids: Option<&'a [u32]>,
+        no_stop_trim: Option<bool>,
+    ) -> Self {
+        ChatBody {
+            model: &opts.model,
+            messages,
+            input_ids,
+            max_tokens: spec.max_new_tokens,
+            temperature: 1.0,
+            ignore_eos: true,
+            no_stop_trim,
+            logprobs: opts.return_logprob,
+            return_meta_info: (!opts.stream).then_some(true),
+            seed: spec.sampling_seed,
+            stream: opts.stream,
+            stream_options: opts.stream.then_some(StreamOptions {
+                include_usage: true,
+            }),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -113,28 +147,18 @@ impl BodyOptions {
                 return_logprob: self.return_logprob,
                 stream: self.stream,
             }),
-            // As miles' session server: return_meta_info and logprobs forced, no_stop_trim
-            // false; SGLang rejects return_meta_info with stream, so streams ask for usage.
+            // no_stop_trim false as miles' session server; the text chat leaves it out.
             Endpoint::ChatText => return super::text_chat::body(self, spec),
-            Endpoint::Chat => serde_json::to_vec(&ChatBody {
-                model: &self.model,
-                messages: [Message {
+            Endpoint::Chat => serde_json::to_vec(&ChatBody::new(
+                self,
+                spec,
+                [Message {
                     role: "user",
                     content: CHAT_PLACEHOLDER,
                 }],
-                input_ids: &spec.input_ids,
-                max_tokens: spec.max_new_tokens,
-                temperature: 1.0,
-                ignore_eos: true,
-                no_stop_trim: false,
-                logprobs: self.return_logprob,
-                return_meta_info: (!self.stream).then_some(true),
-                seed: spec.sampling_seed,
-                stream: self.stream,
-                stream_options: self.stream.then_some(StreamOptions {
-                    include_usage: true,
-                }),
-            }),
+                Some(&spec.input_ids),
+                Some(false),
+            )),
         };
         // Serialising plain structs of numbers and strings cannot fail.
         result.unwrap_or_default()

@@ -10,35 +10,13 @@
 
 use serde::Serialize;
 
-use super::request::{BodyOptions, RequestSpec};
+use super::request::{BodyOptions, ChatBody, RequestSpec};
 
 /// One chat message.
 #[derive(Serialize)]
 pub struct Message {
     pub role: &'static str,
     pub content: String,
-}
-
-#[derive(Serialize)]
-struct TextChatBody<'a> {
-    model: &'a str,
-    messages: Vec<Message>,
-    max_tokens: u32,
-    temperature: f32,
-    ignore_eos: bool,
-    logprobs: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    return_meta_info: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    seed: Option<u64>,
-    stream: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stream_options: Option<StreamOptions>,
-}
-
-#[derive(Serialize)]
-struct StreamOptions {
-    include_usage: bool,
 }
 
 /// The words of `ids` (`t<N>` per id, space-separated).
@@ -88,21 +66,8 @@ pub fn messages(ids: &[u32], segments: Option<&[u32]>) -> Vec<Message> {
 
 /// The JSON body of a `--text` chat request.
 pub fn body(opts: &BodyOptions, spec: &RequestSpec) -> Vec<u8> {
-    serde_json::to_vec(&TextChatBody {
-        model: &opts.model,
-        messages: messages(&spec.input_ids, spec.text_segments.as_deref()),
-        max_tokens: spec.max_new_tokens,
-        temperature: 1.0,
-        ignore_eos: true,
-        logprobs: opts.return_logprob,
-        return_meta_info: (!opts.stream).then_some(true),
-        seed: spec.sampling_seed,
-        stream: opts.stream,
-        stream_options: opts.stream.then_some(StreamOptions {
-            include_usage: true,
-        }),
-    })
-    .unwrap_or_default()
+    let messages = messages(&spec.input_ids, spec.text_segments.as_deref());
+    serde_json::to_vec(&ChatBody::new(opts, spec, messages, None, None)).unwrap_or_default()
 }
 
 #[cfg(test)]
