@@ -9,6 +9,7 @@
 //! `src/metrics.rs` (`sgl_router_*`) and SMG 1.13 / sgl-router 0.3.x
 //! `model_gateway/src/observability/metrics.rs` (`smg_*`); docs/metrics.md has the tables.
 
+mod declare;
 mod derive;
 mod sgl_router;
 mod smg;

@@ -4,10 +4,11 @@
 //! others that were not retried away (`routers/http/router.rs::route_typed_request`).
 
 use prometheus::{
-    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
     Registry,
 };
 
+use super::declare::Declare;
 use super::derive::{raise_to, Fleet};
 use super::{route_path, DURATION_BUCKETS};
 
@@ -26,27 +27,12 @@ pub(super) struct Series {
     cache_misses: IntCounter,
 }
 
-fn reg<C: prometheus::core::Collector + Clone + 'static>(r: &Registry, c: C) -> C {
-    let _ = r.register(Box::new(c.clone()));
-    c
-}
-
 #[allow(clippy::expect_used)] // constant, valid metric declarations
 impl Series {
     pub(super) fn new(r: &Registry) -> Series {
-        let counter = |name: &str, help: &str, labels: &[&str]| {
-            reg(
-                r,
-                IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric"),
-            )
-        };
-        let gauge = |name: &str, help: &str, labels: &[&str]| {
-            reg(
-                r,
-                IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric"),
-            )
-        };
-        let buckets = || DURATION_BUCKETS.to_vec();
+        let d = Declare(r);
+        let counter = |name: &str, help: &str, labels: &[&str]| d.counter(name, help, labels);
+        let gauge = |name: &str, help: &str, labels: &[&str]| d.gauge(name, help, labels);
         Series {
             requests: counter(
                 "sgl_router_requests_total",
@@ -58,26 +44,18 @@ impl Series {
                 "Total number of request errors by route and error type",
                 &["route", "error_type"],
             ),
-            duration: reg(
-                r,
-                HistogramVec::new(
-                    HistogramOpts::new(
-                        "sgl_router_request_duration_seconds",
-                        "Request duration in seconds by route",
-                    )
-                    .buckets(buckets()),
-                    &["route"],
-                )
-                .expect("valid metric"),
+            duration: d.histogram(
+                "sgl_router_request_duration_seconds",
+                "Request duration in seconds by route",
+                &["route"],
             ),
-            generate_duration: reg(
-                r,
+            generate_duration: d.reg(
                 Histogram::with_opts(
                     HistogramOpts::new(
                         "sgl_router_generate_duration_seconds",
                         "Generate request duration",
                     )
-                    .buckets(buckets()),
+                    .buckets(DURATION_BUCKETS.to_vec()),
                 )
                 .expect("valid metric"),
             ),
@@ -106,21 +84,18 @@ impl Series {
                 "Worker health status (1=healthy, 0=unhealthy)",
                 &["worker"],
             ),
-            active_workers: reg(
-                r,
+            active_workers: d.reg(
                 IntGauge::new(
                     "sgl_router_active_workers",
                     "Number of currently active workers",
                 )
                 .expect("valid metric"),
             ),
-            cache_hits: reg(
-                r,
+            cache_hits: d.reg(
                 IntCounter::new("sgl_router_cache_hits_total", "Total cache hits")
                     .expect("valid metric"),
             ),
-            cache_misses: reg(
-                r,
+            cache_misses: d.reg(
                 IntCounter::new("sgl_router_cache_misses_total", "Total cache misses")
                     .expect("valid metric"),
             ),

@@ -5,12 +5,11 @@
 //! kvrouter does not parse the request's model). `endpoint` is `generate`, `chat` or
 //! `completions`; `path` the request path. SMG has no cache hit/miss series.
 
-use prometheus::{
-    HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-};
+use prometheus::{HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
+use super::declare::Declare;
 use super::derive::Fleet;
-use super::{route_path, DURATION_BUCKETS};
+use super::route_path;
 
 const HTTP: &str = "http";
 const REGULAR: &str = "regular";
@@ -50,36 +49,13 @@ pub(super) struct Series {
     pool_size: IntGauge,
 }
 
-fn reg<C: prometheus::core::Collector + Clone + 'static>(r: &Registry, c: C) -> C {
-    let _ = r.register(Box::new(c.clone()));
-    c
-}
-
 #[allow(clippy::expect_used)] // constant, valid metric declarations
 impl Series {
     pub(super) fn new(r: &Registry) -> Series {
-        let counter = |name: &str, help: &str, labels: &[&str]| {
-            reg(
-                r,
-                IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric"),
-            )
-        };
-        let gauge = |name: &str, help: &str, labels: &[&str]| {
-            reg(
-                r,
-                IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric"),
-            )
-        };
-        let histogram = |name: &str, help: &str, labels: &[&str]| {
-            reg(
-                r,
-                HistogramVec::new(
-                    HistogramOpts::new(name, help).buckets(DURATION_BUCKETS.to_vec()),
-                    labels,
-                )
-                .expect("valid metric"),
-            )
-        };
+        let d = Declare(r);
+        let counter = |name: &str, help: &str, labels: &[&str]| d.counter(name, help, labels);
+        let gauge = |name: &str, help: &str, labels: &[&str]| d.gauge(name, help, labels);
+        let histogram = |name: &str, help: &str, labels: &[&str]| d.histogram(name, help, labels);
         const ROUTER: &[&str] = &[
             "router_type",
             "backend_type",
@@ -138,8 +114,7 @@ impl Series {
                 "Worker health status (1=healthy, 0=unhealthy)",
                 &["worker"],
             ),
-            pool_size: reg(
-                r,
+            pool_size: d.reg(
                 IntGauge::with_opts(
                     Opts::new(
                         "smg_worker_pool_size",
