@@ -1,0 +1,446 @@
+"""The fault cases. Each starts its own fleet and router, runs loadgen, injects one fault, and
+returns one result row: what the client saw (loadgen records), recovery times, the router's RSS,
+the router counters that show the mechanism, and the invariants checked (`violations`)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvcompare import httpc
+
+from . import attacks, prom, records
+from .rig import FAST_HEALTH, Load, Mock, Nats, Router, poll_until, rss_mb
+
+
+@dataclass
+class Size:
+    workers: int
+    requests: int          # per loadgen run
+    wall_rate: float       # requests per wall second
+    speedup: float         # sglang-mock --speedup (and loadgen --sim-speedup)
+    hold_s: float          # how long a fault is held (frozen worker, killed worker down)
+    slow_conns: int        # slowloris connections
+    nofile: int            # router's open-file limit in the slowloris case
+    header_timeout_s: int
+    body_timeout_s: int
+    upload_mib: int        # each stalled upload's announced body
+    uploads: int
+    flood_requests: int
+
+
+QUICK = Size(workers=3, requests=60, wall_rate=12, speedup=4, hold_s=3, slow_conns=200, nofile=256,
+             header_timeout_s=3, body_timeout_s=3, upload_mib=16, uploads=3, flood_requests=60)
+FULL = Size(workers=8, requests=400, wall_rate=20, speedup=4, hold_s=8, slow_conns=600, nofile=512,
+            header_timeout_s=10, body_timeout_s=10, upload_mib=60, uploads=3, flood_requests=400)
+
+COUNTERS = (("kvrouter_retries_total", "reason"), ("kvrouter_upstream_failures_total", "kind"),
+            ("kvrouter_limit_trips_total", "limit"), ("kvrouter_kv_index_cap_exceeded_total", "worker"),
+            ("kvrouter_worker_restarts_total", ""), ("kvrouter_kv_event_recoveries_total", "reason"),
+            ("kvrouter_requests_total", "status"))
+
+
+@dataclass
+class Ctx:
+    bin_dir: Path
+    nats_bin: Path | None
+    out: Path
+    size: Size
+
+    def b(self, name: str) -> Path:
+        return self.bin_dir / name
+
+
+def counters(before: prom.Series, after: prom.Series) -> dict:
+    out = {}
+    for name, label in COUNTERS:
+        d = prom.delta(before, after, name, label) if label else {}
+        if not label:
+            v = prom.total(after, name) - prom.total(before, name)
+            d = {"": v} if v else {}
+        if d:
+            out[name.removeprefix("kvrouter_")] = d
+    return out
+
+
+def fleet(ctx: Ctx, name: str, n: int | None = None) -> list[Mock]:
+    logs = ctx.out / "logs" / name
+    mocks: list[Mock] = []
+    try:
+        for i in range(n or ctx.size.workers):
+            mocks.append(Mock(ctx.b("sglang-mock"), f"mock{i}", logs, ctx.size.speedup))
+    except BaseException:
+        for m in mocks:
+            m.stop()
+        raise
+    return mocks
+
+
+def load(ctx: Ctx, router: Router, tag: str, stream: bool = True) -> Load:
+    s = ctx.size
+    ld = Load(ctx.b("loadgen"), router.url, ctx.out, tag, s.requests, s.wall_rate, s.speedup, stream=stream)
+    ld.anchor(lambda: prom.total(router.metrics(), "kvrouter_worker_in_flight") > 0)
+    return ld
+
+
+def wait_in_flight(ctx: Ctx, ld: Load, pred, frac: float = 0.3, timeout: float = 10.0) -> None:
+    """Waits until the load is `frac` through its schedule, then until `pred()` (e.g. the victim
+    has requests running), so the fault hits requests in flight."""
+    lead = ld.expected_s(ctx.size.wall_rate) * frac
+    while ld.now() < lead:
+        time.sleep(0.05)
+    poll_until(pred, timeout, interval=0.01)
+
+
+def finish(row: dict, ctx: Ctx, ld: Load, router: Router | None, m0: prom.Series, fault_s: float | None,
+           worker: str | None = None, expect_all: bool = True) -> dict:
+    """Client-side counts, router counters and RSS after, and the invariants every case checks."""
+    recs = ld.wait()
+    at = None if fault_s is None else ld.to_records_time(fault_s, recs)
+    s = records.summarize(recs, ctx.size.speedup, at, worker)
+    row["client"] = s
+    row["violations"] = records.invariant_violations(s, ctx.size.requests if expect_all else None) + row.get(
+        "violations", [])
+    if router is not None:
+        if router.alive():
+            row["counters"] = counters(m0, router.metrics())
+            row["rss_after_mb"] = router.rss_mb()
+            if httpc.request("GET", router.url + "/health", timeout=5)[0] != 200:
+                row["violations"].append("router alive but /health not 200 after the case")
+        elif row.get("router_must_live", True):
+            row["violations"].append(f"router died; log: {router.proc.log_path}")
+    return row
+
+
+# ---------------------------------------------------------------------------------------------
+
+def case_worker_killed(ctx: Ctx) -> dict:
+    row = {"case": "worker killed mid-stream", "fault": "SIGKILL one mock while it streams; restart it on its port"}
+    mocks = fleet(ctx, "killed")
+    router = None
+    try:
+        victim = mocks[0]
+        router = Router(ctx.b("router"), [m.url for m in mocks], ctx.out / "logs" / "killed" / "router.log", FAST_HEALTH)
+        row["rss_before_mb"] = router.rss_mb()
+        m0 = router.metrics()
+        ld = load(ctx, router, "killed")
+        wait_in_flight(ctx, ld, lambda: victim.running() > 0)
+        victim.kill()
+        fault = ld.now()
+        row["unhealthy_after_s"] = poll_until(lambda: router.worker_healthy(victim.url) is False, 20)
+        time.sleep(max(0.0, ctx.size.hold_s - (ld.now() - fault)))
+        t_restart = ld.now()
+        victim.start()
+        back = poll_until(lambda: router.healthy_workers() >= len(mocks), 30)
+        row["all_healthy_after_s"] = None if back is None else round(t_restart - fault + back, 3)
+        return finish(row, ctx, ld, router, m0, fault, victim.url)
+    finally:
+        _stop(router, mocks)
+
+
+def case_worker_frozen(ctx: Ctx) -> dict:
+    row = {"case": "worker frozen", "fault": "SIGSTOP one mock while it streams, SIGCONT after the hold"}
+    mocks = fleet(ctx, "frozen")
+    router = None
+    victim = mocks[0]
+    try:
+        router = Router(ctx.b("router"), [m.url for m in mocks], ctx.out / "logs" / "frozen" / "router.log", FAST_HEALTH)
+        row["rss_before_mb"] = router.rss_mb()
+        m0 = router.metrics()
+        ld = load(ctx, router, "frozen")
+        wait_in_flight(ctx, ld, lambda: victim.running() > 0)
+        victim.signal(signal.SIGSTOP)
+        fault = ld.now()
+        row["unhealthy_after_s"] = poll_until(lambda: router.worker_healthy(victim.url) is False, 30)
+        time.sleep(max(0.0, ctx.size.hold_s - (ld.now() - fault)))
+        t_cont = ld.now()
+        victim.signal(signal.SIGCONT)
+        back = poll_until(lambda: router.healthy_workers() >= len(mocks), 30)
+        row["all_healthy_after_s"] = None if back is None else round(t_cont - fault + back, 3)
+        return finish(row, ctx, ld, router, m0, fault, victim.url)
+    finally:
+        victim.signal(signal.SIGCONT)
+        _stop(router, mocks)
+
+
+def index_vs_fleet(router: Router, mocks: list[Mock]) -> dict[str, int]:
+    """Per worker: router index blocks minus the blocks the mock really holds (0 = agree)."""
+    out = {}
+    for m in mocks:
+        pages = m.resident_pages()
+        out[m.name] = router.unit_blocks(m.url) - (pages or 0)
+    return out
+
+
+def case_worker_restarted(ctx: Ctx) -> dict:
+    row = {"case": "worker restarted quickly",
+           "fault": "SIGKILL one mock and start it again on the same ports at once (inside one 5 s health interval)"}
+    mocks = fleet(ctx, "restarted")
+    router = None
+    victim = mocks[0]
+    flags = ["--health-check-interval-secs", "5", "--health-failure-threshold", "2"]
+    try:
+        router = Router(ctx.b("router"), [m.url for m in mocks], ctx.out / "logs" / "restarted" / "router.log", flags)
+        row["rss_before_mb"] = router.rss_mb()
+        m0 = router.metrics()
+        ld = load(ctx, router, "restarted")
+        wait_in_flight(ctx, ld, lambda: router.unit_blocks(victim.url) > 0, frac=0.4)
+        row["victim_blocks_before"] = router.unit_blocks(victim.url)
+        victim.kill()
+        fault = ld.now()
+        victim.start()
+        row["restart_took_s"] = round(ld.now() - fault, 3)
+        row["victim_seen_unhealthy"] = router.worker_healthy(victim.url) is False
+        row = finish(row, ctx, ld, router, m0, fault, victim.url)
+        # Quiescent: the index must hold exactly what each mock holds (no stale blocks of the
+        # killed process). Events of the last responses may still be in flight: poll.
+        settle = poll_until(lambda: all(v == 0 for v in index_vs_fleet(router, mocks).values()), 10, 0.2)
+        diff = index_vs_fleet(router, mocks)
+        row["index_minus_mock_blocks"] = diff
+        row["index_agrees_after_s"] = settle
+        if diff.get(victim.name, 0) > 0:
+            row["violations"].append(f"index keeps {diff[victim.name]} stale blocks of the restarted worker")
+        return row
+    finally:
+        _stop(router, mocks)
+
+
+def case_nats_restarted(ctx: Ctx) -> dict:
+    row = {"case": "nats-server restarted",
+           "fault": "SIGKILL nats-server (JetStream) and start it on the same port and store; relay router + consumer router"}
+    if ctx.nats_bin is None:
+        row["skipped"] = "no nats-server (run scripts/test once, or pass --nats-server)"
+        row["violations"] = []
+        return row
+    store = ctx.out / "nats-store"
+    shutil.rmtree(store, ignore_errors=True)
+    nats = Nats(ctx.nats_bin, store, ctx.out / "logs" / "nats")
+    mocks = fleet(ctx, "nats")
+    relay = consumer = None
+    js = ["--nats-url", nats.url, "--nats-jetstream"]
+    try:
+        urls = [m.url for m in mocks]
+        relay = Router(ctx.b("router"), urls, ctx.out / "logs" / "nats" / "relay.log", FAST_HEALTH + js + ["--publish-events"])
+        consumer = Router(ctx.b("router"), urls, ctx.out / "logs" / "nats" / "consumer.log", FAST_HEALTH + js)
+        row["rss_before_mb"] = relay.rss_mb()
+        m0, c0 = relay.metrics(), consumer.metrics()
+        ld = load(ctx, relay, "nats")
+        wait_in_flight(ctx, ld, lambda: relay.index().get("resident_blocks", 0) > 0)
+        nats.kill()
+        fault = ld.now()
+        time.sleep(min(1.0, ctx.size.hold_s))
+        nats.start()
+        row["nats_down_s"] = round(ld.now() - fault, 3)
+        row = finish(row, ctx, ld, relay, m0, fault)
+        t_end = time.monotonic()
+        same = poll_until(lambda: _digest(relay) is not None and _digest(relay) == _digest(consumer), 60, 0.2)
+        row["consumer_equals_relay_after_load_s"] = same
+        row["consumer_counters"] = counters(c0, consumer.metrics())
+        row["consumer_rss_after_mb"] = consumer.rss_mb()
+        if same is None:
+            row["violations"].append(f"consumer index digest differs from the relay's {time.monotonic() - t_end:.0f} s after the load")
+        if not consumer.alive():
+            row["violations"].append("consumer router died")
+        return row
+    finally:
+        _stop(consumer, [])
+        _stop(relay, mocks)
+        nats.stop()
+
+
+def _digest(r: Router):
+    return r.index().get("digest")
+
+
+def case_router_sigterm(ctx: Ctx) -> dict:
+    grace = 30
+    row = {"case": "router SIGTERM under load",
+           "fault": f"SIGTERM the router while streams run (--shutdown-grace-period-secs {grace})",
+           "router_must_live": False}
+    mocks = fleet(ctx, "sigterm")
+    router = None
+    try:
+        router = Router(ctx.b("router"), [m.url for m in mocks], ctx.out / "logs" / "sigterm" / "router.log",
+                        FAST_HEALTH + ["--shutdown-grace-period-secs", str(grace)])
+        row["rss_before_mb"] = router.rss_mb()
+        m0 = router.metrics()
+        ld = load(ctx, router, "sigterm")
+        wait_in_flight(ctx, ld, lambda: sum(m.running() for m in mocks) >= 2, frac=0.5)
+        row["rss_at_signal_mb"] = router.rss_mb()
+        in_flight = prom.total(router.metrics(), "kvrouter_worker_in_flight")
+        os.kill(router.pid, signal.SIGTERM)
+        fault = ld.now()
+        st, _ = httpc.request("GET", router.url + "/readiness", timeout=2)
+        row["readiness_after_signal"] = st or "refused"
+        row["router_in_flight_at_signal"] = in_flight
+        t0 = time.monotonic()
+        rc = router.proc.wait_exit(grace + 15)
+        row["exit_code"] = rc
+        row["drain_s"] = round(time.monotonic() - t0, 3)
+        row = finish(row, ctx, ld, router, m0, fault, expect_all=True)
+        s = row["client"]
+        if s["failed_after_head"]:
+            row["violations"].append(f"{s['failed_after_head']} responses cut after their head during the drain")
+        if rc != 0:
+            row["violations"].append(f"router exited {rc} after SIGTERM")
+        return row
+    finally:
+        _stop(router, mocks)
+
+
+def case_slowloris(ctx: Ctx) -> dict:
+    s = ctx.size
+    row = {"case": "slowloris, low descriptor limit",
+           "fault": f"{s.slow_conns} unfinished request heads held open; router under ulimit -n {s.nofile}, "
+                    f"--header-read-timeout-secs {s.header_timeout_s}"}
+    mocks = fleet(ctx, "slowloris")
+    router = None
+    attack = None
+    try:
+        attacks.raise_nofile(s.slow_conns + 256)
+        router = Router(ctx.b("router"), [m.url for m in mocks], ctx.out / "logs" / "slowloris" / "router.log",
+                        FAST_HEALTH + ["--header-read-timeout-secs", str(s.header_timeout_s)], nofile=s.nofile)
+        row["rss_before_mb"] = router.rss_mb()
+        m0 = router.metrics()
+        ld = load(ctx, router, "slowloris", stream=False)
+        wait_in_flight(ctx, ld, lambda: True, frac=0.2)
+        attack = attacks.Slowloris(router.url, s.slow_conns)
+        fault = ld.now()
+        row["attack_connected"] = len(attack.socks)
+        row["attack_connect_failed"] = attack.connect_failed
+        row["rss_under_attack_mb"] = router.rss_mb()
+        row["health_ok_after_s"] = poll_until(
+            lambda: httpc.request("GET", router.url + "/health", timeout=1)[0] == 200, 4 * s.header_timeout_s + 20, 0.2)
+        closed = poll_until(lambda: attack.closed_by_peer() >= len(attack.socks), 4 * s.header_timeout_s + 20, 0.5)
+        row["attack_closed_by_router"] = attack.closed_by_peer()
+        row["all_closed_after_s"] = None if closed is None else round(ld.now() - fault, 3)
+        row = finish(row, ctx, ld, router, m0, fault)
+        if row["health_ok_after_s"] is None:
+            row["violations"].append("router never answered /health while the slow connections were held")
+        return row
+    finally:
+        if attack is not None:
+            attack.close()
+        _stop(router, mocks)
+
+
+def case_stalled_uploads(ctx: Ctx) -> dict:
+    s = ctx.size
+    length = s.upload_mib << 20
+    row = {"case": "stalled uploads",
+           "fault": f"{s.uploads} clients announce {s.upload_mib} MiB, send all but 1 MiB and stall; one announces "
+                    f"300 MiB; --body-read-timeout-secs {s.body_timeout_s}"}
+    mocks = fleet(ctx, "uploads")
+    router = None
+    try:
+        router = Router(ctx.b("router"), [m.url for m in mocks], ctx.out / "logs" / "uploads" / "router.log",
+                        FAST_HEALTH + ["--body-read-timeout-secs", str(s.body_timeout_s)])
+        rss0 = router.rss_mb() or 0.0
+        row["rss_before_mb"] = rss0
+        m0 = router.metrics()
+        ld = load(ctx, router, "uploads", stream=False)
+        wait_in_flight(ctx, ld, lambda: True, frac=0.2)
+        fault = ld.now()
+        big = attacks.StalledUpload(router.url, 300 << 20, 1 << 20, wait_s=10)
+        ups = [attacks.StalledUpload(router.url, length, length - (1 << 20), wait_s=s.body_timeout_s + 30)
+               for _ in range(s.uploads)]
+        for u in [big, *ups]:
+            u.start()
+        peak = rss0
+        while any(u.is_alive() for u in ups):
+            peak = max(peak, router.rss_mb() or 0.0)
+            time.sleep(0.1)
+        big.join(10)
+        row["rss_peak_mb"] = peak
+        row["upload_status"] = [u.status for u in ups]
+        row["upload_answered_after_s"] = [u.answered_after_s for u in ups]
+        row["oversized_status"] = big.status
+        time.sleep(1.0)
+        row["rss_after_uploads_mb"] = router.rss_mb()
+        # Stated bounds: while bodies arrive, at most what was sent plus 64 MiB; afterwards, the
+        # partial bodies are freed (within 64 MiB of the start).
+        row["bound_peak_mb"] = round(rss0 + s.uploads * s.upload_mib + 64, 1)
+        row["bound_after_mb"] = round(rss0 + 64, 1)
+        row = finish(row, ctx, ld, router, m0, fault)
+        if peak > row["bound_peak_mb"]:
+            row["violations"].append(f"RSS peak {peak} MiB above the bound {row['bound_peak_mb']}")
+        if (row["rss_after_uploads_mb"] or 0) > row["bound_after_mb"]:
+            row["violations"].append(f"RSS after the uploads {row['rss_after_uploads_mb']} MiB above {row['bound_after_mb']}")
+        if any(st != 408 for st in row["upload_status"]):
+            row["violations"].append(f"stalled uploads answered {row['upload_status']} (expected 408)")
+        if big.status != 413:
+            row["violations"].append(f"oversized upload answered {big.status} (expected 413)")
+        return row
+    finally:
+        _stop(router, mocks)
+
+
+def case_event_flood(ctx: Ctx) -> dict:
+    s = ctx.size
+    capacity = 1024
+    cap = capacity // 16 + capacity // 16 // 10 + 64  # index/cap.rs unit_cap_blocks
+    row = {"case": "event flood from one worker",
+           "fault": f"a worker advertising {capacity} KV tokens (cap {cap} entries) publishes the events of a "
+                    f"2^20-token mock fed {s.flood_requests} distinct prompts directly"}
+    mocks = fleet(ctx, "flood", s.workers - 1)
+    source = Mock(ctx.b("sglang-mock"), "flood-source", ctx.out / "logs" / "flood", 0)
+    front = attacks.CappedFront(source.url, capacity)
+    router = None
+    try:
+        router = Router(ctx.b("router"), [m.url for m in mocks] + [front.url],
+                        ctx.out / "logs" / "flood" / "router.log", FAST_HEALTH)
+        row["rss_before_mb"] = router.rss_mb()
+        row["index_memory_before_bytes"] = router.index().get("memory_bytes")
+        m0 = router.metrics()
+        ld = load(ctx, router, "flood")
+        wait_in_flight(ctx, ld, lambda: True, frac=0.2)
+        fault = ld.now()
+        flood = Load(ctx.b("loadgen"), source.url, ctx.out, "flood-source", s.flood_requests, 1000, 1,
+                     stream=False, max_new_tokens=4, seed=7, tenants=s.flood_requests, system_len=(512, 2048))
+        peak = 0
+        while flood.proc.alive():
+            peak = max(peak, router.unit_blocks(front.url))
+            time.sleep(0.05)
+        frecs = flood.wait()
+        row["flood_requests_ok"] = sum(1 for r in frecs if r.get("status") == "ok")
+        row["source_pages"] = source.resident_pages()
+        time.sleep(0.5)
+        peak = max(peak, router.unit_blocks(front.url))
+        row["front_blocks_peak"] = peak
+        row["cap_blocks"] = cap
+        row = finish(row, ctx, ld, router, m0, fault)
+        row["index_memory_after_bytes"] = router.index().get("memory_bytes")
+        if peak > cap:
+            row["violations"].append(f"index held {peak} entries for the capped worker (cap {cap})")
+        if (row["source_pages"] or 0) <= cap:
+            row["violations"].append(f"the flood stored only {row['source_pages']} pages: not past the cap")
+        if not row.get("counters", {}).get("kv_index_cap_exceeded_total"):
+            row["violations"].append("kvrouter_kv_index_cap_exceeded_total did not count the overflow")
+        return row
+    finally:
+        _stop(router, mocks)
+        front.stop()
+        source.stop()
+
+
+def _stop(router: Router | None, mocks: list[Mock]) -> None:
+    if router is not None:
+        router.stop()
+    for m in mocks:
+        m.stop()
+
+
+CASES = {
+    "killed": case_worker_killed,
+    "frozen": case_worker_frozen,
+    "restarted": case_worker_restarted,
+    "nats": case_nats_restarted,
+    "sigterm": case_router_sigterm,
+    "slowloris": case_slowloris,
+    "uploads": case_stalled_uploads,
+    "flood": case_event_flood,
+}
