@@ -38,9 +38,12 @@ QUICK = Size(workers=3, requests=60, wall_rate=12, speedup=4, hold_s=3, slow_con
 FULL = Size(workers=8, requests=400, wall_rate=20, speedup=4, hold_s=8, slow_conns=600, nofile=512,
             header_timeout_s=10, body_timeout_s=10, upload_mib=60, uploads=3, flood_requests=400)
 
+# (counter, label shown); a counter without that label is shown as one number.
 COUNTERS = (("kvrouter_retries_total", "reason"), ("kvrouter_upstream_failures_total", "kind"),
             ("kvrouter_limit_trips_total", "limit"), ("kvrouter_kv_index_cap_exceeded_total", "worker"),
-            ("kvrouter_worker_restarts_total", ""), ("kvrouter_kv_event_recoveries_total", "reason"),
+            ("kvrouter_worker_restarts_total", ""), ("kvrouter_kv_event_restarts_total", ""),
+            ("kvrouter_kv_event_gaps_total", ""), ("kvrouter_kv_event_replays_total", "result"),
+            ("kvrouter_kv_event_recoveries_total", ""), ("kvrouter_kv_event_relayed_total", "result"),
             ("kvrouter_requests_total", "status"))
 
 
@@ -58,10 +61,7 @@ class Ctx:
 def counters(before: prom.Series, after: prom.Series) -> dict:
     out = {}
     for name, label in COUNTERS:
-        d = prom.delta(before, after, name, label) if label else {}
-        if not label:
-            v = prom.total(after, name) - prom.total(before, name)
-            d = {"": v} if v else {}
+        d = prom.delta(before, after, name, label)
         if d:
             out[name.removeprefix("kvrouter_")] = d
     return out
@@ -80,9 +80,10 @@ def fleet(ctx: Ctx, name: str, n: int | None = None) -> list[Mock]:
     return mocks
 
 
-def load(ctx: Ctx, router: Router, tag: str, stream: bool = True) -> Load:
+def load(ctx: Ctx, router: Router, tag: str, stream: bool = True, max_new_tokens: int = 48) -> Load:
     s = ctx.size
-    ld = Load(ctx.b("loadgen"), router.url, ctx.out, tag, s.requests, s.wall_rate, s.speedup, stream=stream)
+    ld = Load(ctx.b("loadgen"), router.url, ctx.out, tag, s.requests, s.wall_rate, s.speedup, stream=stream,
+              max_new_tokens=max_new_tokens)
     ld.anchor(lambda: prom.total(router.metrics(), "kvrouter_worker_in_flight") > 0)
     return ld
 
@@ -256,10 +257,13 @@ def _digest(r: Router):
     return r.index().get("digest")
 
 
+SIGTERM_TOKENS = 512  # streams of about a second of wall time each, so the drain has work
+
+
 def case_router_sigterm(ctx: Ctx) -> dict:
     grace = 30
     row = {"case": "router SIGTERM under load",
-           "fault": f"SIGTERM the router while streams run (--shutdown-grace-period-secs {grace})",
+           "fault": f"SIGTERM the router while {SIGTERM_TOKENS}-token streams run (--shutdown-grace-period-secs {grace})",
            "router_must_live": False}
     mocks = fleet(ctx, "sigterm")
     router = None
@@ -268,7 +272,7 @@ def case_router_sigterm(ctx: Ctx) -> dict:
                         FAST_HEALTH + ["--shutdown-grace-period-secs", str(grace)])
         row["rss_before_mb"] = router.rss_mb()
         m0 = router.metrics()
-        ld = load(ctx, router, "sigterm")
+        ld = load(ctx, router, "sigterm", max_new_tokens=SIGTERM_TOKENS)
         wait_in_flight(ctx, ld, lambda: sum(m.running() for m in mocks) >= 2, frac=0.5)
         row["rss_at_signal_mb"] = router.rss_mb()
         in_flight = prom.total(router.metrics(), "kvrouter_worker_in_flight")
@@ -285,6 +289,8 @@ def case_router_sigterm(ctx: Ctx) -> dict:
         s = row["client"]
         if s["failed_after_head"]:
             row["violations"].append(f"{s['failed_after_head']} responses cut after their head during the drain")
+        if s.get("in_flight_at_fault", 0) == 0:
+            row["violations"].append("no request was in flight at the signal: the drain was not exercised")
         if rc != 0:
             row["violations"].append(f"router exited {rc} after SIGTERM")
         return row
@@ -345,7 +351,7 @@ def case_stalled_uploads(ctx: Ctx) -> dict:
         ld = load(ctx, router, "uploads", stream=False)
         wait_in_flight(ctx, ld, lambda: True, frac=0.2)
         fault = ld.now()
-        big = attacks.StalledUpload(router.url, 300 << 20, 1 << 20, wait_s=10)
+        big = attacks.StalledUpload(router.url, 300 << 20, 0, wait_s=10)
         ups = [attacks.StalledUpload(router.url, length, length - (1 << 20), wait_s=s.body_timeout_s + 30)
                for _ in range(s.uploads)]
         for u in [big, *ups]:

@@ -45,7 +45,7 @@ def client(row: dict) -> str:
     if c.get("failed_http_status"):
         extra.append("HTTP " + ", ".join(f"{k} x{v}" for k, v in c["failed_http_status"].items()))
     if c.get("in_flight_at_fault") is not None:
-        extra.append(f"{c['in_flight_at_fault']} in flight at the fault")
+        extra.append(f"{c['in_flight_at_fault']} in flight at the fault, {c.get('in_flight_ok', 0)} of them ok")
     return text + (f" ({'; '.join(extra)})" if extra else "")
 
 
