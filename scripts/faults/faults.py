@@ -70,6 +70,7 @@ def main() -> int:
                        "traceback": traceback.format_exc()}
             row["id"] = name
             row["wall_s"] = round(time.monotonic() - t0, 1)
+            row["loadavg_1m"] = round(os.getloadavg()[0], 1)
             rows.append(row)
             bad = row.get("violations") or []
             print(f"[faults] {name}: {'ok' if not bad else 'VIOLATED: ' + '; '.join(bad)} ({row['wall_s']} s)",

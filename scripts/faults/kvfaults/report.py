@@ -25,6 +25,8 @@ def recovery(row: dict) -> str:
     c = row.get("client", {})
     if c.get("first_ok_after_s") is not None and "drain_s" not in row:
         parts.append(f"first ok {_s(c['first_ok_after_s'])}")
+    if c.get("worker_first_ok_after_s") is not None:
+        parts.append(f"faulted worker's first ok {_s(c['worker_first_ok_after_s'])}")
     if c.get("last_failure_after_s") is not None:
         parts.append(f"last failure {_s(c['last_failure_after_s'])}")
     if "consumer_equals_relay_after_load_s" in row:
