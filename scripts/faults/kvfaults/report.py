@@ -15,6 +15,8 @@ def recovery(row: dict) -> str:
     """The case's recovery times, in the order they happen."""
     parts = []
     for key, label in (("unhealthy_after_s", "marked unhealthy"),
+                       ("not_ready_after_s", "/readiness not 200"),
+                       ("attack_opened_in_s", "attack opened"),
                        ("health_ok_after_s", "/health 200"),
                        ("all_closed_after_s", "all slow conns closed"),
                        ("drain_s", "drained, exit"),
@@ -78,7 +80,8 @@ def mechanism(row: dict) -> str:
                        ("front_blocks_peak", "capped worker's entries peak"), ("cap_blocks", "cap"),
                        ("index_minus_mock_blocks", "index - mock blocks"), ("exit_code", "exit"),
                        ("readiness_after_signal", "readiness after signal"),
-                       ("attack_connected", "slow conns accepted"), ("attack_closed_by_router", "closed by router")):
+                       ("attack_connected", "slow conns connected"),
+                       ("attack_connect_failed", "connects timed out"), ("attack_closed_by_router", "closed by router")):
         if key in row:
             parts.append(f"{label} {row[key]}")
     return "; ".join(str(p) for p in parts) or "-"
