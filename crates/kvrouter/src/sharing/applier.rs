@@ -181,7 +181,10 @@ mod tests {
         // A second booking (other prompt), cancelled: gone at once; a follow-up of a
         // booking already ended changes nothing.
         let other = seq_hashes(&(100..116).collect::<Vec<u32>>(), PAGE as usize);
-        a.apply(&batch("other", vec![book(2, "http://w1:1", &other, true)]), now);
+        a.apply(
+            &batch("other", vec![book(2, "http://w1:1", &other, true)]),
+            now,
+        );
         a.apply(&batch("other", vec![Item::Cancel { n: 1 }]), now);
         assert_eq!(predicted(&index, &other, now), 4);
         assert_eq!(predicted(&index, &seqs, now), 4);
