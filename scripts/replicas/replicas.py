@@ -91,6 +91,25 @@ backend be
     return p, url
 
 
+def delta(before: list[dict], after: list[dict], name: str) -> list[float]:
+    """Per worker after - before of counter `name` (absent = 0: a mock exports a counter once used)."""
+    return [a.get(name, 0.0) - b.get(name, 0.0) for b, a in zip(before, after)]
+
+
+def group_digest(path: Path) -> dict:
+    """From loadgen's records: distinct workers per GRPO group (tag `g<G>/s<S>`), and cold
+    prefills (requests that found less than half of their prompt cached)."""
+    groups: dict[str, set] = {}
+    cold = 0
+    for line in path.read_text().splitlines():
+        r = json.loads(line)
+        groups.setdefault(r["tag"].split("/", 1)[0], set()).add(r.get("worker"))
+        if (r.get("cached_tokens") or 0) * 2 < (r.get("prompt_tokens") or r.get("prompt_len") or 0):
+            cold += 1
+    n = max(len(groups), 1)
+    return {"workers_per_group": sum(len(w) for w in groups.values()) / n, "cold_prefills": cold}
+
+
 def run_one(a, name: str, fleet, nats_url: str, run_idx: int, log_dir: Path, out: Path) -> dict:
     n, flags = SCENARIOS[name]
     flags = [f.replace("{nats}", nats_url) for f in flags]
@@ -108,7 +127,8 @@ def run_one(a, name: str, fleet, nats_url: str, run_idx: int, log_dir: Path, out
         cpu0 = [procstat.cpu_seconds(p.pid) for p, _ in reps]
         m0 = [fleet_mod.scrape_metrics(u) for _, u in reps]
         js = out / f"loadgen-{tag}.json"
-        argv = [str(a.bin_dir / "loadgen"), *a.workload, "--url", url, "--json", str(js)]
+        recs = out / f"loadgen-{tag}.records.jsonl"
+        argv = [str(a.bin_dir / "loadgen"), *a.workload, "--url", url, "--json", str(js), "--records", str(recs)]
         t0 = time.monotonic()
         rc = procs.run(argv, log_dir / f"loadgen-{tag}.log", timeout=a.timeout)
         rec["wall_s"] = time.monotonic() - t0
@@ -120,12 +140,13 @@ def run_one(a, name: str, fleet, nats_url: str, run_idx: int, log_dir: Path, out
         rec["sharing"] = [{k.removeprefix("kvrouter_shared_predictions_"): b.get(k, 0.0) - a_.get(k, 0.0)
                            for k in SHARING} for a_, b in zip(m0, m1)]
         after = fleet.scrape()
-        prompt = fleet_mod.per_worker_delta(before, after, ("sglang:prompt_tokens_total",))
-        cached = fleet_mod.per_worker_delta(before, after, ("sglang:cached_tokens_total",))
-        rec["hit_rate"] = sum(cached) / sum(prompt) if prompt and cached and sum(prompt) else None
+        prompt = delta(before, after, "sglang:prompt_tokens_total")
+        cached = delta(before, after, "sglang:cached_tokens_total")
+        rec["hit_rate"] = sum(cached) / sum(prompt) if sum(prompt) else None
         s = workloads.summarize(json.loads(js.read_text()))
         rec.update({k: s.get(k) for k in ("requests", "ok", "errors", "ttft_p50_ms", "ttft_p99_ms", "e2e_p50_ms")})
-        rec["worker_requests"] = fleet_mod.per_worker_delta(before, after, measure.REQ_COUNTERS)
+        rec.update(group_digest(recs))
+        rec["worker_requests"] = delta(before, after, measure.REQ_COUNTERS[0])
     finally:
         for p in reversed(started):
             p.stop()
@@ -174,14 +195,15 @@ def main() -> int:
         procs.stop_all()
     doc = {"fleet": spec.describe(), "workload": a.workload, "results": results}
     (a.out / "replicas.json").write_text(json.dumps(doc, indent=1))
-    print(f"\n{'scenario':28} {'hit rate':>8} {'TTFT p50':>9} {'TTFT p99':>9} {'CPU s/replica':>14} {'apply s':>8}")
+    print(f"\n{'scenario':28} {'hit rate':>8} {'TTFT p50':>9} {'TTFT p99':>9} {'CPU s/replica':>14} {'apply s':>8}"
+          f" {'workers/group':>13} {'cold':>5}")
     for name in a.only or list(SCENARIOS):
         rs = [r for r in results if r["scenario"] == name]
         med = lambda k: statistics.median(r[k] for r in rs if r.get(k) is not None)  # noqa: E731
         cpu = statistics.mean(statistics.mean(r["router_cpu_s"]) for r in rs)
         apply_s = statistics.mean(statistics.mean(s["apply_seconds_total"] for s in r["sharing"]) for r in rs)
         print(f"{name:28} {med('hit_rate'):8.3f} {med('ttft_p50_ms'):9.1f} {med('ttft_p99_ms'):9.1f} "
-              f"{cpu:14.2f} {apply_s:8.3f}")
+              f"{cpu:14.2f} {apply_s:8.3f} {med('workers_per_group'):13.2f} {med('cold_prefills'):5.0f}")
     return 0
 
 
