@@ -24,7 +24,7 @@ async fn metric(c: &reqwest::Client, router: &str, name: &str) -> f64 {
 
 const SUBSCRIBED: &str = "kvrouter_shared_predictions_subscribed";
 const BOOKS: &str = "kvrouter_shared_predictions_applied_total{kind=\"book\"}";
-const OWN: &str = "kvrouter_shared_predictions_messages_total{direction=\"own\"}";
+const IN: &str = "kvrouter_shared_predictions_messages_total{direction=\"in\"}";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_converge_and_share_a_booking() {
@@ -97,7 +97,7 @@ async fn two_replicas_converge_and_share_a_booking() {
             metric(&c, replicas[me], BOOKS).await,
             f64::from(made[other])
         );
-        assert!(metric(&c, replicas[me], OWN).await >= 1.0);
+        assert!(metric(&c, replicas[me], IN).await >= 1.0);
     }
     // The non-sharing replica routes with its own bookings only and publishes nothing.
     let (status, _, _) = generate(&c, &off.url, &prompt(7, 64), 2).await;

@@ -41,7 +41,13 @@ pub fn start(nats_url: &str, index: Arc<KvIndex>, registry: &Registry) -> Arc<dy
     ));
     let url = nats_url.to_owned();
     tokio::spawn(async move {
-        let client = match async_nats::connect(&url).await {
+        // no_echo: the server does not send our own publications back (each replica would
+        // otherwise decode all of its own traffic); the applier still skips its instance id.
+        let client = match async_nats::ConnectOptions::new()
+            .no_echo()
+            .connect(&url)
+            .await
+        {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(nats_url = %url, error = %e, "cannot connect to NATS: predictions are not shared");
