@@ -58,6 +58,8 @@ impl Applier {
             return;
         }
         m.messages.with_label_values(&["in"]).inc();
+        let lag_us = wire::unix_us().saturating_sub(batch.sent_us);
+        m.lag_seconds.observe(lag_us as f64 / 1e6);
         let origin = xxh3_64(batch.instance.as_bytes());
         let mut pending = self.pending.lock();
         for item in &batch.items {
@@ -157,6 +159,7 @@ mod tests {
     fn batch(instance: &str, items: Vec<Item>) -> Batch {
         Batch {
             instance: instance.into(),
+            sent_us: wire::unix_us(),
             items,
         }
     }

@@ -3,7 +3,7 @@
 
 use std::sync::OnceLock;
 
-use prometheus::{Counter, IntCounter, IntCounterVec, IntGauge, Opts};
+use prometheus::{Counter, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts};
 
 use crate::metrics::register;
 
@@ -18,6 +18,8 @@ pub struct SharingMetrics {
     /// Items not published or not applied, by `reason` (queue_full, publish_error, encode,
     /// decode, too_large, unknown_worker, unknown_id, pending_full, index).
     pub dropped: IntCounterVec,
+    /// Seconds from another replica's publication to its arrival here (publisher's clock).
+    pub lag_seconds: Histogram,
     /// CPU-bound seconds spent decoding and applying other replicas' messages.
     pub apply_seconds: Counter,
     /// Other replicas' bookings whose follow-up may still come.
@@ -59,6 +61,19 @@ impl SharingMetrics {
                 "kvrouter_shared_predictions_dropped_total",
                 "Shared-prediction items not published or not applied, by reason",
                 "reason",
+            ),
+            lag_seconds: register(
+                Histogram::with_opts(
+                    HistogramOpts::new(
+                        "kvrouter_shared_predictions_lag_seconds",
+                        "Delay from another replica's shared-prediction publication to its arrival",
+                    )
+                    .buckets(vec![
+                        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                        0.25, 1.0,
+                    ]),
+                )
+                .expect("valid metric"),
             ),
             apply_seconds: register(
                 Counter::new(

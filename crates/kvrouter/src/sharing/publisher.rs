@@ -117,6 +117,7 @@ pub fn next_batch(instance: &str, first: Item, rx: &mut mpsc::Receiver<Item>) ->
     }
     Batch {
         instance: instance.to_owned(),
+        sent_us: wire::unix_us(),
         items,
     }
 }

@@ -17,11 +17,21 @@ pub const MAX_ITEMS: usize = 256;
 /// 1 MiB; one booking is at most ~37 KiB).
 pub const MAX_BATCH_BYTES: usize = 256 * 1024;
 
-/// One message: `instance` (the publishing router's id, so it skips its own) and its items.
+/// One message: `instance` (the publishing router's id, so it skips its own), when it was
+/// published (`sent_us`, microseconds since the Unix epoch; receivers export the delay) and
+/// its items.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Batch {
     pub instance: String,
+    pub sent_us: u64,
     pub items: Vec<Item>,
+}
+
+/// Microseconds since the Unix epoch (0 if the clock is before it).
+pub fn unix_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 /// One booking or one follow-up; `n` numbers the bookings of one instance.
@@ -102,6 +112,7 @@ mod tests {
     fn round_trip_and_size_estimate() {
         let b = Batch {
             instance: "12-abc".into(),
+            sent_us: 1_700_000_000_000_000,
             items: vec![book(1, 64), Item::Prefilled { n: 1 }, Item::Cancel { n: 2 }],
         };
         let bytes = encode(&b).unwrap();
@@ -115,11 +126,13 @@ mod tests {
         assert_eq!(decode(b"\xc1garbage"), Err(DecodeError::Malformed));
         let big = Batch {
             instance: "x".into(),
+            sent_us: 0,
             items: vec![book(1, MAX_SEQS + 1)],
         };
         assert_eq!(decode(&encode(&big).unwrap()), Err(DecodeError::TooLarge));
         let many = Batch {
             instance: "x".into(),
+            sent_us: 0,
             items: (0..=MAX_ITEMS as u64).map(|n| Item::Cancel { n }).collect(),
         };
         assert_eq!(decode(&encode(&many).unwrap()), Err(DecodeError::TooLarge));
