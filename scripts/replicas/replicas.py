@@ -96,6 +96,29 @@ def delta(before: list[dict], after: list[dict], name: str) -> list[float]:
     return [a.get(name, 0.0) - b.get(name, 0.0) for b, a in zip(before, after)]
 
 
+def lag_buckets(url: str) -> dict[float, float]:
+    """`kvrouter_shared_predictions_lag_seconds` buckets of a router: le -> cumulative count."""
+    status, body = httpc.request("GET", url + "/metrics", timeout=5)
+    out: dict[float, float] = {}
+    for line in body.decode("utf-8", "replace").splitlines() if status == 200 else []:
+        if line.startswith("kvrouter_shared_predictions_lag_seconds_bucket{"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            out[float("inf") if le == "+Inf" else float(le)] = float(line.rsplit(None, 1)[1])
+    return out
+
+
+def lag_quantile(b0: list[dict], b1: list[dict], q: float) -> float | None:
+    """Upper bucket bound of the q-quantile of the lag observed during the run, all replicas."""
+    tot: dict[float, float] = {}
+    for x0, x1 in zip(b0, b1):
+        for le, v in x1.items():
+            tot[le] = tot.get(le, 0.0) + v - x0.get(le, 0.0)
+    n = tot.get(float("inf"), 0.0)
+    if n <= 0:
+        return None
+    return next(le for le in sorted(tot) if tot[le] >= q * n)
+
+
 def group_digest(path: Path) -> dict:
     """From loadgen's records: distinct workers per GRPO group (tag `g<G>/s<S>`), and cold
     prefills (requests that found less than half of their prompt cached)."""
@@ -126,6 +149,7 @@ def run_one(a, name: str, fleet, nats_url: str, run_idx: int, log_dir: Path, out
         before = fleet.scrape()
         cpu0 = [procstat.cpu_seconds(p.pid) for p, _ in reps]
         m0 = [fleet_mod.scrape_metrics(u) for _, u in reps]
+        lag0 = [lag_buckets(u) for _, u in reps]
         js = out / f"loadgen-{tag}.json"
         recs = out / f"loadgen-{tag}.records.jsonl"
         argv = [str(a.bin_dir / "loadgen"), *a.workload, "--url", url, "--json", str(js), "--records", str(recs)]
@@ -137,6 +161,9 @@ def run_one(a, name: str, fleet, nats_url: str, run_idx: int, log_dir: Path, out
         rec["loadavg_1m"] = os.getloadavg()[0]
         rec["router_cpu_s"] = [procstat.cpu_seconds(p.pid) - c for (p, _), c in zip(reps, cpu0)]
         m1 = [fleet_mod.scrape_metrics(u) for _, u in reps]
+        lag1 = [lag_buckets(u) for _, u in reps]
+        rec["lag_p50_s"] = lag_quantile(lag0, lag1, 0.5)
+        rec["lag_p99_s"] = lag_quantile(lag0, lag1, 0.99)
         rec["sharing"] = [{k.removeprefix("kvrouter_shared_predictions_"): b.get(k, 0.0) - a_.get(k, 0.0)
                            for k in SHARING} for a_, b in zip(m0, m1)]
         after = fleet.scrape()
