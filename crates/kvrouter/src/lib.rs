@@ -10,7 +10,7 @@
 //! `refit` the RL control plane (pause/drain, fan-out refits, cache invalidation),
 //! `tokens` owns block hashing, `text` the model tokenizer for text requests, `metrics`
 //! the Prometheus registry, `config` the validated configuration, `discovery` etcd
-//! registration and watch; the simulated SGLang fleet (`sglang-mock`) and the workload
+//! registration and watch, `sharing` predictions shared across router replicas over NATS; the simulated SGLang fleet (`sglang-mock`) and the workload
 //! generator (`loadgen`) live in the `kvrouter-sim` crate.
 
 pub mod backoff;
@@ -23,6 +23,7 @@ pub mod proxy;
 pub mod refit;
 pub mod routing;
 pub mod server;
+pub mod sharing;
 pub mod text;
 pub mod tokens;
 pub mod workers;

@@ -69,6 +69,9 @@ pub struct KvOptions {
     /// Seconds a relay's per-worker lock lives without a refresh: a standby relay takes a worker over this long after its relay died.
     #[arg(long, env = "KVROUTER_NATS_RELAY_LOCK_TTL_SECS", default_value_t = 5.0)]
     pub nats_relay_lock_ttl_secs: f64,
+    /// With --nats-url: publish this router's predict-on-route bookings on NATS (subject `kvrouter.book`) and apply the other replicas' ones, so replicas behind one load balancer share predictions. `--share-predictions=false` turns it off.
+    #[arg(long, env = "KVROUTER_SHARE_PREDICTIONS", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = true)]
+    pub share_predictions: bool,
 }
 
 impl Default for KvOptions {
@@ -96,6 +99,9 @@ pub struct KvConfig {
     pub publish_events: bool,
     /// `--nats-jetstream`: the stream and relay-lock settings (None: core NATS).
     pub jetstream: Option<crate::events::JetStreamConfig>,
+    /// Share predictions with the other replicas over NATS (`--share-predictions`, only with
+    /// `--nats-url` and predict-on-route; see docs/events.md).
+    pub share_predictions: bool,
 }
 
 impl Default for KvConfig {
@@ -155,8 +161,9 @@ impl KvConfig {
                     ))
                 }
             },
-            nats_url,
             publish_events: o.publish_events,
+            share_predictions: o.share_predictions && !o.no_predict && nats_url.is_some(),
+            nats_url,
             jetstream,
         })
     }
@@ -238,6 +245,28 @@ mod tests {
         let e = KvConfig::from_options(&relay).unwrap_err();
         assert_eq!(e.field, "publish_events");
         assert_eq!(d.jetstream, None);
+    }
+
+    #[test]
+    fn share_predictions_needs_nats_and_prediction() {
+        assert!(!KvConfig::default().share_predictions);
+        let nats = KvOptions {
+            nats_url: Some("nats://127.0.0.1:4222".into()),
+            ..KvOptions::default()
+        };
+        assert!(KvConfig::from_options(&nats).unwrap().share_predictions);
+        for off in [
+            KvOptions {
+                share_predictions: false,
+                ..nats.clone()
+            },
+            KvOptions {
+                no_predict: true,
+                ..nats.clone()
+            },
+        ] {
+            assert!(!KvConfig::from_options(&off).unwrap().share_predictions);
+        }
     }
 
     #[test]

@@ -34,7 +34,8 @@ pub struct RoutingParts {
 
 /// Builds the parts for `config.mode` (must run inside a tokio runtime). `--mode kv` builds
 /// the KV index, follows the fleet's KV event streams, routes with [`KvPolicy`] and clears a
-/// worker's blocks when the refit plane reports its cache cleared.
+/// worker's blocks when the refit plane reports its cache cleared; with `--nats-url` and
+/// `--share-predictions` it shares its bookings with the other replicas (`crate::sharing`).
 pub fn build(config: &Config, registry: &Registry) -> RoutingParts {
     if config.mode != Mode::Kv {
         return RoutingParts {
@@ -44,11 +45,14 @@ pub fn build(config: &Config, registry: &Registry) -> RoutingParts {
         };
     }
     let kv = KvRuntime::start(config.page_size, &config.kv, registry);
-    let policy = KvPolicy::new(
+    let mut policy = KvPolicy::new(
         kv.index.clone(),
         kv.loads.clone(),
         KvPolicySettings::from_config(&config.kv),
     );
+    if let (true, Some(url)) = (config.kv.share_predictions, &config.kv.nats_url) {
+        policy = policy.with_booking_hook(crate::sharing::start(url, kv.index.clone(), registry));
+    }
     RoutingParts {
         policy: Box::new(policy),
         index: Some(kv.clone()),

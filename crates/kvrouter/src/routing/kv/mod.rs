@@ -7,6 +7,7 @@ pub mod attachment;
 pub mod cost;
 pub mod debug;
 pub mod feeds;
+pub mod hook;
 pub mod load;
 pub mod metrics;
 pub mod policy;
@@ -16,6 +17,7 @@ pub mod sink;
 pub use attachment::KvAttachment;
 pub use cost::{CostWeights, UnitInputs};
 pub use feeds::KvRuntime;
+pub use hook::{BookingHook, BookingMade};
 pub use load::UnitLoads;
 pub use policy::{KvPolicy, KvPolicySettings};
 

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::attachment::KvAttachment;
 use super::cost::{cost, pick, CostWeights, UnitInputs};
+use super::hook::{chain, BookingHook, BookingMade};
 use super::load::UnitLoads;
 use super::metrics::KvMetrics;
 use crate::config::KvConfig;
@@ -60,6 +61,7 @@ pub struct KvPolicy {
     index: Arc<KvIndex>,
     loads: Arc<UnitLoads>,
     settings: KvPolicySettings,
+    hook: Option<Arc<dyn BookingHook>>,
 }
 
 impl KvPolicy {
@@ -68,7 +70,14 @@ impl KvPolicy {
             index,
             loads,
             settings,
+            hook: None,
         }
+    }
+
+    /// Tells `hook` about every booking this policy takes (`hook.rs`).
+    pub fn with_booking_hook(mut self, hook: Arc<dyn BookingHook>) -> Self {
+        self.hook = Some(hook);
+        self
     }
 
     /// The index this policy reads and books.
@@ -194,11 +203,22 @@ impl KvPolicy {
         let load = self
             .loads
             .begin(worker.id, chosen.rank, prompt_key, request_blocks);
+        let shared = match (&self.hook, &booking, self.settings.predict_ttl) {
+            (Some(hook), Some(_), Some(ttl)) => hook.booking_made(&BookingMade {
+                worker,
+                rank: chosen.rank,
+                seqs: &seqs,
+                cached: chosen.overlap as usize,
+                ttl,
+                prefilled: !input.stream,
+            }),
+            _ => None,
+        };
         let attachment = KvAttachment::new(booking, load, predicted, tokens.len() as u64);
         Some(Choice {
             index: chosen.candidate,
             rank: (worker.info.dp_size > 1).then_some(chosen.rank),
-            observer: Some(Box::new(attachment)),
+            observer: Some(chain(Box::new(attachment), shared)),
         })
     }
 }
