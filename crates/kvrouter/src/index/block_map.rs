@@ -1,20 +1,22 @@
 //! The confirmed-residency map: SeqHash -> packed holder set, split in shards
-//! behind `parking_lot::RwLock`s so lookups never take a global lock. Batched
-//! changes prefetch a shard's slots before applying them.
+//! behind `parking_lot::RwLock`s so lookups never take a global lock.
+
+use hashbrown::hash_map::Entry;
 
 use parking_lot::RwLock;
 
 use super::find::DepthSource;
-use super::flat::{Flat, Uniform};
+use super::hashers::IdBuild;
+use super::table::{self, Table};
 use super::unit::UnitId;
-use super::unit_set::{self, Removal, Spill, View};
+use super::unit_set::{self, Packed, Removal, Spill, View};
 use crate::tokens::SeqHash;
 
 const SHARDS: usize = 128;
 
 #[derive(Default)]
 struct Shard {
-    map: Flat<Uniform>,
+    map: Table<SeqHash, Packed, IdBuild>,
     spill: Spill,
 }
 
@@ -43,16 +45,21 @@ impl Default for BlockMap {
 
 #[inline]
 fn shard_of(seq: SeqHash) -> usize {
-    // Low bits: the in-shard table indexes by the top bits.
-    (seq as usize) & (SHARDS - 1)
+    // Bits the in-shard table does not use for its bucket index (low bits) or
+    // its control bytes (top 7 bits).
+    ((seq >> 40) as usize) & (SHARDS - 1)
 }
 
 impl Shard {
     /// Adds `unit` as a holder of `seq`; returns false if it already was one.
     fn insert(&mut self, seq: SeqHash, unit: UnitId) -> bool {
-        let Some(v) = self.map.get_mut(seq) else {
-            self.map.insert_new(seq, unit_set::one(unit));
-            return true;
+        table::make_room(&mut self.map);
+        let v = match self.map.entry(seq) {
+            Entry::Vacant(e) => {
+                e.insert(unit_set::one(unit));
+                return true;
+            }
+            Entry::Occupied(e) => e.into_mut(),
         };
         match unit_set::view(*v) {
             View::One(a) if a == unit => false,
@@ -73,12 +80,13 @@ impl Shard {
 
     /// Removes `unit` from the holders of `seq`; returns false if it was not one.
     fn remove(&mut self, seq: SeqHash, unit: UnitId) -> bool {
-        let Some(v) = self.map.get_mut(seq) else {
+        let Some(v) = self.map.get_mut(&seq) else {
             return false;
         };
         match unit_set::view(*v) {
             View::One(a) if a == unit => {
-                self.map.remove(seq);
+                self.map.remove(&seq);
+                table::shrink_if_sparse(&mut self.map);
                 true
             }
             View::One(_) => false,
@@ -161,10 +169,6 @@ impl BlockMap {
                 continue;
             }
             let mut shard = self.shards[s].0.write();
-            // Issue the group's loads together: their cache misses overlap.
-            for &(seq, _) in group {
-                shard.map.prefetch(seq);
-            }
             for &(seq, add) in group {
                 if add {
                     shard.insert(seq, unit);
@@ -178,7 +182,7 @@ impl BlockMap {
     /// Whether `unit` holds `seq`.
     pub(crate) fn holds(&self, seq: SeqHash, unit: UnitId) -> bool {
         let shard = self.shards[shard_of(seq)].0.read();
-        match shard.map.get(seq).map(unit_set::view) {
+        match shard.map.get(&seq).map(|v| unit_set::view(*v)) {
             None => false,
             Some(View::One(a)) => a == unit,
             Some(View::Two(a, b)) => a == unit || b == unit,
@@ -194,13 +198,13 @@ impl BlockMap {
             {
                 let shard = padded.0.read();
                 for (seq, v) in shard.map.iter() {
-                    let held = match unit_set::view(v) {
+                    let held = match unit_set::view(*v) {
                         View::One(a) => a == unit,
                         View::Two(a, b) => a == unit || b == unit,
                         View::Spilled(slot) => shard.spill.get(slot).binary_search(&unit).is_ok(),
                     };
                     if held {
-                        seqs.push(seq);
+                        seqs.push(*seq);
                     }
                 }
             }
@@ -221,7 +225,7 @@ impl BlockMap {
             .iter()
             .map(|s| {
                 let s = s.0.read();
-                s.map.heap_bytes() + s.spill.heap_bytes()
+                table::heap_bytes(&s.map) + s.spill.heap_bytes()
             })
             .sum()
     }
@@ -231,7 +235,7 @@ impl DepthSource for BlockMap {
     #[inline]
     fn count(&self, seq: SeqHash) -> usize {
         let shard = self.shards[shard_of(seq)].0.read();
-        match shard.map.get(seq).map(unit_set::view) {
+        match shard.map.get(&seq).map(|v| unit_set::view(*v)) {
             None => 0,
             Some(View::One(_)) => 1,
             Some(View::Two(..)) => 2,
@@ -239,15 +243,10 @@ impl DepthSource for BlockMap {
         }
     }
 
-    #[inline]
-    fn prefetch(&self, seq: SeqHash) {
-        self.shards[shard_of(seq)].0.read().map.prefetch(seq);
-    }
-
     fn units(&self, seq: SeqHash, out: &mut Vec<UnitId>) {
         out.clear();
         let shard = self.shards[shard_of(seq)].0.read();
-        match shard.map.get(seq).map(unit_set::view) {
+        match shard.map.get(&seq).map(|v| unit_set::view(*v)) {
             None => {}
             Some(View::One(a)) => out.push(a),
             Some(View::Two(a, b)) => out.extend([a, b]),

@@ -22,9 +22,6 @@ pub(crate) trait DepthSource {
     fn count(&self, seq: SeqHash) -> usize;
     /// Holders of `seq`, sorted ascending, replacing `out`'s contents.
     fn units(&self, seq: SeqHash, out: &mut Vec<UnitId>);
-    /// Hints that `seq` will be looked up soon (no effect on results).
-    #[inline]
-    fn prefetch(&self, _seq: SeqHash) {}
 }
 
 /// One output entry of the search: a unit and its depth, written once when the
@@ -113,7 +110,6 @@ fn search<S: DepthSource + ?Sized, E: DepthEntry>(
         next,
         next_slot,
     } = sc;
-    src.prefetch(seqs[n - 1]); // the first probe after the holders of block 0
     src.units(seqs[0], active);
     if active.is_empty() {
         return;
@@ -135,13 +131,6 @@ fn search<S: DepthSource + ?Sized, E: DepthEntry>(
         // Gallop: lo = last position known to have ref_count holders, hi = first
         // position known to differ (or n; n - 1 is known to differ when probed).
         let (mut lo, mut hi, mut step) = (pos, if pos + 1 < n { n - 1 } else { n }, 1);
-        // The gallop's probe positions do not depend on its answers: load them all
-        // at once so their cache misses overlap.
-        let mut ahead = 1;
-        while lo + ahead < hi {
-            src.prefetch(seqs[lo + ahead]);
-            ahead *= 2;
-        }
         while lo + step < hi {
             let probe = lo + step;
             if src.count(seqs[probe]) == ref_count {
@@ -154,13 +143,6 @@ fn search<S: DepthSource + ?Sized, E: DepthEntry>(
         }
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
-            // Either answer's next midpoint, loaded while this one is probed.
-            if mid - lo > 1 {
-                src.prefetch(seqs[lo + (mid - lo) / 2]);
-            }
-            if hi - mid > 1 {
-                src.prefetch(seqs[mid + (hi - mid) / 2]);
-            }
             if src.count(seqs[mid]) == ref_count {
                 lo = mid;
             } else {

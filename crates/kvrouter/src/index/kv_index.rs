@@ -47,9 +47,6 @@ pub struct IndexStats {
 
 type UnitHandle = Arc<Mutex<UnitBlocks>>;
 
-/// How many blocks ahead a store prefetches the unit table's slots.
-const PREFETCH_AHEAD: usize = 8;
-
 /// The embedded KV index. Share it as `Arc<KvIndex>`.
 pub struct KvIndex {
     page_size: u32,
@@ -247,14 +244,7 @@ impl KvIndex {
         };
         if unit.batchable() && engine.iter().zip(&seqs).all(|(e, s)| e != s) {
             let mut ops = Vec::with_capacity(seqs.len());
-            // Run PREFETCH_AHEAD blocks ahead with the loads of the unit's table.
-            for e in engine.iter().take(PREFETCH_AHEAD) {
-                unit.prefetch(*e);
-            }
-            for (i, (e, seq)) in engine.iter().zip(&seqs).enumerate() {
-                if let Some(ahead) = engine.get(i + PREFETCH_AHEAD) {
-                    unit.prefetch(*ahead);
-                }
+            for (e, seq) in engine.iter().zip(&seqs) {
                 count(unit.insert_deferred(*e, *seq, &mut ops));
             }
             self.blocks.apply_batch(id, &mut ops);

@@ -6,9 +6,12 @@
 //! block map's membership is the record, and only a count is kept. Enumerating
 //! those blocks (clear / remove worker) then scans the block map.
 
+use hashbrown::hash_map::Entry;
+
 use super::block_map::{BlockMap, Op};
 use super::event::EngineHash;
-use super::flat::{Flat, Mixed};
+use super::hashers::MulBuild;
+use super::table::{self, Table};
 use super::unit::UnitId;
 use crate::tokens::SeqHash;
 
@@ -18,7 +21,7 @@ pub(crate) struct UnitBlocks {
     pub(crate) removed: bool,
     /// Most entries this unit may hold (see [`super::cap`]); checked after each store.
     pub(crate) cap: usize,
-    mapped: Flat<Mixed>,
+    mapped: Table<EngineHash, SeqHash, MulBuild>,
     identity: usize,
 }
 
@@ -39,14 +42,14 @@ impl UnitBlocks {
             id,
             removed: false,
             cap,
-            mapped: Flat::default(),
+            mapped: Table::default(),
             identity: 0,
         }
     }
 
     pub(crate) fn lookup(&self, blocks: &BlockMap, engine: EngineHash) -> Option<SeqHash> {
-        if let Some(seq) = self.mapped.get(engine) {
-            return Some(seq);
+        if let Some(seq) = self.mapped.get(&engine) {
+            return Some(*seq);
         }
         (self.identity > 0 && blocks.holds(engine, self.id)).then_some(engine)
     }
@@ -55,16 +58,17 @@ impl UnitBlocks {
     pub(crate) fn insert(&mut self, blocks: &BlockMap, engine: EngineHash, seq: SeqHash) -> Insert {
         if engine != seq {
             // Opaque engine hash: one probe of the unit's table decides.
-            match self.mapped.get_mut(engine) {
-                Some(old) if *old == seq => return Insert::Present,
-                Some(old) => {
-                    let old = std::mem::replace(old, seq);
+            table::make_room(&mut self.mapped);
+            match self.mapped.entry(engine) {
+                Entry::Occupied(o) if *o.get() == seq => return Insert::Present,
+                Entry::Occupied(mut o) => {
+                    let old = o.insert(seq);
                     blocks.remove(old, self.id);
                     blocks.insert(seq, self.id);
                     return Insert::Replaced;
                 }
-                None => {
-                    self.mapped.insert_new(engine, seq);
+                Entry::Vacant(v) => {
+                    v.insert(seq);
                     if self.identity == 0 || !blocks.holds(engine, self.id) {
                         blocks.insert(seq, self.id);
                         return Insert::New;
@@ -78,7 +82,7 @@ impl UnitBlocks {
             }
         }
         let mut outcome = Insert::New;
-        if let Some(old) = self.mapped.get(engine) {
+        if let Some(old) = self.mapped.get(&engine).copied() {
             if old == seq {
                 return Insert::Present;
             }
@@ -112,15 +116,16 @@ impl UnitBlocks {
         ops: &mut Vec<Op>,
     ) -> Insert {
         debug_assert!(engine != seq && self.identity == 0);
-        match self.mapped.get_mut(engine) {
-            Some(old) if *old == seq => Insert::Present,
-            Some(old) => {
-                let old = std::mem::replace(old, seq);
+        table::make_room(&mut self.mapped);
+        match self.mapped.entry(engine) {
+            Entry::Occupied(o) if *o.get() == seq => Insert::Present,
+            Entry::Occupied(mut o) => {
+                let old = o.insert(seq);
                 ops.extend([(old, false), (seq, true)]);
                 Insert::Replaced
             }
-            None => {
-                self.mapped.insert_new(engine, seq);
+            Entry::Vacant(v) => {
+                v.insert(seq);
                 ops.push((seq, true));
                 Insert::New
             }
@@ -131,22 +136,22 @@ impl UnitBlocks {
     /// block-map change is pushed to `ops`.
     pub(crate) fn remove_deferred(&mut self, engine: EngineHash, ops: &mut Vec<Op>) -> bool {
         debug_assert!(self.identity == 0);
-        let Some(seq) = self.mapped.remove(engine) else {
+        let Some(seq) = self.mapped.remove(&engine) else {
             return false;
         };
+        self.shrink_if_sparse();
         ops.push((seq, false));
         true
     }
 
-    /// Hints the CPU to load `engine`'s slot (the store loop runs ahead with it).
-    #[inline]
-    pub(crate) fn prefetch(&self, engine: EngineHash) {
-        self.mapped.prefetch(engine);
+    fn shrink_if_sparse(&mut self) {
+        table::shrink_if_sparse(&mut self.mapped);
     }
 
     /// Evicts `engine` from this unit; returns whether it was resident.
     pub(crate) fn remove(&mut self, blocks: &BlockMap, engine: EngineHash) -> bool {
-        if let Some(seq) = self.mapped.remove(engine) {
+        if let Some(seq) = self.mapped.remove(&engine) {
+            self.shrink_if_sparse();
             blocks.remove(seq, self.id);
             return true;
         }
@@ -160,13 +165,10 @@ impl UnitBlocks {
     /// Evicts everything; returns how many blocks were resident.
     pub(crate) fn clear(&mut self, blocks: &BlockMap) -> usize {
         let n = self.len();
-        let mut ops: Vec<Op> = self
-            .mapped
-            .take_all()
-            .into_iter()
-            .map(|(_, seq)| (seq, false))
-            .collect();
-        blocks.apply_batch(self.id, &mut ops);
+        for (_, seq) in self.mapped.drain() {
+            blocks.remove(seq, self.id);
+        }
+        self.mapped = Table::default();
         if self.identity > 0 {
             blocks.remove_unit_everywhere(self.id);
             self.identity = 0;
@@ -181,11 +183,11 @@ impl UnitBlocks {
     /// Order-independent digest of the resident sequence hashes (XOR) and the count of
     /// identity-elided blocks (which are not enumerable per unit); for replica comparison.
     pub(crate) fn digest(&self) -> u64 {
-        let xor = self.mapped.iter().fold(0u64, |acc, (_, s)| acc ^ s);
+        let xor = self.mapped.values().fold(0u64, |acc, s| acc ^ s);
         xor ^ (self.identity as u64).rotate_left(32)
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.mapped.heap_bytes()
+        table::heap_bytes(&self.mapped)
     }
 }
