@@ -13,35 +13,8 @@ pub type BlockHash = u64;
 pub type SeqHash = u64;
 
 /// Content hash of one page: xxh3-64 (seed 1337) over its tokens as little-endian u32.
-///
-/// Common page sizes are dispatched to a fixed-length call: xxh3 is inlined, so
-/// with the length known at compile time its length branches and offsets fold
-/// away (same function, same result).
 #[inline]
 pub fn local_hash(page: &[u32]) -> BlockHash {
-    #[cfg(target_endian = "little")]
-    {
-        if let Ok(p) = <&[u32; 16]>::try_from(page) {
-            return fixed_local_hash(p);
-        }
-        if let Ok(p) = <&[u32; 32]>::try_from(page) {
-            return fixed_local_hash(p);
-        }
-        if let Ok(p) = <&[u32; 1]>::try_from(page) {
-            return fixed_local_hash(p);
-        }
-    }
-    any_local_hash(page)
-}
-
-#[cfg(target_endian = "little")]
-#[inline(always)]
-fn fixed_local_hash<const N: usize>(page: &[u32; N]) -> BlockHash {
-    xxh3_64_with_seed(bytemuck::cast_slice(page.as_slice()), XXH3_SEED)
-}
-
-#[inline]
-fn any_local_hash(page: &[u32]) -> BlockHash {
     #[cfg(target_endian = "little")]
     {
         // On little-endian targets the tokens' memory is their little-endian encoding.
@@ -91,19 +64,14 @@ pub fn seq_hashes_into(
     if page_size == 0 {
         return parent;
     }
+    let mut prev = parent;
     out.reserve(tokens.len() / page_size);
-    let mut pages = tokens.chunks_exact(page_size);
-    // The first page settles the Option; the loop then chains plain u64s.
-    let Some(first) = pages.next() else {
-        return parent;
-    };
-    let mut prev = next_seq(parent, local_hash(first));
-    out.push(prev);
-    for page in pages {
-        prev = chain(prev, local_hash(page));
-        out.push(prev);
+    for page in tokens.chunks_exact(page_size) {
+        let seq = next_seq(prev, local_hash(page));
+        out.push(seq);
+        prev = Some(seq);
     }
-    Some(prev)
+    prev
 }
 
 #[cfg(test)]
@@ -148,29 +116,6 @@ mod tests {
         let a = seq_hashes(&[7, 7, 7, 7, 7, 7, 7, 7], 4);
         assert_eq!(local_hash(&[7, 7, 7, 7]), a[0]);
         assert_ne!(a[0], a[1]);
-    }
-
-    #[test]
-    fn fixed_length_pages_hash_like_any_length() {
-        for n in [1usize, 2, 4, 15, 16, 17, 32, 64] {
-            let page: Vec<u32> = (0..n as u32)
-                .map(|t| t.wrapping_mul(2_654_435_761))
-                .collect();
-            assert_eq!(local_hash(&page), any_local_hash(&page), "page of {n}");
-        }
-        let tokens: Vec<u32> = (0..1000).collect();
-        for page in [1usize, 16, 32] {
-            let mut prev = None;
-            let want: Vec<u64> = tokens
-                .chunks_exact(page)
-                .map(|p| {
-                    let seq = next_seq(prev, any_local_hash(p));
-                    prev = Some(seq);
-                    seq
-                })
-                .collect();
-            assert_eq!(seq_hashes(&tokens, page), want, "page {page}");
-        }
     }
 
     #[test]
