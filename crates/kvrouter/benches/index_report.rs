@@ -3,8 +3,11 @@
 //! `find_matches` p50/p99 at 8 / 64 / 512 workers, 64k-token cold query and
 //! next turn, bytes per (block, worker) counted by a global allocator wrapper,
 //! and memory after eviction churn.
-//! Run: `cargo bench --bench index_report`; `KVROUTER_BENCH_ONLY=ingest,find,long,memory,churn`
-//! picks sections, `KVROUTER_BENCH_REPS` sets the ingest repetitions (default 5).
+//! `scale`: find p50/p99 against prompt length (1k..128k tokens) and a fleet of
+//! 1,000 workers x 100k-token contexts filled a quarter at a time (bytes per
+//! entry and find latency after each quarter: linear memory, flat find?).
+//! Run: `cargo bench --bench index_report`; `KVROUTER_BENCH_ONLY=ingest,find,long,memory,churn,scale`
+//! picks sections (`scale` only when named: it holds ~6M entries), `KVROUTER_BENCH_REPS` sets the ingest repetitions (default 5).
 #![allow(unsafe_code)] // the counting global allocator below must implement `GlobalAlloc`
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
 
@@ -112,6 +115,10 @@ fn main() {
     if data::section("churn") {
         churn();
     }
+    if std::env::var("KVROUTER_BENCH_ONLY").is_ok_and(|v| v.split(',').any(|s| s == "scale")) {
+        by_length(&prompts);
+        big_fleet();
+    }
 }
 
 fn ingest(prompts: &[Vec<u32>], queries: &[Vec<u64>]) {
@@ -140,7 +147,7 @@ fn ingest(prompts: &[Vec<u32>], queries: &[Vec<u64>]) {
 
 fn find(prompts: &[Vec<u32>], queries: &[Vec<u64>]) {
     println!("== find_matches latency ({REQUESTS} trace requests stored round-robin, page 16)");
-    for w in [8usize, 64, 512] {
+    for w in [8usize, 64, 512, 1000] {
         let evs: Vec<_> = prompts.iter().map(|p| stored_event(p, false)).collect();
         let idx = KvIndex::new(data::PAGE as u32);
         for (i, ev) in evs.iter().enumerate() {
@@ -257,4 +264,87 @@ fn churn() {
         live() - before,
         idx.memory_bytes()
     );
+}
+
+/// find latency against prompt length: a 128k-token prompt stored on one of 64
+/// workers holding the trace; its first 1k / 8k / 32k / 128k tokens queried.
+fn by_length(prompts: &[Vec<u32>]) {
+    println!("== find_matches against prompt length (64 workers hold the trace)");
+    let idx = KvIndex::new(data::PAGE as u32);
+    for (i, p) in prompts.iter().enumerate() {
+        let _ = idx.apply(WorkerId(data::owner(i, 64)), 0, &stored_event(p, false));
+    }
+    let long = data::long_prompt(131_072, 11);
+    let _ = idx.apply(WorkerId(3), 0, &stored_event(&long, false));
+    for len in [1024usize, 8192, 32_768, 131_072] {
+        let q = seq_hashes(&long[..len], data::PAGE);
+        let (mut f, mut hf) = (Vec::new(), Vec::new());
+        for _ in 0..2000 {
+            f.push(time_ns(|| {
+                black_box(idx.find_matches(black_box(&q)));
+            }));
+        }
+        for _ in 0..200 {
+            hf.push(time_ns(|| {
+                black_box(idx.find_matches(&seq_hashes(black_box(&long[..len]), data::PAGE)));
+            }));
+        }
+        report(&format!("find {len:>6} tokens (all matched)"), f);
+        report(&format!("hash + find {len:>6} tokens"), hf);
+    }
+}
+
+/// 1,000 workers, each holding one 100k-token context (a shared 2k-token
+/// system prompt, the rest its own), filled a quarter at a time.
+fn big_fleet() {
+    const WORKERS: usize = 1000;
+    const TOKENS: usize = 100_000;
+    println!("== {WORKERS} workers x {TOKENS}-token contexts (opaque engine hashes)");
+    let system = data::long_prompt(2048, 21);
+    let before = live();
+    let idx = KvIndex::new(data::PAGE as u32);
+    let (mut cpu, mut blocks) = (0.0f64, 0usize);
+    let context = |w: usize| {
+        let mut t = system.clone();
+        t.extend(data::long_prompt(TOKENS - system.len(), 1000 + w as u64));
+        t
+    };
+    for quarter in 1..=4 {
+        for w in (quarter - 1) * WORKERS / 4..quarter * WORKERS / 4 {
+            let ev = stored_event(&context(w), false);
+            if let KvEvent::Stored { block_hashes, .. } = &ev {
+                blocks += block_hashes.len();
+            }
+            let c = data::cpu_secs();
+            let _ = idx.apply(WorkerId(w as u32), 0, &ev);
+            cpu += data::cpu_secs() - c;
+        }
+        let entries = idx.resident_blocks();
+        let bytes = live() - before;
+        let probe = seq_hashes(&context(0), data::PAGE);
+        let shared = seq_hashes(&system, data::PAGE);
+        let (mut own, mut sys) = (Vec::new(), Vec::new());
+        for _ in 0..500 {
+            own.push(time_ns(|| {
+                black_box(idx.find_matches(black_box(&probe)));
+            }));
+            sys.push(time_ns(|| {
+                black_box(idx.find_matches(black_box(&shared)));
+            }));
+        }
+        println!(
+            "{:>4} workers: {entries:>8} entries, {bytes:>11} B = {:.1} B/entry, ingest {:.2} M blocks/CPU-s so far",
+            quarter * WORKERS / 4,
+            bytes as f64 / entries.max(1) as f64,
+            blocks as f64 / cpu.max(1e-9) / 1e6
+        );
+        report(&format!("  find one context ({} blocks)", probe.len()), own);
+        report(
+            &format!(
+                "  find system prompt ({} blocks, all hold it)",
+                shared.len()
+            ),
+            sys,
+        );
+    }
 }

@@ -244,6 +244,7 @@ impl KvIndex {
         };
         if unit.batchable() && engine.iter().zip(&seqs).all(|(e, s)| e != s) {
             let mut ops = Vec::with_capacity(seqs.len());
+            unit.reserve_if_empty(seqs.len());
             for (e, seq) in engine.iter().zip(&seqs) {
                 count(unit.insert_deferred(*e, *seq, &mut ops));
             }

@@ -132,6 +132,16 @@ impl UnitBlocks {
         }
     }
 
+    /// Sizes an empty unit's table for a first event of `blocks` blocks at once
+    /// (one allocation instead of a doubling per power of two on the way). Only
+    /// when empty: a later event may re-store resident blocks, and reserving
+    /// for those would grow the table early.
+    pub(crate) fn reserve_if_empty(&mut self, blocks: usize) {
+        if self.mapped.is_empty() {
+            self.mapped.reserve(blocks);
+        }
+    }
+
     /// [`UnitBlocks::remove`] on a [`batchable`](Self::batchable) unit: the
     /// block-map change is pushed to `ops`.
     pub(crate) fn remove_deferred(&mut self, engine: EngineHash, ops: &mut Vec<Op>) -> bool {
