@@ -153,13 +153,8 @@ impl<'a> WorkerAttempts<'a> {
     async fn book(&mut self) -> Result<(Booking, bool), Tried> {
         let state = self.state;
         loop {
-            let candidates: Vec<Arc<Worker>> = state
-                .registry
-                .snapshot()
-                .iter()
-                .filter(|w| w.is_routable() && !self.tried.contains(&w.id))
-                .cloned()
-                .collect();
+            let snapshot = state.registry.snapshot();
+            let candidates = candidates(&snapshot, &self.tried);
             let Some(booking) = state
                 .selector
                 .select(self.input, self.routing_key, &candidates)
@@ -254,8 +249,8 @@ impl Attempts for WorkerAttempts<'_> {
             .or(self.rid_guard.take());
         if n == 0 {
             ProxyMetrics::get()
+                .route(self.endpoint)
                 .overhead
-                .with_label_values(&[self.endpoint.label()])
                 .observe(self.started.elapsed().as_secs_f64());
         }
         let mut guard = AbortIfDropped {
@@ -352,6 +347,17 @@ impl Attempts for WorkerAttempts<'_> {
             } => Some(RetryReason::Stalled),
             _ => None,
         }
+    }
+}
+
+/// The routable workers not tried yet. The common case (first attempt, every worker routable)
+/// borrows the registry's snapshot: no allocation and no reference-count traffic per worker.
+fn candidates<'s>(snapshot: &'s [Arc<Worker>], tried: &[WorkerId]) -> Cow<'s, [Arc<Worker>]> {
+    let keep = |w: &Arc<Worker>| w.is_routable() && !tried.contains(&w.id);
+    if snapshot.iter().all(keep) {
+        Cow::Borrowed(snapshot)
+    } else {
+        Cow::Owned(snapshot.iter().filter(|w| keep(w)).cloned().collect())
     }
 }
 
