@@ -150,3 +150,28 @@ impl ProxyMetrics {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cached_route_handles_are_the_labelled_children() {
+        let m = ProxyMetrics::get();
+        for e in ENDPOINTS {
+            let cached = m.route_by_label(e.label()).map(|r| r.overhead.clone());
+            let before = m
+                .overhead
+                .with_label_values(&[e.label()])
+                .get_sample_count();
+            m.route(e).overhead.observe(0.0);
+            let after = m
+                .overhead
+                .with_label_values(&[e.label()])
+                .get_sample_count();
+            assert_eq!(after, before + 1, "{}", e.label());
+            assert_eq!(cached.map(|h| h.get_sample_count()), Some(after));
+        }
+        assert!(m.route_by_label("refit").is_none());
+    }
+}

@@ -377,3 +377,38 @@ fn upstream_request<'h>(
         None => (Cow::Borrowed(headers), bytes.clone()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workers::WorkerInfo;
+
+    fn fleet(n: u32) -> Vec<Arc<Worker>> {
+        (0..n)
+            .map(|i| {
+                Arc::new(Worker::new(
+                    WorkerId(i),
+                    &format!("http://127.0.0.1:{}", 30000 + i),
+                    WorkerInfo::default(),
+                ))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn first_attempt_borrows_the_snapshot_and_later_ones_leave_out_tried_and_paused() {
+        let snap = fleet(3);
+        let all = candidates(&snap, &[]);
+        assert!(matches!(all, Cow::Borrowed(_)));
+        assert_eq!(all.len(), 3);
+
+        let rest = candidates(&snap, &[WorkerId(1)]);
+        assert!(matches!(rest, Cow::Owned(_)));
+        let ids: Vec<WorkerId> = rest.iter().map(|w| w.id).collect();
+        assert_eq!(ids, vec![WorkerId(0), WorkerId(2)]);
+
+        snap[0].set_paused(true);
+        let ids: Vec<WorkerId> = candidates(&snap, &[]).iter().map(|w| w.id).collect();
+        assert_eq!(ids, vec![WorkerId(1), WorkerId(2)]);
+    }
+}
