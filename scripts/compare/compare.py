@@ -109,6 +109,10 @@ def overhead_run(a, selected, launch: routers.Launch, mock_bin: Path, out: Path)
     res = {"fleet": spec.describe(), "seconds": secs, "max_conns": a.max_conns, "routers": []}
     fl = fleet_mod.Fleet(mock_bin, spec, launch.model_dir, out / "logs" / "overhead-fleet")
     try:
+        # Throughput ratio: wrk with one thread per mock and the same connections, straight to
+        # the mocks (spread.lua pins thread i to mock i) and through each router.
+        spread_lua = overhead.write_spread_lua(out, fl.urls)
+        res["ratio_threads"] = len(fl.urls)
         log = out / "logs" / "wrk.log"
         direct = fl.urls[0]
         print(f"[overhead] direct to one mock ({secs} s per point)", flush=True)
@@ -131,6 +135,15 @@ def overhead_run(a, selected, launch: routers.Launch, mock_bin: Path, out: Path)
                 rec["max"] = overhead.run_wrk(url, lua, 2, a.max_conns, secs, log)
                 cpu = procstat.cpu_seconds(router.pid) - cpu0
                 n = rec["max"].get("requests") or 0
+                # Ratio: the spread direct run and this router's run back to back (same threads,
+                # same connections), so both see the same machine load.
+                nt = res["ratio_threads"]
+                fl.flush()
+                rec["spread_direct"] = overhead.run_wrk(fl.urls[0], spread_lua, nt, a.max_conns, secs, log)
+                fl.flush()
+                rec["spread_router"] = overhead.run_wrk(url, lua, nt, a.max_conns, secs, log)
+                d_rps, r_rps = rec["spread_direct"].get("rps"), rec["spread_router"].get("rps")
+                rec["throughput_ratio"] = r_rps / d_rps if d_rps and r_rps else None
                 rec["router_cpu_s"] = cpu
                 rec["cpu_us_per_req"] = cpu * 1e6 / n if n else None
                 rec["router_peak_rss_mb"] = procstat.peak_rss_mb(router.pid)

@@ -1,6 +1,8 @@
 """Pure proxy overhead with `wrk` (Debian package): latency at 1 connection through a router
-versus straight to a mock, and maximum requests/s at many connections, against `--speedup 0`
-workers. Each request is a small non-streaming /generate with a random 32-token prompt."""
+versus straight to a mock, maximum requests/s at many connections, and the throughput ratio
+(through the router / straight to the same mocks with a client that spreads itself: one wrk
+thread per mock), against `--speedup 0` workers. Each request is a small non-streaming
+/generate with a random 32-token prompt."""
 
 from __future__ import annotations
 
@@ -33,6 +35,25 @@ def wrk_path() -> str | None:
 def write_lua(out_dir: Path) -> Path:
     p = out_dir / "post.lua"
     p.write_text(LUA)
+    return p
+
+
+def write_spread_lua(out_dir: Path, urls: list[str]) -> Path:
+    """The same requests, with wrk thread i connected to `urls[i % n]` (run with -t len(urls)):
+    a client that spreads itself over the mocks, no router in between."""
+    hosts = []
+    for u in urls:
+        m = re.match(r"^https?://([^:/]+):(\d+)", u)
+        if not m:
+            raise ValueError(f"cannot spread over {u}")
+        hosts.append(f'{{"{m.group(1)}", "{m.group(2)}"}}')
+    p = out_dir / "spread.lua"
+    p.write_text(LUA + "\nlocal hosts = {" + ", ".join(hosts) + "}\nlocal next_host = 0\n"
+                 "function setup(thread)\n"
+                 "  local h = hosts[next_host % #hosts + 1]\n"
+                 "  next_host = next_host + 1\n"
+                 "  thread.addr = wrk.lookup(h[1], h[2])[1]\n"
+                 "end\n")
     return p
 
 

@@ -81,6 +81,20 @@ def overhead_table(ov: dict) -> str:
             r["router"], _f(r["c1"].get("p50_us"), ".0f"), _f(r["c1"].get("p99_us"), ".0f"),
             _f(r.get("added_p50_us"), ".0f"), _f(r.get("added_p99_us"), ".0f"), _f(r["max"].get("rps"), ".0f"),
             _f(r["max"].get("p99_us"), ".2f", 1e-3), _f(r.get("cpu_us_per_req"), ".0f")]) + " |")
+    return head + "\n".join(rows) + "\n" + ratio_table(ov)
+
+
+def ratio_table(ov: dict) -> str:
+    """Through the router / straight to the same mocks (one wrk thread per mock), back to back."""
+    rs = [r for r in ov.get("routers", []) if r.get("spread_direct")]
+    if not rs:
+        return ""
+    head = (f"\nThroughput ratio (wrk -t{ov.get('ratio_threads', '?')} -c{ov.get('max_conns', '?')}: straight to "
+            "the mocks with one wrk thread per mock, then through the router; each pair back to back):\n\n"
+            "| router | req/s straight to the mocks | req/s through the router | ratio |\n|---|---:|---:|---:|\n")
+    rows = ["| " + " | ".join([r["router"], _f(r["spread_direct"].get("rps"), ".0f"),
+                               _f((r.get("spread_router") or {}).get("rps"), ".0f"),
+                               _f(r.get("throughput_ratio"), ".0%")]) + " |" for r in rs]
     return head + "\n".join(rows) + "\n"
 
 

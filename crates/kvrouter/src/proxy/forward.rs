@@ -83,12 +83,14 @@ pub async fn forward(
     wait: HeadWait<'_>,
 ) -> Result<Response<Incoming>, ForwardError> {
     let worker_url = target.url;
-    let uri: Uri = format!("{worker_url}{path}")
-        .parse()
-        .map_err(|_| ForwardError::BadUrl {
-            url: worker_url.to_string(),
-            path: path.to_string(),
-        })?;
+    // One buffer handed to the URI as is (`Uri::try_from(String)` takes it without a copy).
+    let mut full = String::with_capacity(worker_url.len() + path.len());
+    full.push_str(worker_url);
+    full.push_str(path);
+    let uri = Uri::try_from(full).map_err(|_| ForwardError::BadUrl {
+        url: worker_url.to_string(),
+        path: path.to_string(),
+    })?;
     let mut req = Request::new(Full::new(body));
     *req.method_mut() = method;
     *req.uri_mut() = uri;

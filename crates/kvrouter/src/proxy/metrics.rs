@@ -1,14 +1,24 @@
 //! Data-plane metrics: requests by route/status/worker, router overhead, end-to-end latency,
 //! time to first byte of streams, retries, upstream failures and resource limits that tripped.
+//! The per-route children the data plane touches on every request are looked up once
+//! ([`RouteHandles`]), not with `with_label_values` (hash, lock, clone) per request.
 
 use std::sync::OnceLock;
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
+use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounterVec, Opts};
 
 use crate::metrics::register;
+use crate::routing::Endpoint;
+
+/// One data-plane route's children of the per-route histograms.
+pub struct RouteHandles {
+    /// `kvrouter_router_overhead_seconds{route}`.
+    pub overhead: Histogram,
+    /// `kvrouter_request_duration_seconds{route,stream}`, indexed by `stream as usize`.
+    pub duration: [Histogram; 2],
+}
 
 /// Handles registered once per process.
-#[derive(Clone)]
 pub struct ProxyMetrics {
     /// `kvrouter_requests_total{route,status,worker}`.
     pub requests: IntCounterVec,
@@ -24,7 +34,15 @@ pub struct ProxyMetrics {
     pub upstream_failures: IntCounterVec,
     /// `kvrouter_limit_trips_total{limit}`: a request or connection refused or cut by a limit.
     pub limit_trips: IntCounterVec,
+    /// Cached children for `generate`, `chat_completions`, `completions` (in that order).
+    routes: [RouteHandles; 3],
 }
+
+const ENDPOINTS: [Endpoint; 3] = [
+    Endpoint::Generate,
+    Endpoint::ChatCompletions,
+    Endpoint::Completions,
+];
 
 const OVERHEAD_BUCKETS: &[f64] = &[
     5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 5e-3, 2e-2, 0.1, 1.0,
@@ -57,25 +75,56 @@ impl ProxyMetrics {
             .inc();
     }
 
-    pub fn get() -> ProxyMetrics {
+    /// The cached children of a data-plane route.
+    pub fn route(&self, endpoint: Endpoint) -> &RouteHandles {
+        &self.routes[match endpoint {
+            Endpoint::Generate => 0,
+            Endpoint::ChatCompletions => 1,
+            Endpoint::Completions => 2,
+        }]
+    }
+
+    /// The cached children of the route labelled `route`, if it is a data-plane route.
+    pub fn route_by_label(&self, route: &str) -> Option<&RouteHandles> {
+        ENDPOINTS
+            .iter()
+            .position(|e| e.label() == route)
+            .map(|i| &self.routes[i])
+    }
+
+    pub fn get() -> &'static ProxyMetrics {
         static M: OnceLock<ProxyMetrics> = OnceLock::new();
-        M.get_or_init(|| ProxyMetrics {
+        M.get_or_init(ProxyMetrics::register)
+    }
+
+    fn register() -> ProxyMetrics {
+        let overhead = histogram(
+            "kvrouter_router_overhead_seconds",
+            "Time from request arrival to the upstream request leaving (read, parse, route, book)",
+            &["route"],
+            OVERHEAD_BUCKETS,
+        );
+        let duration = histogram(
+            "kvrouter_request_duration_seconds",
+            "End-to-end latency: arrival until the response body is fully sent or dropped",
+            &["route", "stream"],
+            LATENCY_BUCKETS,
+        );
+        let routes = ENDPOINTS.map(|e| RouteHandles {
+            overhead: overhead.with_label_values(&[e.label()]),
+            duration: [
+                duration.with_label_values(&[e.label(), "false"]),
+                duration.with_label_values(&[e.label(), "true"]),
+            ],
+        });
+        ProxyMetrics {
+            routes,
+            overhead,
+            duration,
             requests: counter(
                 "kvrouter_requests_total",
                 "Requests answered, by route, HTTP status and serving worker (empty = router)",
                 &["route", "status", "worker"],
-            ),
-            overhead: histogram(
-                "kvrouter_router_overhead_seconds",
-                "Time from request arrival to the upstream request leaving (read, parse, route, book)",
-                &["route"],
-                OVERHEAD_BUCKETS,
-            ),
-            duration: histogram(
-                "kvrouter_request_duration_seconds",
-                "End-to-end latency: arrival until the response body is fully sent or dropped",
-                &["route", "stream"],
-                LATENCY_BUCKETS,
             ),
             first_byte: histogram(
                 "kvrouter_stream_first_byte_seconds",
@@ -98,7 +147,31 @@ impl ProxyMetrics {
                 "Requests or connections refused or cut by a resource limit (docs/router.md, Limits)",
                 &["limit"],
             ),
-        })
-        .clone()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cached_route_handles_are_the_labelled_children() {
+        let m = ProxyMetrics::get();
+        for e in ENDPOINTS {
+            let cached = m.route_by_label(e.label()).map(|r| r.overhead.clone());
+            let before = m
+                .overhead
+                .with_label_values(&[e.label()])
+                .get_sample_count();
+            m.route(e).overhead.observe(0.0);
+            let after = m
+                .overhead
+                .with_label_values(&[e.label()])
+                .get_sample_count();
+            assert_eq!(after, before + 1, "{}", e.label());
+            assert_eq!(cached.map(|h| h.get_sample_count()), Some(after));
+        }
+        assert!(m.route_by_label("refit").is_none());
     }
 }

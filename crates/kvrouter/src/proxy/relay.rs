@@ -48,8 +48,12 @@ pub struct RelayBody {
     sse: bool,
     seen_first_byte: bool,
     finished: bool,
-    /// Fires after `stream_idle_timeout` without data, then every recheck.
+    /// Fires after `stream_idle_timeout` without data, then every recheck. Data does not move
+    /// it (a timer reset per chunk costs a timer-wheel update): it is moved when it fires
+    /// early, from `last_data`.
     idle: Pin<Box<tokio::time::Sleep>>,
+    /// When the last body chunk came (or the relay started).
+    last_data: tokio::time::Instant,
 }
 
 /// Why a relayed body ended early (the client's connection is then cut, see module docs).
@@ -74,6 +78,7 @@ impl RelayBody {
             seen_first_byte: false,
             finished: false,
             idle: Box::pin(tokio::time::sleep(ctx_idle)),
+            last_data: tokio::time::Instant::now(),
         }
     }
 
@@ -113,6 +118,12 @@ impl RelayBody {
         let after = self.ctx.stream_idle_timeout;
         let recheck = after.min(Duration::from_secs(1));
         while self.idle.as_mut().poll(cx).is_ready() {
+            let quiet_until = self.last_data + after;
+            if quiet_until > tokio::time::Instant::now() {
+                // Data came since the timer was set: not idle yet.
+                self.idle.as_mut().reset(quiet_until);
+                continue;
+            }
             let unhealthy = self
                 .booking
                 .as_ref()
@@ -142,17 +153,19 @@ impl RelayBody {
         }
         self.finished = true;
         self.booking = None;
-        ProxyMetrics::get()
-            .duration
-            .with_label_values(&[
-                self.ctx.route,
-                if self.ctx.stream { "true" } else { "false" },
-            ])
-            .observe(self.ctx.started.elapsed().as_secs_f64());
-        crate::metrics::compat::request_duration(
-            self.ctx.route,
-            self.ctx.started.elapsed().as_secs_f64(),
-        );
+        let secs = self.ctx.started.elapsed().as_secs_f64();
+        let m = ProxyMetrics::get();
+        match m.route_by_label(self.ctx.route) {
+            Some(r) => r.duration[usize::from(self.ctx.stream)].observe(secs),
+            None => m
+                .duration
+                .with_label_values(&[
+                    self.ctx.route,
+                    if self.ctx.stream { "true" } else { "false" },
+                ])
+                .observe(secs),
+        }
+        crate::metrics::compat::request_duration(self.ctx.route, secs);
     }
 }
 
@@ -171,8 +184,7 @@ impl Body for RelayBody {
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Pending => this.poll_idle(cx),
             Poll::Ready(Some(Ok(frame))) => {
-                let next = tokio::time::Instant::now() + this.ctx.stream_idle_timeout;
-                this.idle.as_mut().reset(next);
+                this.last_data = tokio::time::Instant::now();
                 // The policy's observer reads each chunk (never alters it).
                 if let (Some(data), Some(b)) = (frame.data_ref(), this.booking.as_mut()) {
                     b.on_data(data);

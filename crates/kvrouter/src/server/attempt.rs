@@ -153,13 +153,8 @@ impl<'a> WorkerAttempts<'a> {
     async fn book(&mut self) -> Result<(Booking, bool), Tried> {
         let state = self.state;
         loop {
-            let candidates: Vec<Arc<Worker>> = state
-                .registry
-                .snapshot()
-                .iter()
-                .filter(|w| w.is_routable() && !self.tried.contains(&w.id))
-                .cloned()
-                .collect();
+            let snapshot = state.registry.snapshot();
+            let candidates = candidates(&snapshot, &self.tried);
             let Some(booking) = state
                 .selector
                 .select(self.input, self.routing_key, &candidates)
@@ -254,8 +249,8 @@ impl Attempts for WorkerAttempts<'_> {
             .or(self.rid_guard.take());
         if n == 0 {
             ProxyMetrics::get()
+                .route(self.endpoint)
                 .overhead
-                .with_label_values(&[self.endpoint.label()])
                 .observe(self.started.elapsed().as_secs_f64());
         }
         let mut guard = AbortIfDropped {
@@ -355,6 +350,17 @@ impl Attempts for WorkerAttempts<'_> {
     }
 }
 
+/// The routable workers not tried yet. The common case (first attempt, every worker routable)
+/// borrows the registry's snapshot: no allocation and no reference-count traffic per worker.
+fn candidates<'s>(snapshot: &'s [Arc<Worker>], tried: &[WorkerId]) -> Cow<'s, [Arc<Worker>]> {
+    let keep = |w: &Arc<Worker>| w.is_routable() && !tried.contains(&w.id);
+    if snapshot.iter().all(keep) {
+        Cow::Borrowed(snapshot)
+    } else {
+        Cow::Owned(snapshot.iter().filter(|w| keep(w)).cloned().collect())
+    }
+}
+
 /// The headers and body sent to the booked worker: the original bytes, or the body with the
 /// chosen DP rank as `routed_dp_rank` (then with its new `content-length`).
 fn upstream_request<'h>(
@@ -369,5 +375,40 @@ fn upstream_request<'h>(
             (Cow::Owned(h), b)
         }
         None => (Cow::Borrowed(headers), bytes.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workers::WorkerInfo;
+
+    fn fleet(n: u32) -> Vec<Arc<Worker>> {
+        (0..n)
+            .map(|i| {
+                Arc::new(Worker::new(
+                    WorkerId(i),
+                    &format!("http://127.0.0.1:{}", 30000 + i),
+                    WorkerInfo::default(),
+                ))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn first_attempt_borrows_the_snapshot_and_later_ones_leave_out_tried_and_paused() {
+        let snap = fleet(3);
+        let all = candidates(&snap, &[]);
+        assert!(matches!(all, Cow::Borrowed(_)));
+        assert_eq!(all.len(), 3);
+
+        let rest = candidates(&snap, &[WorkerId(1)]);
+        assert!(matches!(rest, Cow::Owned(_)));
+        let ids: Vec<WorkerId> = rest.iter().map(|w| w.id).collect();
+        assert_eq!(ids, vec![WorkerId(0), WorkerId(2)]);
+
+        snap[0].set_paused(true);
+        let ids: Vec<WorkerId> = candidates(&snap, &[]).iter().map(|w| w.id).collect();
+        assert_eq!(ids, vec![WorkerId(1), WorkerId(2)]);
     }
 }
