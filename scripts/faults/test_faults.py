@@ -12,7 +12,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "compare"))
 sys.path.insert(0, str(HERE))
 
-from kvfaults import prom, records, report  # noqa: E402
+from kvcompare import prom  # noqa: E402
+from kvfaults import records, report  # noqa: E402
 
 METRICS = """# HELP kvrouter_retries_total x
 # TYPE kvrouter_retries_total counter

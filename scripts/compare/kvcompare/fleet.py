@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import httpc
+from . import httpc, prom
 from .procs import Proc
 
 
@@ -86,21 +86,11 @@ class Fleet:
 
 
 def scrape_metrics(url: str) -> dict[str, float]:
+    """`url`'s /metrics, each metric summed over its labels (empty if the scrape fails)."""
     status, body = httpc.request("GET", url + "/metrics", timeout=5)
-    out: dict[str, float] = {}
     if status != 200:
-        return out
-    for line in body.decode("utf-8", "replace").splitlines():
-        if not line or line.startswith("#"):
-            continue
-        try:
-            name_labels, value = line.rsplit(None, 1)
-            v = float(value)
-        except ValueError:
-            continue
-        name = name_labels.split("{", 1)[0].strip()
-        out[name] = out.get(name, 0.0) + v
-    return out
+        return {}
+    return prom.by_name(prom.parse(body.decode("utf-8", "replace")))
 
 
 def per_worker_delta(before: list[dict[str, float]], after: list[dict[str, float]],

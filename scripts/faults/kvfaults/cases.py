@@ -11,9 +11,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvcompare import httpc
+from kvcompare import httpc, prom
 
-from . import attacks, prom, records
+from . import attacks, records
 from .rig import FAST_HEALTH, Load, Mock, Nats, Router, poll_until, rss_mb
 
 
@@ -114,6 +114,12 @@ def finish(row: dict, ctx: Ctx, ld: Load, router: Router | None, m0: prom.Series
                 row["violations"].append("router alive but /health not 200 after the case")
         elif row.get("router_must_live", True):
             row["violations"].append(f"router died; log: {router.proc.log_path}")
+    return row
+
+
+def expect(row: dict, *checks: tuple[bool, str]) -> dict:
+    """Appends the message of every check `(holds, message)` that does not hold to the row's violations."""
+    row["violations"].extend(msg for holds, msg in checks if not holds)
     return row
 
 
@@ -293,13 +299,12 @@ def case_router_sigterm(ctx: Ctx) -> dict:
         row["drain_s"] = round(time.monotonic() - t0, 3)
         row = finish(row, ctx, ld, router, m0, fault, expect_all=True)
         s = row["client"]
-        if s["failed_after_head"]:
-            row["violations"].append(f"{s['failed_after_head']} responses cut after their head during the drain")
-        if s.get("in_flight_at_fault", 0) == 0:
-            row["violations"].append("no request was in flight at the signal: the drain was not exercised")
-        if rc != 0:
-            row["violations"].append(f"router exited {rc} after SIGTERM")
-        return row
+        return expect(row,
+                      (not s["failed_after_head"],
+                       f"{s['failed_after_head']} responses cut after their head during the drain"),
+                      (s.get("in_flight_at_fault", 0) > 0,
+                       "no request was in flight at the signal: the drain was not exercised"),
+                      (rc == 0, f"router exited {rc} after SIGTERM"))
     finally:
         _stop(router, mocks)
 
@@ -383,15 +388,13 @@ def case_stalled_uploads(ctx: Ctx) -> dict:
         row["bound_peak_mb"] = round(rss0 + s.uploads * s.upload_mib + 64, 1)
         row["bound_after_mb"] = round(rss0 + 64, 1)
         row = finish(row, ctx, ld, router, m0, fault)
-        if peak > row["bound_peak_mb"]:
-            row["violations"].append(f"RSS peak {peak} MiB above the bound {row['bound_peak_mb']}")
-        if (row["rss_after_uploads_mb"] or 0) > row["bound_after_mb"]:
-            row["violations"].append(f"RSS after the uploads {row['rss_after_uploads_mb']} MiB above {row['bound_after_mb']}")
-        if any(st != 408 for st in row["upload_status"]):
-            row["violations"].append(f"stalled uploads answered {row['upload_status']} (expected 408)")
-        if big.status != 413:
-            row["violations"].append(f"oversized upload answered {big.status} (expected 413)")
-        return row
+        return expect(row,
+                      (peak <= row["bound_peak_mb"], f"RSS peak {peak} MiB above the bound {row['bound_peak_mb']}"),
+                      ((row["rss_after_uploads_mb"] or 0) <= row["bound_after_mb"],
+                       f"RSS after the uploads {row['rss_after_uploads_mb']} MiB above {row['bound_after_mb']}"),
+                      (all(st == 408 for st in row["upload_status"]),
+                       f"stalled uploads answered {row['upload_status']} (expected 408)"),
+                      (big.status == 413, f"oversized upload answered {big.status} (expected 413)"))
     finally:
         _stop(router, mocks)
 

@@ -12,10 +12,10 @@ import socket
 import time
 from pathlib import Path
 
-from kvcompare import httpc
+from kvcompare import httpc, prom
 from kvcompare.procs import Proc, ProcError, free_port
 
-from . import prom, records
+from . import records
 
 PAGE = 16
 # Fault detection within seconds instead of the defaults' ~26 s (stated with every figure).

@@ -1,5 +1,6 @@
-"""Prometheus text parsing with labels kept (the compare harness sums over labels; the fault
-suite needs `kvrouter_retries_total{reason="stalled"}` apart from `{reason="connect"}`)."""
+"""Prometheus text parsing with labels kept: the compare harness sums each metric over its
+labels (`by_name`); the fault suite needs `kvrouter_retries_total{reason="stalled"}` apart from
+`{reason="connect"}`."""
 
 from __future__ import annotations
 
@@ -28,6 +29,14 @@ def parse(text: str) -> Series:
         else:
             name, labels = head, ()
         out[(name.strip(), labels)] = v
+    return out
+
+
+def by_name(series: Series) -> dict[str, float]:
+    """Every metric summed over its labels: `{name: value}`."""
+    out: dict[str, float] = {}
+    for (name, _), v in series.items():
+        out[name] = out.get(name, 0.0) + v
     return out
 
 
