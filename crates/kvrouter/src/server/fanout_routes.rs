@@ -13,23 +13,33 @@ use super::engine_metrics;
 use super::state::AppState;
 use crate::proxy::fanout;
 use crate::workers::load::parse_load;
+use crate::workers::registry::Snapshot;
 
 const FANOUT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// `GET /get_loads`: `{"loads":[{"worker","worker_type","load"}],"total_workers","successful","failed"}`.
-pub async fn get_loads(state: &AppState) -> Response<RouterBody> {
+/// Every registered worker's reply to `GET path` (5 s each, concurrently), beside the snapshot
+/// it was sent to.
+async fn get_all(state: &AppState, path: &str) -> (Snapshot, Vec<FanoutReply>) {
     let snapshot = state.registry.snapshot();
     let calls = snapshot.iter().map(|w| {
         fanout::call(
             &state.client,
             Method::GET,
             w.as_ref().into(),
-            "/get_load",
+            path,
             Bytes::new(),
             FANOUT_TIMEOUT,
         )
     });
     let results = join_all(calls).await;
+    (snapshot, results)
+}
+
+type FanoutReply = Result<(StatusCode, http::HeaderMap, Bytes), String>;
+
+/// `GET /get_loads`: `{"loads":[{"worker","worker_type","load"}],"total_workers","successful","failed"}`.
+pub async fn get_loads(state: &AppState) -> Response<RouterBody> {
+    let (snapshot, results) = get_all(state, "/get_load").await;
     let mut loads = Vec::new();
     let (mut ok, mut failed) = (0, 0);
     for (w, r) in snapshot.iter().zip(results) {
@@ -52,18 +62,7 @@ pub async fn get_loads(state: &AppState) -> Response<RouterBody> {
 
 /// `GET /engine_metrics`: every worker's `/metrics`, merged with a `worker_addr` label.
 pub async fn engine_metrics(state: &AppState) -> Response<RouterBody> {
-    let snapshot = state.registry.snapshot();
-    let calls = snapshot.iter().map(|w| {
-        fanout::call(
-            &state.client,
-            Method::GET,
-            w.as_ref().into(),
-            "/metrics",
-            Bytes::new(),
-            FANOUT_TIMEOUT,
-        )
-    });
-    let results = join_all(calls).await;
+    let (snapshot, results) = get_all(state, "/metrics").await;
     let sources: Vec<(String, String)> = snapshot
         .iter()
         .zip(results)

@@ -199,19 +199,7 @@ mod tests {
             let serde = serde_json::from_str::<Vec<u32>>(&text).ok();
             assert_eq!(check(&text), serde, "{text:?}");
             let mut bytes = text.into_bytes();
-            for _ in 0..rng.random_range(1..4) {
-                let i = rng.random_range(0..bytes.len());
-                match rng.random_range(0..3) {
-                    0 => bytes[i] = alphabet[rng.random_range(0..alphabet.len())],
-                    1 => {
-                        bytes.remove(i);
-                    }
-                    _ => bytes.insert(i, alphabet[rng.random_range(0..alphabet.len())]),
-                }
-                if bytes.is_empty() {
-                    break;
-                }
-            }
+            crate::routing::input::mutate_bytes(&mut rng, &mut bytes, alphabet);
             if let Ok(text) = String::from_utf8(bytes) {
                 check(&text);
             }

@@ -269,6 +269,25 @@ impl<'a> RoutingInput<'a> {
     }
 }
 
+/// Test helper of the parsers' randomised equivalence tests: 1-3 random edits (replace with a
+/// byte of `alphabet`, delete, insert), stopping early if the body empties.
+#[cfg(test)]
+fn mutate_bytes(rng: &mut impl rand::Rng, bytes: &mut Vec<u8>, alphabet: &[u8]) {
+    for _ in 0..rng.random_range(1..4) {
+        if bytes.is_empty() {
+            return;
+        }
+        let i = rng.random_range(0..bytes.len());
+        match rng.random_range(0..3) {
+            0 => bytes[i] = alphabet[rng.random_range(0..alphabet.len())],
+            1 => {
+                bytes.remove(i);
+            }
+            _ => bytes.insert(i, alphabet[rng.random_range(0..alphabet.len())]),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -308,19 +308,7 @@ mod tests {
                 );
             }
             let mut bytes = body.into_bytes();
-            for _ in 0..rng.random_range(1..4) {
-                let i = rng.random_range(0..bytes.len());
-                match rng.random_range(0..3) {
-                    0 => bytes[i] = alphabet[rng.random_range(0..alphabet.len())],
-                    1 => {
-                        bytes.remove(i);
-                    }
-                    _ => bytes.insert(i, alphabet[rng.random_range(0..alphabet.len())]),
-                }
-                if bytes.is_empty() {
-                    break;
-                }
-            }
+            crate::routing::input::mutate_bytes(&mut rng, &mut bytes, alphabet);
             check(&bytes);
         }
         assert!(fast > 1_000, "fast path taken only {fast} times");
