@@ -37,8 +37,8 @@ pub struct KvOptions {
     /// Learn each unit's prefill and decode rates from its responses and scale its cost terms by its speed against the fleet (`--kv-learn-rates=false`: the block-count model only).
     #[arg(long, env = "KVROUTER_KV_LEARN_RATES", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = true)]
     pub kv_learn_rates: bool,
-    /// A unit's learned speed counts only when it is more than this factor slower or faster than the fleet's reference (inside it the factor is 1, so homogeneous fleets route as the block-count model).
-    #[arg(long, env = "KVROUTER_KV_RATE_TOLERANCE", default_value_t = 1.5)]
+    /// A unit's learned speed counts only when it is more than this factor slower or faster than the fleet's reference (inside it the factor is 1, so homogeneous fleets route as the block-count model); a scaled unit returns to 1 inside (1 + this) / 2.
+    #[arg(long, env = "KVROUTER_KV_RATE_TOLERANCE", default_value_t = 2.0)]
     pub kv_rate_tolerance: f64,
     /// Softmax temperature over costs (0 = always the cheapest).
     #[arg(long, env = "KVROUTER_TEMPERATURE", default_value_t = 0.0)]
@@ -269,7 +269,7 @@ mod tests {
         let e = KvConfig::from_options(&relay).unwrap_err();
         assert_eq!(e.field, "publish_events");
         assert_eq!(d.jetstream, None);
-        assert_eq!((d.stall_weight, d.learn_rates, d.rate_tolerance), (0.0, true, 1.5));
+        assert_eq!((d.stall_weight, d.learn_rates, d.rate_tolerance), (0.0, true, 2.0));
         let tol = KvOptions {
             kv_rate_tolerance: 0.9,
             ..KvOptions::default()

@@ -37,6 +37,9 @@ pub struct KvMetrics {
     pub decode_rate: GaugeVec,
     /// `kvrouter_kv_unit_speed_factor{worker,rank,kind=prefill|decode}`: what the cost uses.
     pub speed: GaugeVec,
+    /// `kvrouter_kv_unit_speed_factor_changes_total`: a unit became or stopped being scaled (0
+    /// on a homogeneous fleet: the block-count model's decisions throughout).
+    pub speed_changes: IntCounter,
 }
 
 impl KvMetrics {
@@ -156,6 +159,13 @@ impl KvMetrics {
                             "Factor the KV cost scales a unit's prefill / decode terms by (1 = the fleet's reference)",
                         ),
                         &["worker", "rank", "kind"],
+                    )
+                    .expect("valid metric"),
+                ),
+                speed_changes: register(
+                    IntCounter::new(
+                        "kvrouter_kv_unit_speed_factor_changes_total",
+                        "Times a unit's prefill or decode speed factor went from 1 to scaled or back",
                     )
                     .expect("valid metric"),
                 ),

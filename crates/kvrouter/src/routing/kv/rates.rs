@@ -13,14 +13,20 @@
 //! Estimator: per unit and kind, the ratio of sums (seconds / work) over the last `window`
 //! samples (bounded memory, large requests weigh more, so the fixed per-pass overhead of tiny
 //! prompts does not dominate), each sample clipped to `[rate / CLIP, rate * CLIP]` of the
-//! current estimate once it has `min_samples`.
+//! current estimate once it has `min_samples`. Requests prefilled in one forward pass all report
+//! that pass's latency: a prefill sample whose seconds equal (bit for bit) one in the window is
+//! the same pass, so its blocks join that sample instead of counting the pass time again
+//! (otherwise a unit with longer queues, hence bigger batches, would look slower than it is).
 //!
 //! Factors (recomputed by [`UnitRates::refresh`] on the KV runtime's 500 ms timer): a unit's
 //! rate over the fleet's reference (the lower median of the units with `min_samples`), **snapped
-//! to 1 inside `[1 / tolerance, tolerance]`**. Units not yet measured, or fleets with fewer than
-//! two measured units, get 1: the fleet-wide prior. On a homogeneous fleet every factor is 1, so
-//! the cost (and every decision) equals the block-count model's; only a unit clearly slower or
-//! faster than its peers is scaled. Rates never come from a worker's configuration.
+//! to 1 unless it leaves `[1 / tolerance, tolerance]`**, with hysteresis: a scaled unit stays
+//! scaled until its ratio is back inside `[1 / exit, exit]`, `exit = (1 + tolerance) / 2` (a slow
+//! unit sent less work measures a little faster, which must not flip it back and forth). Units
+//! not yet measured, or fleets with fewer than two measured units, get 1: the fleet-wide prior.
+//! On a homogeneous fleet every factor is 1, so the cost (and every decision) equals the
+//! block-count model's; only a unit clearly slower or faster than its peers is scaled. Rates
+//! never come from a worker's configuration.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,7 +62,7 @@ impl Default for RateSettings {
             enabled: true,
             window: 64,
             min_samples: 16,
-            tolerance: 1.5,
+            tolerance: 2.0,
         }
     }
 }
@@ -80,6 +86,8 @@ impl Speed {
 #[derive(Debug, Default)]
 struct Ring {
     samples: VecDeque<(f64, f64)>,
+    /// Per sample: the raw seconds' bits of a prefill pass (0: never merged).
+    keys: VecDeque<u64>,
 }
 
 impl Ring {
@@ -92,6 +100,22 @@ impl Ring {
     }
 
     fn push(&mut self, secs: f64, work: f64, s: &RateSettings) {
+        self.push_keyed(secs, work, 0, s);
+    }
+
+    /// A prefill sample: merged into the window's sample of the same pass (same seconds).
+    fn push_pass(&mut self, secs: f64, work: f64, s: &RateSettings) {
+        let key = secs.to_bits();
+        if secs > 0.0 && work.is_finite() && work > 0.0 {
+            if let Some(i) = self.keys.iter().rposition(|k| *k == key) {
+                self.samples[i].1 += work;
+                return;
+            }
+        }
+        self.push_keyed(secs, work, key, s);
+    }
+
+    fn push_keyed(&mut self, secs: f64, work: f64, key: u64, s: &RateSettings) {
         if !(secs.is_finite() && work.is_finite() && secs >= 0.0 && work > 0.0) {
             return;
         }
@@ -102,8 +126,10 @@ impl Ring {
             _ => secs,
         };
         self.samples.push_back((secs, work));
+        self.keys.push_back(key);
         while self.samples.len() > s.window.max(1) {
             self.samples.pop_front();
+            self.keys.pop_front();
         }
     }
 
@@ -150,7 +176,7 @@ impl UnitRate {
         self.windows
             .lock()
             .prefill
-            .push(secs, blocks, &self.settings);
+            .push_pass(secs, blocks, &self.settings);
     }
 
     /// `secs` of decode for `tokens` output tokens.
@@ -228,13 +254,15 @@ impl UnitRates {
             let labels = [u.url.as_str(), rank.as_str()];
             let old = u.speed();
             let new = Speed {
-                prefill: self.factor(p, prefill_ref),
-                decode: self.factor(d, decode_ref),
+                prefill: self.factor(p, prefill_ref, old.prefill),
+                decode: self.factor(d, decode_ref, old.decode),
             };
             u.prefill_factor
                 .store(new.prefill.to_bits(), Ordering::Relaxed);
             u.decode_factor.store(new.decode.to_bits(), Ordering::Relaxed);
-            if new != old {
+            let scaled = |s: Speed| (s.prefill != 1.0, s.decode != 1.0);
+            if scaled(new) != scaled(old) {
+                m.speed_changes.inc();
                 tracing::info!(worker = %u.url, rank = u.rank, prefill = new.prefill,
                     decode = new.decode, "KV unit speed factors changed");
             }
@@ -253,12 +281,15 @@ impl UnitRates {
         }
     }
 
-    fn factor(&self, rate: Option<f64>, reference: Option<f64>) -> f64 {
+    /// The factor for `rate` against `reference`, given the unit's current factor `old`.
+    fn factor(&self, rate: Option<f64>, reference: Option<f64>, old: f64) -> f64 {
         match (rate, reference) {
             (Some(r), Some(base)) if self.settings.enabled && base > 0.0 => {
                 let f = r / base;
                 let tol = self.settings.tolerance.max(1.0);
-                if f.is_finite() && (f > tol || f < 1.0 / tol) {
+                // Entering the scaled state needs `tolerance`; leaving it, `exit`.
+                let band = if old == 1.0 { tol } else { (1.0 + tol) / 2.0 };
+                if f.is_finite() && (f > band || f < 1.0 / band) {
                     f
                 } else {
                     1.0
@@ -428,12 +459,31 @@ mod tests {
         assert_eq!(r.samples.len(), 8);
     }
 
+    #[test]
+    fn requests_of_one_prefill_pass_count_its_time_once() {
+        let s = settings();
+        let mut r = Ring::default();
+        // A pass of 0.03 s prefilled 3 requests of 10 blocks; another of 0.01 s one of 10.
+        for _ in 0..3 {
+            r.push_pass(0.03, 10.0, &s);
+        }
+        r.push_pass(0.01, 10.0, &s);
+        assert_eq!(r.samples.iter().copied().collect::<Vec<_>>(), vec![(0.03, 30.0), (0.01, 10.0)]);
+        assert!((r.rate().unwrap() - 0.001).abs() < 1e-12);
+        // Decode samples never merge.
+        let mut d = Ring::default();
+        d.push(0.5, 10.0, &s);
+        d.push(0.5, 10.0, &s);
+        assert_eq!(d.samples.len(), 2);
+    }
+
     fn fleet(rates: &[f64], s: RateSettings) -> UnitRates {
         let fleet = UnitRates::new(s);
         for (i, rate) in rates.iter().enumerate() {
             let u = fleet.unit(WorkerId(i as u32), &format!("http://w{i}"), 0);
-            for _ in 0..4 {
-                u.observe_prefill(rate * 10.0, 10.0);
+            for b in 10..14 {
+                // Distinct seconds: distinct passes.
+                u.observe_prefill(rate * f64::from(b), f64::from(b));
                 u.observe_decode(rate, 1.0);
             }
         }
@@ -463,6 +513,25 @@ mod tests {
         );
         assert_eq!(off.speed(WorkerId(3), 0), Speed::UNIT);
         assert!(off.views()[3].prefill_seconds_per_block.is_some());
+    }
+
+    #[test]
+    fn a_scaled_unit_stays_scaled_until_it_is_back_near_the_reference() {
+        let f = fleet(&[0.010, 0.010, 0.010, 0.020], settings()); // 2 > 1.5: scaled
+        let slow = f.unit(WorkerId(3), "http://w3", 0);
+        let refill = |rate: f64| {
+            for b in 10..18 {
+                slow.observe_prefill(rate * f64::from(b), f64::from(b));
+            }
+            f.refresh();
+            f.speed(WorkerId(3), 0).prefill
+        };
+        assert!((f.speed(WorkerId(3), 0).prefill - 2.0).abs() < 1e-9);
+        // 1.3 is inside the entry band (1.5) but outside the exit band (1.25): stays scaled.
+        assert!((refill(0.013) - 1.3).abs() < 1e-9);
+        assert_eq!(refill(0.012), 1.0);
+        // Back at 1.3 from the unscaled state: not scaled.
+        assert_eq!(refill(0.013), 1.0);
     }
 
     #[test]
