@@ -479,7 +479,7 @@ mod tests {
 
     fn fleet(rates: &[f64], s: RateSettings) -> UnitRates {
         let fleet = UnitRates::new(s);
-        for (i, rate) in rates.iter().enumerate() {
+        for (i, &rate) in rates.iter().enumerate() {
             let u = fleet.unit(WorkerId(i as u32), &format!("http://w{i}"), 0);
             for b in 10..14 {
                 // Distinct seconds: distinct passes.
