@@ -269,7 +269,10 @@ mod tests {
         let e = KvConfig::from_options(&relay).unwrap_err();
         assert_eq!(e.field, "publish_events");
         assert_eq!(d.jetstream, None);
-        assert_eq!((d.stall_weight, d.learn_rates, d.rate_tolerance), (0.0, true, 2.0));
+        assert_eq!(
+            (d.stall_weight, d.learn_rates, d.rate_tolerance),
+            (0.0, true, 2.0)
+        );
         let tol = KvOptions {
             kv_rate_tolerance: 0.9,
             ..KvOptions::default()

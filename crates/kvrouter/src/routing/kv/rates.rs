@@ -181,7 +181,10 @@ impl UnitRate {
 
     /// `secs` of decode for `tokens` output tokens.
     pub fn observe_decode(&self, secs: f64, tokens: f64) {
-        self.windows.lock().decode.push(secs, tokens, &self.settings);
+        self.windows
+            .lock()
+            .decode
+            .push(secs, tokens, &self.settings);
     }
 
     fn speed(&self) -> Speed {
@@ -259,7 +262,8 @@ impl UnitRates {
             };
             u.prefill_factor
                 .store(new.prefill.to_bits(), Ordering::Relaxed);
-            u.decode_factor.store(new.decode.to_bits(), Ordering::Relaxed);
+            u.decode_factor
+                .store(new.decode.to_bits(), Ordering::Relaxed);
             let scaled = |s: Speed| (s.prefill != 1.0, s.decode != 1.0);
             if scaled(new) != scaled(old) {
                 m.speed_changes.inc();
@@ -468,7 +472,10 @@ mod tests {
             r.push_pass(0.03, 10.0, &s);
         }
         r.push_pass(0.01, 10.0, &s);
-        assert_eq!(r.samples.iter().copied().collect::<Vec<_>>(), vec![(0.03, 30.0), (0.01, 10.0)]);
+        assert_eq!(
+            r.samples.iter().copied().collect::<Vec<_>>(),
+            vec![(0.03, 30.0), (0.01, 10.0)]
+        );
         assert!((r.rate().unwrap() - 0.001).abs() < 1e-12);
         // Decode samples never merge.
         let mut d = Ring::default();
@@ -560,7 +567,10 @@ mod tests {
         ));
         {
             let w = unit.windows.lock();
-            assert_eq!(w.prefill.samples.iter().copied().collect::<Vec<_>>(), vec![(0.04, 2.0)]);
+            assert_eq!(
+                w.prefill.samples.iter().copied().collect::<Vec<_>>(),
+                vec![(0.04, 2.0)]
+            );
             let (secs, tokens) = w.decode.samples[0];
             assert!((secs - 0.8).abs() < 1e-9 && tokens == 10.0);
         }
@@ -584,7 +594,9 @@ mod tests {
         // and a fully cached prompt give nothing.
         let mut p = RateProbe::new(unit.clone(), 16, true, false);
         p.first_byte();
-        p.finish(&scan(r#"{"prompt_tokens":48,"cached_tokens":0,"completion_tokens":1}"#));
+        p.finish(&scan(
+            r#"{"prompt_tokens":48,"cached_tokens":0,"completion_tokens":1}"#,
+        ));
         let p = RateProbe::new(unit.clone(), 16, false, true);
         p.finish(&scan(r#"{"prompt_tokens":48,"cached_tokens":48,"prefill_launch_latency":0.01,"completion_tokens":9}"#));
         let w = unit.windows.lock();

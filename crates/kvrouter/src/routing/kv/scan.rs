@@ -131,7 +131,11 @@ mod tests {
             s.feed(&body[cut..]);
             assert_eq!(s.cached_tokens(), Some(48), "cut at {cut}");
             assert_eq!(s.get(Field::E2eLatency), Some(0.92), "cut at {cut}");
-            assert_eq!(s.get(Field::PrefillLaunchLatency), Some(0.015), "cut at {cut}");
+            assert_eq!(
+                s.get(Field::PrefillLaunchLatency),
+                Some(0.015),
+                "cut at {cut}"
+            );
         }
     }
 
