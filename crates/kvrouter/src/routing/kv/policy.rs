@@ -1,8 +1,9 @@
 //! `KvPolicy`: KV-aware routing over (worker, DP rank) units.
 //!
 //! Per request: hash the `input_ids` into chained block hashes, `find_matches` in the index,
-//! score every candidate unit with the cost model (`cost.rs`), pick, then book: the unit's
-//! load (`load.rs`) and, with predict-on-route, the blocks in the index (`KvIndex::book`).
+//! score every candidate unit with the cost model (`cost.rs`) at the unit's learned speed
+//! (`rates.rs`), pick, then book: the unit's load (`load.rs`), a rate probe fed when the
+//! response ends, and, with predict-on-route, the blocks in the index (`KvIndex::book`).
 //! Requests without token ids are scored by load alone and counted.
 
 use std::sync::Arc;
