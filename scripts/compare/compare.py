@@ -75,6 +75,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="existing venv with smg 1.13 (default: create under --venv-root)")
     ap.add_argument("--trace", default=str(workloads.TRACE), help="Mooncake-format trace for the trace workload")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--slow-workers", type=int, default=0,
+                    help="pressure: run the last N mocks of every fleet --slow-factor times slower (heterogeneous fleet)")
+    ap.add_argument("--slow-factor", type=float, default=2.0,
+                    help="pressure: how much slower the --slow-workers mocks run (default 2)")
     a = ap.parse_args(argv)
     if a.command in ("report", "pressure-report") and not a.results:
         ap.error(f"{a.command} needs a results file path")

@@ -20,17 +20,27 @@ class FleetSpec:
     extra_args: list[str] = field(default_factory=list)
     # Mocks tokenize text requests with the model dir's tokenizer (`--tokenizer-path`).
     text: bool = False
+    # A heterogeneous fleet: the last `slow_workers` mocks run `slow_factor` times slower
+    # (`--speedup speedup / slow_factor`); loadgen's simulated times stay the fast ones'.
+    slow_workers: int = 0
+    slow_factor: float = 1.0
+
+    def worker_speedup(self, i: int) -> float:
+        slow = self.slow_workers > 0 and i >= self.workers - self.slow_workers
+        return self.speedup / self.slow_factor if slow else self.speedup
 
     def shared_cache(self) -> "FleetSpec":
         """The reference: ONE worker holding the whole fleet's KV and running N times as fast,
         i.e. a single shared cache of the fleet's size (same extra flags, e.g. timing model)."""
-        return replace(self, workers=1, speedup=self.speedup * self.workers,
+        return replace(self, workers=1, speedup=self.speedup * self.workers, slow_workers=0,
                        max_total_tokens=self.max_total_tokens * self.workers, extra_args=list(self.extra_args))
 
     def describe(self) -> str:
         return (f"{self.workers} x sglang-mock --page-size {self.page_size} --speedup {self.speedup:g} "
                 f"--max-total-tokens {self.max_total_tokens}" + (" --tokenizer-path MODEL" if self.text else "") + (" " + " ".join(self.extra_args)
-                                                                 if self.extra_args else ""))
+                                                                 if self.extra_args else "")
+                + (f" (last {self.slow_workers} with --speedup {self.speedup / self.slow_factor:g})"
+                   if self.slow_workers else ""))
 
 
 class Fleet:
@@ -46,7 +56,7 @@ class Fleet:
                 kv_cfg = {"publisher": "zmq", "endpoint": "tcp://*:0", "replay_endpoint": "tcp://*:0",
                           "topic": "kv-events"}
                 argv = [str(mock_bin), "--host", "127.0.0.1", "--port", "0",
-                        "--page-size", str(spec.page_size), "--speedup", f"{spec.speedup:g}",
+                        "--page-size", str(spec.page_size), "--speedup", f"{spec.worker_speedup(i):g}",
                         "--max-total-tokens", str(spec.max_total_tokens),
                         # Trace prompts reach 126k tokens: let the context be the whole KV.
                         "--context-length", str(spec.max_total_tokens),
@@ -83,6 +93,20 @@ class Fleet:
     def stop(self) -> None:
         for p in reversed(self.procs):
             p.stop()
+
+
+def scrape_series(url: str, prefix: str) -> dict[str, float]:
+    """Every series (name with labels) of `url`/metrics whose name starts with `prefix`."""
+    status, body = httpc.request("GET", url + "/metrics", timeout=5)
+    out: dict[str, float] = {}
+    for line in body.decode("utf-8", "replace").splitlines() if status == 200 else []:
+        if line.startswith(prefix):
+            try:
+                series, value = line.rsplit(None, 1)
+                out[series] = float(value)
+            except ValueError:
+                continue
+    return out
 
 
 def scrape_metrics(url: str) -> dict[str, float]:

@@ -106,6 +106,8 @@ def measure(spec: routers.RouterSpec, tag_name: str, fleet: fleet_mod.Fleet, lau
         if spec.family == "kvrouter":  # evidence that KV mode ran on events (fresh router per run)
             m = fleet_mod.scrape_metrics(url)
             rec["router_kv_metrics"] = {k: m[k] for k in KV_COUNTERS if k in m}
+            # Learned per-unit rates and speed factors (routing/kv/rates.rs), one series per unit.
+            rec["router_unit_rates"] = fleet_mod.scrape_series(url, "kvrouter_kv_unit_")
         after = fleet.scrape()
         reqs = fleet_mod.per_worker_delta(before, after, REQ_COUNTERS)
         if reqs and sum(reqs) > 0:

@@ -31,6 +31,15 @@ pub struct KvOptions {
     /// Cost per request in flight on the unit (queue depth).
     #[arg(long, env = "KVROUTER_KV_QUEUE_WEIGHT", default_value_t = 0.5)]
     pub kv_queue_weight: f64,
+    /// Cost per block of this request's new prefill per request in flight on the unit (the stall it imposes on their decodes; 0 = off, see docs/kv-routing.md).
+    #[arg(long, env = "KVROUTER_KV_STALL_WEIGHT", default_value_t = 0.0)]
+    pub kv_stall_weight: f64,
+    /// Learn each unit's prefill and decode rates from its responses and scale its cost terms by its speed against the fleet (`--kv-learn-rates=false`: the block-count model only).
+    #[arg(long, env = "KVROUTER_KV_LEARN_RATES", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = true)]
+    pub kv_learn_rates: bool,
+    /// A unit's learned speed counts only when it is more than this factor slower or faster than the fleet's reference (inside it the factor is 1, so homogeneous fleets route as the block-count model); a scaled unit returns to 1 inside (1 + this) / 2.
+    #[arg(long, env = "KVROUTER_KV_RATE_TOLERANCE", default_value_t = 2.0)]
+    pub kv_rate_tolerance: f64,
     /// Softmax temperature over costs (0 = always the cheapest).
     #[arg(long, env = "KVROUTER_TEMPERATURE", default_value_t = 0.0)]
     pub temperature: f64,
@@ -92,6 +101,10 @@ pub struct KvConfig {
     pub prefill_weight: f64,
     pub decode_weight: f64,
     pub queue_weight: f64,
+    pub stall_weight: f64,
+    /// Learned rates scale the cost (`--kv-learn-rates`).
+    pub learn_rates: bool,
+    pub rate_tolerance: f64,
     pub temperature: f64,
     pub sticky_slack_blocks: f64,
     pub sticky_overload_factor: f64,
@@ -150,6 +163,17 @@ impl KvConfig {
             prefill_weight: weight("kv_prefill_weight", o.kv_prefill_weight)?,
             decode_weight: weight("kv_decode_weight", o.kv_decode_weight)?,
             queue_weight: weight("kv_queue_weight", o.kv_queue_weight)?,
+            stall_weight: weight("kv_stall_weight", o.kv_stall_weight)?,
+            learn_rates: o.kv_learn_rates,
+            rate_tolerance: match o.kv_rate_tolerance {
+                f if f.is_finite() && f >= 1.0 => f,
+                f => {
+                    return Err(invalid(
+                        "kv_rate_tolerance",
+                        format!("must be a finite number >= 1 (got {f})"),
+                    ))
+                }
+            },
             temperature: weight("temperature", o.temperature)?,
             sticky_slack_blocks: weight("sticky_slack_blocks", o.sticky_slack_blocks)?,
             sticky_overload_factor: match o.sticky_overload_factor {
@@ -245,6 +269,16 @@ mod tests {
         let e = KvConfig::from_options(&relay).unwrap_err();
         assert_eq!(e.field, "publish_events");
         assert_eq!(d.jetstream, None);
+        assert_eq!(
+            (d.stall_weight, d.learn_rates, d.rate_tolerance),
+            (0.0, true, 2.0)
+        );
+        let tol = KvOptions {
+            kv_rate_tolerance: 0.9,
+            ..KvOptions::default()
+        };
+        let e = KvConfig::from_options(&tol).unwrap_err();
+        assert_eq!(e.field, "kv_rate_tolerance");
     }
 
     #[test]

@@ -90,7 +90,8 @@ def run(a) -> int:
             else:
                 groups.append((c.fleet, [c]))
         for spec, group in groups:
-            spec = replace(spec, extra_args=[*spec.extra_args, "--timing-model", tm])
+            spec = replace(spec, extra_args=[*spec.extra_args, "--timing-model", tm],
+                           slow_workers=a.slow_workers, slow_factor=a.slow_factor)
             targets = [(spec, selected)]
             if not a.no_reference:
                 targets.append((spec.shared_cache(), [routers.REFERENCE]))

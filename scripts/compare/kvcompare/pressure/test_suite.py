@@ -3,6 +3,7 @@
 import unittest
 from pathlib import Path
 
+from kvcompare.fleet import FleetSpec
 from kvcompare.pressure import suite
 from kvcompare.workloads import TRACE
 
@@ -12,6 +13,14 @@ def flag(argv, name):
 
 
 class SuiteTest(unittest.TestCase):
+    def test_slow_workers_are_the_last_ones_and_the_reference_is_homogeneous(self):
+        spec = FleetSpec(workers=4, speedup=10, slow_workers=1, slow_factor=2.5)
+        self.assertEqual([spec.worker_speedup(i) for i in range(4)], [10, 10, 10, 4])
+        self.assertIn("last 1 with --speedup 4", spec.describe())
+        ref = spec.shared_cache()
+        self.assertEqual((ref.workers, ref.slow_workers, ref.worker_speedup(0)), (1, 0, 40))
+        self.assertEqual([FleetSpec(workers=2, speedup=5).worker_speedup(i) for i in range(2)], [5, 5])
+
     def test_every_workload_at_two_capacities_in_both_sizes(self):
         for size in ("quick", "full"):
             cases = suite.build(size, TRACE)

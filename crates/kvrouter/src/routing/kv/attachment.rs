@@ -4,12 +4,14 @@
 //!   at routing for non-streaming requests; dropped before the first byte = the request failed
 //!   before prefill: prediction cancelled),
 //! - its share of the unit's load (requests, context blocks), released on drop,
-//! - a read-only scan of the relayed bytes for the worker-reported `cached_tokens`, exported
-//!   next to the router's own prediction when the response ends.
+//! - a read-only scan of the relayed bytes for the worker-reported `cached_tokens` (exported
+//!   next to the router's own prediction when the response ends) and timings, which feed the
+//!   unit's learned rates (`rates.rs`) when a successful response ends.
 
 use super::load::LoadGuard;
 use super::metrics::KvMetrics;
-use super::scan::CachedTokensScan;
+use super::rates::RateProbe;
+use super::scan::MetaScan;
 use crate::index;
 use crate::routing::observer::RequestObserver;
 
@@ -19,7 +21,8 @@ pub struct KvAttachment {
     _load: LoadGuard,
     predicted_tokens: u64,
     prompt_tokens: u64,
-    scan: CachedTokensScan,
+    scan: MetaScan,
+    rates: Option<RateProbe>,
     first_byte: bool,
     failed: bool,
 }
@@ -30,13 +33,15 @@ impl KvAttachment {
         load: LoadGuard,
         predicted_tokens: u64,
         prompt_tokens: u64,
+        rates: Option<RateProbe>,
     ) -> KvAttachment {
         KvAttachment {
             booking,
             _load: load,
             predicted_tokens,
             prompt_tokens,
-            scan: CachedTokensScan::default(),
+            scan: MetaScan::default(),
+            rates,
             first_byte: false,
             failed: false,
         }
@@ -49,6 +54,9 @@ impl KvAttachment {
             self.first_byte = true;
             if let Some(b) = self.booking.as_mut() {
                 b.prefill_done();
+            }
+            if let Some(r) = self.rates.as_mut() {
+                r.first_byte();
             }
         }
         self.scan.feed(chunk);
@@ -69,7 +77,7 @@ impl KvAttachment {
 
     /// The `cached_tokens` the worker reported so far, if any.
     pub fn reported_tokens(&self) -> Option<u64> {
-        self.scan.value()
+        self.scan.cached_tokens()
     }
 }
 
@@ -98,8 +106,11 @@ impl Drop for KvAttachment {
         if self.failed {
             return;
         }
+        if let Some(r) = &self.rates {
+            r.finish(&self.scan);
+        }
         let m = KvMetrics::get();
-        match self.scan.value() {
+        match self.scan.cached_tokens() {
             Some(actual) => {
                 m.predicted_hit_tokens.inc_by(self.predicted_tokens);
                 m.actual_hit_tokens.inc_by(actual);

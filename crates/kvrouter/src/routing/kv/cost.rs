@@ -1,14 +1,20 @@
-//! The KV cost model: what sending one request to one (worker, rank) unit costs, in
-//! prefill-block units, and the pick among units (lowest cost, ties toward the deeper
-//! overlap, then random; optional softmax temperature).
+//! The KV cost model: what sending one request to one (worker, rank) unit costs, in units of
+//! the fleet reference's prefill time per block, and the pick among units (lowest cost, ties
+//! toward the deeper overlap, then random; optional softmax temperature).
 //!
 //! ```text
 //! new_prefill     = request_blocks - max(cached, inflight_depth)   // blocks this request would prefill
 //! queued_prefill  = unit_inflight_prefill - inflight_depth         // others' prefill ahead of it
-//! cost = w_prefill * (new_prefill + queued_prefill)
-//!      + w_decode  * active_blocks                                 // context of requests in flight
-//!      + w_queue   * active_requests
+//! cost = s_prefill * w_prefill * (new_prefill + queued_prefill)
+//!      + s_decode  * (w_decode * active_blocks                     // context of requests in flight
+//!                   + w_queue  * active_requests)
+//!      + s_prefill * w_stall * new_prefill * active_requests       // their stall while it prefills
 //! ```
+//!
+//! `s_prefill`, `s_decode` are the unit's learned speed factors (`rates.rs`: its seconds per
+//! block / per token over the fleet reference's, 1 unless clearly different), so cost times the
+//! reference's seconds per prefill block is seconds. With every factor 1 (a homogeneous fleet)
+//! and `w_stall = 0` (default) this is the block-count model exactly.
 //!
 //! Unlike Dynamo's `w*prefill_blocks + decode_blocks` (where a shared system prompt is counted
 //! once in the decode term, so every request piles onto its holder: Dynamo #737), the load
@@ -18,12 +24,16 @@
 
 use rand::Rng;
 
+pub use super::rates::Speed;
+
 /// Weights of the cost terms (see module docs); defaults in `config::KvConfig`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CostWeights {
     pub prefill: f64,
     pub decode: f64,
     pub queue: f64,
+    /// Per new prefill block per request in flight on the unit (0 = off; see docs/kv-routing.md).
+    pub stall: f64,
 }
 
 /// The inputs of one unit's cost for one request.
@@ -63,11 +73,13 @@ impl UnitInputs {
     }
 }
 
-/// Cost of sending the request to this unit (lower is better).
-pub fn cost(w: &CostWeights, u: &UnitInputs) -> f64 {
-    w.prefill * (f64::from(u.new_prefill()) + u.queued_prefill() as f64)
-        + w.decode * u.active_blocks as f64
-        + w.queue * u.active_requests as f64
+/// Cost of sending the request to this unit (lower is better) at the unit's `speed`.
+pub fn cost(w: &CostWeights, u: &UnitInputs, speed: Speed) -> f64 {
+    let new = f64::from(u.new_prefill());
+    let busy = u.active_requests as f64;
+    let prefill = w.prefill * (new + u.queued_prefill() as f64) + w.stall * new * busy;
+    let decode = w.decode * u.active_blocks as f64 + w.queue * busy;
+    speed.prefill * prefill + speed.decode * decode
 }
 
 /// Index of the chosen unit among `scored` (`(cost, overlap)` per unit), or None if empty.
@@ -123,7 +135,9 @@ mod tests {
         prefill: 1.0,
         decode: 1.0 / 8.0,
         queue: 0.5,
+        stall: 0.0,
     };
+    const S: Speed = Speed::UNIT;
 
     /// 64-block request; `siblings` in flight with the same prompt, `others` (64 blocks each) not.
     fn inputs(
@@ -148,7 +162,7 @@ mod tests {
         let u = inputs(16, 0, 10, 0, 2);
         assert_eq!(u.new_prefill(), 48);
         assert_eq!(u.queued_prefill(), 10);
-        assert_eq!(cost(&W, &u), 48.0 + 10.0 + 16.0 + 1.0);
+        assert_eq!(cost(&W, &u, S), 48.0 + 10.0 + 16.0 + 1.0);
     }
 
     #[test]
@@ -156,17 +170,17 @@ mod tests {
         // First sibling is prefilling all 64 blocks on A; B is idle and cold.
         let a = inputs(64, 64, 64, 1, 0);
         let b = inputs(0, 0, 0, 0, 0);
-        assert!(cost(&W, &a) < cost(&W, &b));
+        assert!(cost(&W, &a, S) < cost(&W, &b, S));
     }
 
     #[test]
     fn thirty_two_siblings_stay_but_a_new_group_goes_elsewhere() {
         let a31 = inputs(64, 64, 64, 31, 0);
         let b = inputs(16, 0, 0, 0, 0); // cold except the shared system prefix
-        assert!(cost(&W, &a31) < cost(&W, &b));
+        assert!(cost(&W, &a31, S) < cost(&W, &b, S));
         // A new group sharing only the system prefix with A's busy group: B wins.
         let a_new_group = inputs(16, 16, 64, 0, 32);
-        assert!(cost(&W, &a_new_group) > cost(&W, &b));
+        assert!(cost(&W, &a_new_group, S) > cost(&W, &b, S));
     }
 
     #[test]
@@ -174,9 +188,43 @@ mod tests {
         // Every session shares a 16-block prefix cached on A only; A already runs 4 sessions.
         let a = inputs(16, 0, 0, 0, 4);
         let b = inputs(0, 0, 0, 0, 0);
-        assert!(cost(&W, &a) > cost(&W, &b));
+        assert!(cost(&W, &a, S) > cost(&W, &b, S));
         // With no load, the cached prefix wins.
-        assert!(cost(&W, &inputs(16, 0, 0, 0, 0)) < cost(&W, &b));
+        assert!(cost(&W, &inputs(16, 0, 0, 0, 0), S) < cost(&W, &b, S));
+    }
+
+    #[test]
+    fn unit_speed_keeps_the_order_and_a_slow_unit_pays_its_factor() {
+        // Equal factors scale every cost alike: the same order as the block model.
+        let (a, b) = (inputs(16, 0, 10, 0, 2), inputs(0, 0, 0, 0, 1));
+        let two = Speed {
+            prefill: 2.0,
+            decode: 2.0,
+        };
+        assert_eq!(
+            cost(&W, &a, S) < cost(&W, &b, S),
+            cost(&W, &a, two) < cost(&W, &b, two)
+        );
+        assert_eq!(cost(&W, &a, two), 2.0 * cost(&W, &a, S));
+        // A 2x slower idle cold unit loses to a busy holder it would beat at equal speed.
+        let holder = inputs(48, 0, 0, 0, 6);
+        let cold = inputs(0, 0, 0, 0, 0);
+        assert!(cost(&W, &cold, S) < cost(&W, &holder, S));
+        let slow = Speed {
+            prefill: 2.0,
+            decode: 1.0,
+        };
+        assert!(cost(&W, &cold, slow) > cost(&W, &holder, S));
+    }
+
+    #[test]
+    fn stall_term_charges_new_prefill_per_request_in_flight() {
+        let w = CostWeights { stall: 0.25, ..W };
+        let u = inputs(16, 0, 0, 0, 2);
+        assert_eq!(cost(&w, &u, S) - cost(&W, &u, S), 0.25 * 48.0 * 2.0);
+        // Nothing new to prefill (a sibling joining): no stall.
+        let sib = inputs(64, 64, 64, 3, 0);
+        assert_eq!(cost(&w, &sib, S), cost(&W, &sib, S));
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! `KvRuntime`: the KV index, the KV policy's unit loads, and the event sources feeding the
-//! index, kept in step with the fleet.
+//! `KvRuntime`: the KV index, the KV policy's unit loads and learned unit rates, and the event
+//! sources feeding the index, kept in step with the fleet.
 //!
 //! - Without `--nats-url`: one `ZmqSource` per (worker, rank) of every registered worker whose
 //!   server info has a ZMQ `kv_events_config` (endpoints from `Worker::kv_event_endpoints`).
@@ -14,7 +14,7 @@
 //!
 //! Worker removed: its sources stop first, then `index.remove_worker`. Worker restarted: its
 //! ranks are cleared (the cursor also sees the sequence restart). A timer expires predictions
-//! and refreshes the index gauges.
+//! and refreshes the index gauges and the units' speed factors (`rates.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -24,6 +24,7 @@ use parking_lot::Mutex;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::load::UnitLoads;
+use super::rates::{RateSettings, UnitRates};
 use crate::config::KvConfig;
 use crate::events::{
     CatchUp, JetStreamConfig, JetStreamSetup, JetStreamSource, JetStreamSourceConfig, KvEventSink,
@@ -37,6 +38,8 @@ use crate::workers::{Registry, RegistryEvent, Worker, WorkerId};
 pub struct KvRuntime {
     pub index: Arc<KvIndex>,
     pub loads: Arc<UnitLoads>,
+    /// Per-unit prefill / decode rates learned from responses (`rates.rs`).
+    pub rates: Arc<UnitRates>,
     zmq_enabled: bool,
     sources: Mutex<HashMap<WorkerId, Vec<SourceHandle>>>,
     relay: Mutex<Option<NatsRelay>>,
@@ -61,6 +64,11 @@ impl KvRuntime {
         let rt = Arc::new(KvRuntime {
             index: Arc::new(KvIndex::new(page_size)),
             loads: Arc::new(UnitLoads::default()),
+            rates: Arc::new(UnitRates::new(RateSettings {
+                enabled: config.learn_rates,
+                tolerance: config.rate_tolerance,
+                ..RateSettings::default()
+            })),
             zmq_enabled: config.nats_url.is_none() || config.publish_events,
             sources: Mutex::new(HashMap::new()),
             relay: Mutex::new(None),
@@ -244,6 +252,7 @@ impl KvRuntime {
         drop(self.sources.lock().remove(&worker));
         self.index.remove_worker(worker);
         self.loads.remove_worker(worker);
+        self.rates.remove_worker(worker);
     }
 
     /// `w`'s KV cache is empty (restart, flush, refit): clear all its ranks.
@@ -269,6 +278,7 @@ fn spawn_timer(weak: Weak<KvRuntime>) {
             let Some(rt) = weak.upgrade() else { break };
             rt.index.expire_predictions(Instant::now());
             rt.index.update_gauges();
+            rt.rates.refresh();
         }
     });
 }

@@ -1,9 +1,12 @@
 //! KV routing metrics: per-decision timings, predicted vs worker-reported prefix hits,
-//! requests routed without token ids, sticky yields.
+//! requests routed without token ids, sticky yields, and the per-unit rates learned online
+//! (`rates.rs`; one series per (worker URL, rank) of the fleet, removed with the worker).
 
 use std::sync::OnceLock;
 
-use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts};
+use prometheus::{
+    GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts,
+};
 
 use crate::metrics::register;
 
@@ -28,6 +31,15 @@ pub struct KvMetrics {
     pub no_tokens: IntCounterVec,
     /// `kvrouter_kv_sticky_total{result=kept|yielded}`.
     pub sticky: IntCounterVec,
+    /// `kvrouter_kv_unit_prefill_seconds_per_block{worker,rank}` (learned).
+    pub prefill_rate: GaugeVec,
+    /// `kvrouter_kv_unit_decode_seconds_per_token{worker,rank}` (learned).
+    pub decode_rate: GaugeVec,
+    /// `kvrouter_kv_unit_speed_factor{worker,rank,kind=prefill|decode}`: what the cost uses.
+    pub speed: GaugeVec,
+    /// `kvrouter_kv_unit_speed_factor_changes_total`: a unit became or stopped being scaled (0
+    /// on a homogeneous fleet: the block-count model's decisions throughout).
+    pub speed_changes: IntCounter,
 }
 
 impl KvMetrics {
@@ -117,6 +129,43 @@ impl KvMetrics {
                             "Sticky-key requests in KV mode: kept on their worker, or yielded to the cost model",
                         ),
                         &["result"],
+                    )
+                    .expect("valid metric"),
+                ),
+                prefill_rate: register(
+                    GaugeVec::new(
+                        Opts::new(
+                            "kvrouter_kv_unit_prefill_seconds_per_block",
+                            "Learned prefill seconds per uncached block of each (worker, rank)",
+                        ),
+                        &["worker", "rank"],
+                    )
+                    .expect("valid metric"),
+                ),
+                decode_rate: register(
+                    GaugeVec::new(
+                        Opts::new(
+                            "kvrouter_kv_unit_decode_seconds_per_token",
+                            "Learned decode seconds per output token of each (worker, rank)",
+                        ),
+                        &["worker", "rank"],
+                    )
+                    .expect("valid metric"),
+                ),
+                speed: register(
+                    GaugeVec::new(
+                        Opts::new(
+                            "kvrouter_kv_unit_speed_factor",
+                            "Factor the KV cost scales a unit's prefill / decode terms by (1 = the fleet's reference)",
+                        ),
+                        &["worker", "rank", "kind"],
+                    )
+                    .expect("valid metric"),
+                ),
+                speed_changes: register(
+                    IntCounter::new(
+                        "kvrouter_kv_unit_speed_factor_changes_total",
+                        "Times a unit's prefill or decode speed factor went from 1 to scaled or back",
                     )
                     .expect("valid metric"),
                 ),

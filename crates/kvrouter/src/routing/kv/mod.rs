@@ -1,6 +1,6 @@
 //! KV-aware routing: the cost model, the `KvPolicy` over (worker, DP rank) units, the
-//! per-request attachment (predict-on-route booking, unit load, `cached_tokens` scan), the
-//! index's event sink, the event-source wiring and the `/debug/index` view.
+//! per-request attachment (predict-on-route booking, unit load, `meta_info` scan), the unit
+//! rates learned from responses, the index's event sink, the event-source wiring and the `/debug/index` view.
 //! Design and defaults: docs/kv-routing.md.
 
 pub mod attachment;
@@ -11,6 +11,7 @@ pub mod hook;
 pub mod load;
 pub mod metrics;
 pub mod policy;
+pub mod rates;
 pub mod scan;
 pub mod sink;
 
@@ -20,6 +21,7 @@ pub use feeds::KvRuntime;
 pub use hook::{BookingHook, BookingMade};
 pub use load::UnitLoads;
 pub use policy::{KvPolicy, KvPolicySettings};
+pub use rates::UnitRates;
 
 #[cfg(test)]
 mod tests;

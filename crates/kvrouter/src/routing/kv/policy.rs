@@ -1,8 +1,9 @@
 //! `KvPolicy`: KV-aware routing over (worker, DP rank) units.
 //!
 //! Per request: hash the `input_ids` into chained block hashes, `find_matches` in the index,
-//! score every candidate unit with the cost model (`cost.rs`), pick, then book: the unit's
-//! load (`load.rs`) and, with predict-on-route, the blocks in the index (`KvIndex::book`).
+//! score every candidate unit with the cost model (`cost.rs`) at the unit's learned speed
+//! (`rates.rs`), pick, then book: the unit's load (`load.rs`), a rate probe fed when the
+//! response ends, and, with predict-on-route, the blocks in the index (`KvIndex::book`).
 //! Requests without token ids are scored by load alone and counted.
 
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use super::cost::{cost, pick, CostWeights, UnitInputs};
 use super::hook::{chain, BookingHook, BookingMade};
 use super::load::UnitLoads;
 use super::metrics::KvMetrics;
+use super::rates::{RateProbe, Speed, UnitRates};
 use crate::config::KvConfig;
 use crate::index::{KvIndex, Unit};
 use crate::routing::input::RoutingInput;
@@ -38,6 +40,7 @@ impl KvPolicySettings {
                 prefill: c.prefill_weight,
                 decode: c.decode_weight,
                 queue: c.queue_weight,
+                stall: c.stall_weight,
             },
             temperature: c.temperature,
             predict_ttl: c.predict.then_some(c.predict_ttl),
@@ -62,6 +65,7 @@ pub struct KvPolicy {
     loads: Arc<UnitLoads>,
     settings: KvPolicySettings,
     hook: Option<Arc<dyn BookingHook>>,
+    rates: Option<Arc<UnitRates>>,
 }
 
 impl KvPolicy {
@@ -71,12 +75,19 @@ impl KvPolicy {
             loads,
             settings,
             hook: None,
+            rates: None,
         }
     }
 
     /// Tells `hook` about every booking this policy takes (`hook.rs`).
     pub fn with_booking_hook(mut self, hook: Arc<dyn BookingHook>) -> Self {
         self.hook = Some(hook);
+        self
+    }
+
+    /// Scales each unit's cost by its learned speed and feeds `rates` from the responses.
+    pub fn with_rates(mut self, rates: Arc<UnitRates>) -> Self {
+        self.rates = Some(rates);
         self
     }
 
@@ -133,7 +144,7 @@ impl KvPolicy {
                 scored.push(Scored {
                     candidate: i,
                     rank,
-                    cost: cost(w, &inputs),
+                    cost: cost(w, &inputs, self.speed(worker, rank)),
                     overlap: inputs.overlap(),
                 });
             }
@@ -200,6 +211,11 @@ impl KvPolicy {
         // SGLang matches the prompt minus its last token, in whole pages.
         let matchable = (tokens.len().saturating_sub(1) / page * page) as u64;
         let predicted = (u64::from(chosen.overlap) * page as u64).min(matchable);
+        let probe = self.rates.as_ref().map(|r| {
+            let idle = self.loads.view(worker.id, chosen.rank, None).requests == 0;
+            let unit = r.unit(worker.id, &worker.url, chosen.rank);
+            RateProbe::new(unit, self.index.page_size(), input.stream, idle)
+        });
         let load = self
             .loads
             .begin(worker.id, chosen.rank, prompt_key, request_blocks);
@@ -214,12 +230,20 @@ impl KvPolicy {
             }),
             _ => None,
         };
-        let attachment = KvAttachment::new(booking, load, predicted, tokens.len() as u64);
+        let attachment = KvAttachment::new(booking, load, predicted, tokens.len() as u64, probe);
         Some(Choice {
             index: chosen.candidate,
             rank: (worker.info.dp_size > 1).then_some(chosen.rank),
             observer: Some(chain(Box::new(attachment), shared)),
         })
+    }
+}
+
+impl KvPolicy {
+    fn speed(&self, worker: &Worker, rank: Rank) -> Speed {
+        self.rates
+            .as_ref()
+            .map_or(Speed::UNIT, |r| r.speed(worker.id, rank))
     }
 }
 

@@ -226,3 +226,54 @@ fn sticky_key_is_kept_unless_its_worker_is_overloaded() {
     let back = selector.select(&input, Some("session"), &ws).unwrap();
     assert_eq!(back.worker().id, new_home, "the key moved with the yield");
 }
+
+#[test]
+fn a_unit_learned_to_be_slow_is_scaled_and_equal_units_are_not() {
+    let index = Arc::new(KvIndex::new(PAGE));
+    let rates = Arc::new(UnitRates::new(rates::RateSettings::default()));
+    let p = KvPolicy::new(
+        index.clone(),
+        Arc::new(UnitLoads::default()),
+        settings(true),
+    )
+    .with_rates(rates.clone());
+    let ws = vec![worker(1, 1), worker(2, 1)];
+    // 64 tokens = 16 blocks; worker 2 reports 3x the prefill and decode time of worker 1.
+    let feed = |w: usize, scale: f64, seed: u32| {
+        // Distinct prefill latencies (one pass each), 1-2% apart.
+        let scale = scale * (1.0 + f64::from(seed % 100) / 5000.0);
+        let b = body(&tokens(seed, 64));
+        let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
+        let c = p.select(&input, &ws[w..=w]).unwrap();
+        let mut obs = c.observer.unwrap();
+        obs.on_response_head(http::StatusCode::OK);
+        let meta = serde_json::json!({"meta_info": {"prompt_tokens": 64, "cached_tokens": 0,
+            "completion_tokens": 11, "queue_time": 0.0, "prefill_launch_latency": 0.016 * scale,
+            "e2e_latency": 0.016 * scale + 0.1 * scale}});
+        obs.on_data(&serde_json::to_vec(&meta).unwrap());
+    };
+    for i in 0..20 {
+        feed(0, 1.0, 100 + i);
+        feed(1, 1.2, 200 + i); // within the tolerance: same speed
+    }
+    rates.refresh();
+    assert_eq!(rates.speed(WorkerId(2), 0), rates::Speed::UNIT);
+    for i in 0..64 {
+        feed(1, 3.0, 300 + i); // the window now holds only 3x samples
+    }
+    rates.refresh();
+    let slow = rates.speed(WorkerId(2), 0);
+    assert!((slow.prefill - 3.0).abs() < 0.1, "{slow:?}");
+    assert!((slow.decode - 3.0).abs() < 0.1, "{slow:?}");
+    // 4 of 16 blocks cached on the slow worker: the block model sends it there (12 < 16),
+    // the time model to the fast cold one (3 * 12 > 16).
+    let t = tokens(9, 64);
+    store(&index, 2, 0, &t[..16]);
+    let b = body(&t);
+    let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
+    let c = p.select(&input, &ws).unwrap();
+    assert_eq!(ws[c.index].id, WorkerId(1));
+    let (block, _) = policy(true);
+    store(block.index(), 2, 0, &t[..16]);
+    assert_eq!(ws[block.select(&input, &ws).unwrap().index].id, WorkerId(2));
+}
