@@ -207,8 +207,7 @@ async fn run(
             };
             reader.on_message(message.message);
             delivered += 1;
-            if delivered == SIZE_ESTIMATE_AFTER && pending > delivered && !catch_up.is_caught_up()
-            {
+            if delivered == SIZE_ESTIMATE_AFTER && pending > delivered && !catch_up.is_caught_up() {
                 reader.reserve(pending, delivered);
             }
             if !catch_up.is_caught_up() && (left == 0 || delivered >= pending) {

@@ -29,9 +29,7 @@ fn buckets<K: Eq + std::hash::Hash, V, S: BuildHasher>(map: &Table<K, V, S>) -> 
 /// the hasher's output is the key itself or any fixed function of it (the order
 /// only has to follow the table's home buckets, not be exact, to walk forwards).
 #[inline]
-pub(crate) fn bucket_mask<K: Eq + std::hash::Hash, V, S: BuildHasher>(
-    map: &Table<K, V, S>,
-) -> u64 {
+pub(crate) fn bucket_mask<K: Eq + std::hash::Hash, V, S: BuildHasher>(map: &Table<K, V, S>) -> u64 {
     let b = buckets(map);
     if b == 0 {
         return 0;
