@@ -43,6 +43,13 @@ fn worker_key(url: &str) -> String {
     format!("{:016x}", xxhash_rust::xxh3::xxh3_64(url.as_bytes()))
 }
 
+/// The token ids of the prompt whose first block is `base`.
+fn prompt_tokens(base: u64, page: usize) -> Vec<u32> {
+    (0..SEQ_BLOCKS * page)
+        .map(|t| 1 + ((base as usize * page + t) % 30_000) as u32)
+        .collect()
+}
+
 /// One synthetic SGLang batch: `SEQS_PER_BATCH` prompts of `SEQ_BLOCKS` fresh blocks.
 fn batch(worker: u64, first_block: u64, page: usize) -> Vec<u8> {
     let events = (0..SEQS_PER_BATCH)
@@ -54,9 +61,7 @@ fn batch(worker: u64, first_block: u64, page: usize) -> Vec<u8> {
                     V::from(xxhash_rust::xxh3::xxh3_64(&key))
                 })
                 .collect();
-            let tokens = (0..SEQ_BLOCKS * page)
-                .map(|t| V::from(1 + ((base as usize * page + t) % 30_000) as u32))
-                .collect();
+            let tokens = prompt_tokens(base, page).into_iter().map(V::from).collect();
             V::Array(vec![
                 V::from("BlockStored"),
                 V::Array(hashes),
@@ -218,6 +223,16 @@ async fn readiness_waits_until_the_index_is_rebuilt() {
     // workers' registration, so a readiness that did not wait would answer earlier).
     let index = debug_index(&client(), &r.url).await;
     assert_eq!(index["resident_blocks"].as_u64(), Some(entries as u64));
+    // The shared block map too (a replaying feed fills it in bulk, completed before ready):
+    // every worker stored the same prompts, so the distinct blocks are one worker's.
+    let per_worker = entries / workers.len();
+    let distinct: std::collections::HashSet<u64> = (0..per_worker / SEQ_BLOCKS)
+        .flat_map(|p| kvrouter::tokens::seq_hashes(&prompt_tokens((p * SEQ_BLOCKS) as u64, 4), 4))
+        .collect();
+    assert_eq!(
+        index["distinct_blocks"].as_u64(),
+        Some(distinct.len() as u64)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -87,6 +87,9 @@ pub struct RankFeed {
     replaying: bool,
     pending_reset: Option<ResetReason>,
     warned: Warned,
+    /// Blocks of the GPU stores offered to the sink so far (a size estimate for
+    /// [`KvEventSink::reserve`]; duplicates and later removals included).
+    stored_blocks: u64,
 }
 
 impl RankFeed {
@@ -111,6 +114,7 @@ impl RankFeed {
             replaying: false,
             pending_reset: None,
             warned: Warned::default(),
+            stored_blocks: 0,
         }
     }
 
@@ -125,6 +129,11 @@ impl RankFeed {
     /// The last applied sequence number.
     pub fn last_seq(&self) -> Option<u64> {
         self.cursor.last()
+    }
+
+    /// Blocks of the GPU stores this feed passed to the sink so far.
+    pub fn stored_blocks(&self) -> u64 {
+        self.stored_blocks
     }
 
     /// The transport reconnected: a non-advancing sequence next means a restart.
@@ -290,6 +299,7 @@ impl RankFeed {
                     }
                     return;
                 }
+                self.stored_blocks += block_hashes.len() as u64;
                 self.absorb(KvEvent::Stored {
                     parent,
                     block_hashes,

@@ -77,12 +77,35 @@ impl JetStreamSource {
     }
 }
 
-/// Counts a not-yet-caught-up feed down when its task ends early (worker removed).
-struct CatchUpGuard(Arc<CatchUp>);
+/// Ends a feed's catch-up: the sink applies what it deferred, then `/readiness` may
+/// count the worker. Also run when the task ends early (worker removed).
+struct CatchUpGuard {
+    catch_up: Arc<CatchUp>,
+    sink: Arc<dyn KvEventSink>,
+    worker: WorkerId,
+}
+
+impl CatchUpGuard {
+    fn start(catch_up: Arc<CatchUp>, sink: Arc<dyn KvEventSink>, worker: WorkerId) -> Self {
+        sink.set_catching_up(worker, true);
+        Self {
+            catch_up,
+            sink,
+            worker,
+        }
+    }
+
+    fn finish(&self) {
+        if !self.catch_up.is_caught_up() {
+            self.sink.set_catching_up(self.worker, false);
+            self.catch_up.set();
+        }
+    }
+}
 
 impl Drop for CatchUpGuard {
     fn drop(&mut self) {
-        self.0.set();
+        self.finish();
     }
 }
 
@@ -94,7 +117,7 @@ async fn run(
     catch_up: Arc<CatchUp>,
 ) {
     let _live = LiveSource::new();
-    let _guard = CatchUpGuard(catch_up.clone());
+    let guard = CatchUpGuard::start(catch_up.clone(), sink.clone(), config.worker);
     let filter = format!("{}.{}.>", config.prefix, worker_key(&config.worker_url));
     let mut reader = Reader {
         config: &config,
@@ -135,7 +158,7 @@ async fn run(
             Err(_) => 0,
         };
         if pending == 0 {
-            catch_up.set();
+            guard.finish();
         }
         let mut messages = match consumer.messages().await {
             Ok(m) => m,
@@ -184,8 +207,11 @@ async fn run(
             };
             reader.on_message(message.message);
             delivered += 1;
+            if delivered == SIZE_ESTIMATE_AFTER && pending > delivered && !catch_up.is_caught_up() {
+                reader.reserve(pending, delivered);
+            }
             if !catch_up.is_caught_up() && (left == 0 || delivered >= pending) {
-                catch_up.set();
+                guard.finish();
                 info!(worker = %config.worker_url, batches = delivered, "kv events: index rebuilt from JetStream");
             }
         }
@@ -193,6 +219,10 @@ async fn run(
         failures = failures.saturating_add(1);
     }
 }
+
+/// After this many backlog messages a feed extrapolates each rank's size to the whole
+/// backlog and tells the sink ([`KvEventSink::reserve`]).
+const SIZE_ESTIMATE_AFTER: u64 = 32;
 
 struct Reader<'a> {
     config: &'a JetStreamSourceConfig,
@@ -202,6 +232,17 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    /// Each rank's stored blocks so far, scaled from `delivered` to `pending` messages:
+    /// the sink sizes its tables once (it caps the estimate at the worker's capacity).
+    fn reserve(&self, pending: u64, delivered: u64) {
+        for (rank, feed) in &self.feeds {
+            let blocks = u128::from(feed.stored_blocks()) * u128::from(pending)
+                / u128::from(delivered.max(1));
+            let blocks = usize::try_from(blocks).unwrap_or(usize::MAX);
+            self.sink.reserve(self.config.worker, *rank, blocks);
+        }
+    }
+
     fn on_message(&mut self, message: async_nats::Message) {
         let Some(batch) = nats_envelope::decode_counted(message, "jetstream", &mut self.warned)
         else {

@@ -6,7 +6,7 @@
 //! applies to (events of one unit are serialised, units proceed in parallel)
 //! and the block-map shards it touches, one at a time.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,6 +55,8 @@ pub struct KvIndex {
     /// Per-unit entry caps by worker ([`KvIndex::set_worker_capacity`]); read only when a
     /// unit is created. Workers absent here get [`DEFAULT_UNIT_CAP_BLOCKS`].
     caps: RwLock<HashMap<WorkerId, usize>>,
+    /// Workers being bulk loaded ([`KvIndex::set_bulk_load`]); read when a unit is created.
+    bulk: RwLock<HashSet<WorkerId>>,
     resident: AtomicI64,
     unknown_parent: AtomicU64,
     unknown_removals: AtomicU64,
@@ -69,6 +71,7 @@ impl KvIndex {
             blocks: BlockMap::default(),
             units: RwLock::new(HashMap::new()),
             caps: RwLock::new(HashMap::new()),
+            bulk: RwLock::new(HashSet::new()),
             resident: AtomicI64::new(0),
             unknown_parent: AtomicU64::new(0),
             unknown_removals: AtomicU64::new(0),
@@ -84,12 +87,48 @@ impl KvIndex {
         if let Some(u) = self.units.read().get(&id) {
             return u.clone();
         }
-        let cap = self.cap_of(Unit::from_id(id).worker);
-        self.units
-            .write()
+        let worker = Unit::from_id(id).worker;
+        let cap = self.cap_of(worker);
+        let mut units = self.units.write();
+        // Read under the units lock: `set_bulk_load` changes the set before it visits
+        // the units, so a unit created concurrently is either seen by it or sees the change.
+        let bulk = self.bulk.read().contains(&worker);
+        units
             .entry(id)
-            .or_insert_with(|| Arc::new(Mutex::new(UnitBlocks::new(id, cap))))
+            .or_insert_with(|| {
+                let mut unit = UnitBlocks::new(id, cap);
+                unit.set_bulk(&self.blocks, bulk);
+                Arc::new(Mutex::new(unit))
+            })
             .clone()
+    }
+
+    fn worker_units(&self, worker: WorkerId) -> Vec<UnitHandle> {
+        let range = worker_range(worker);
+        self.units
+            .read()
+            .iter()
+            .filter(|(id, _)| range.contains(id))
+            .map(|(_, u)| u.clone())
+            .collect()
+    }
+
+    /// Bulk load of `worker`'s ranks on / off: while on (its feed replays a backlog,
+    /// e.g. a restarted router reading the JetStream stream before `/readiness`), the
+    /// shared block map is updated in large batches ordered by table position instead
+    /// of event by event, which makes a rebuild mostly sequential memory traffic. Each
+    /// unit's own blocks, counts and digest stay exact; what `find_matches` sees lags
+    /// by a bounded number of changes (an under-approximation, like any late event).
+    /// Turning it off applies everything: after it returns the index is complete.
+    pub fn set_bulk_load(&self, worker: WorkerId, on: bool) {
+        if on {
+            self.bulk.write().insert(worker);
+        } else {
+            self.bulk.write().remove(&worker);
+        }
+        for u in self.worker_units(worker) {
+            u.lock().set_bulk(&self.blocks, on);
+        }
     }
 
     fn cap_of(&self, worker: WorkerId) -> usize {
@@ -112,16 +151,23 @@ impl KvIndex {
     /// [`KvIndex::set_worker_capacity`] with the cap given in entries (blocks) per unit.
     pub fn set_worker_cap_blocks(&self, worker: WorkerId, cap: usize) {
         self.caps.write().insert(worker, cap);
-        let range = worker_range(worker);
-        let units: Vec<UnitHandle> = self
-            .units
-            .read()
-            .iter()
-            .filter(|(id, _)| range.contains(id))
-            .map(|(_, u)| u.clone())
-            .collect();
-        for u in units {
+        for u in self.worker_units(worker) {
             u.lock().cap = cap;
+        }
+    }
+
+    /// Sizes `(worker, rank)`'s own table for about `blocks` resident blocks (at most its
+    /// entry cap), e.g. from a feed's estimate of the backlog it replays: one allocation
+    /// instead of a rehash at every doubling. A generous estimate is given back when the
+    /// worker's bulk load ends ([`KvIndex::set_bulk_load`]) if the table stayed sparse.
+    pub fn reserve(&self, worker: WorkerId, rank: Rank, blocks: usize) {
+        let Ok(id) = Unit::new(worker, rank).id() else {
+            return;
+        };
+        let handle = self.unit(id);
+        let mut unit = handle.lock();
+        if !unit.removed {
+            unit.reserve_total(blocks);
         }
     }
 
@@ -248,7 +294,7 @@ impl KvIndex {
             for (e, seq) in engine.iter().zip(&seqs) {
                 count(unit.insert_deferred(*e, *seq, &mut ops));
             }
-            self.blocks.apply_batch(id, &mut ops);
+            unit.commit(&self.blocks, &mut ops);
         } else {
             for (e, seq) in engine.iter().zip(&seqs) {
                 count(unit.insert(&self.blocks, *e, *seq));
@@ -298,7 +344,7 @@ impl KvIndex {
                 out.unchanged += 1;
             }
         }
-        self.blocks.apply_batch(id, &mut ops);
+        unit.commit(&self.blocks, &mut ops);
         self.resident
             .fetch_sub(out.removed as i64, Ordering::Relaxed);
         out
@@ -347,6 +393,7 @@ impl KvIndex {
             self.clear_unit(id, true);
         }
         self.caps.write().remove(&worker);
+        self.bulk.write().remove(&worker);
         metrics().blocks.set(self.resident.load(Ordering::Relaxed));
     }
 

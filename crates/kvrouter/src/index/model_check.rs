@@ -87,12 +87,25 @@ fn random_path(rng: &mut StdRng) -> Path {
     (0..len).map(|_| rng.random_range(0..BRANCH)).collect()
 }
 
-fn run(seed: u64, steps: usize) {
+/// `bulk`: workers go in and out of bulk load ([`KvIndex::set_bulk_load`]) at random;
+/// per-unit counts must stay exact throughout, and queries once no worker is bulk loading.
+fn run(seed: u64, steps: usize, bulk: bool) {
     let mut rng = StdRng::seed_from_u64(seed);
     let idx = KvIndex::new(PAGE);
     let mut reference = Reference::default();
     let units: Vec<(u32, u32)> = (0..6).flat_map(|w| (0..2).map(move |r| (w, r))).collect();
+    let mut loading: HashSet<u32> = HashSet::new();
     for step in 0..steps {
+        if bulk && rng.random_range(0..100) < 4 {
+            let w = rng.random_range(0..6);
+            let on = !loading.contains(&w);
+            idx.set_bulk_load(WorkerId(w), on);
+            if on {
+                loading.insert(w);
+            } else {
+                loading.remove(&w);
+            }
+        }
         let unit = units[rng.random_range(0..units.len())];
         let (wid, rank) = (WorkerId(unit.0), unit.1);
         match rng.random_range(0..100) {
@@ -177,11 +190,23 @@ fn run(seed: u64, steps: usize) {
             }
             91 => {
                 idx.remove_worker(wid);
+                loading.remove(&unit.0);
                 reference.units.retain(|u, _| u.0 != unit.0);
             }
             _ => {}
         }
         assert_eq!(idx.resident_blocks(), reference.resident(), "step {step}");
+        if !loading.is_empty() {
+            // The block map lags while bulk loading; each unit's own view does not.
+            for u in &units {
+                assert_eq!(
+                    idx.unit_blocks(WorkerId(u.0), u.1),
+                    reference.units.get(u).map_or(0, HashMap::len),
+                    "step {step}"
+                );
+            }
+            continue;
+        }
         assert_eq!(idx.distinct_blocks(), reference.distinct(), "step {step}");
         // Query a few random paths.
         for _ in 0..3 {
@@ -211,6 +236,13 @@ fn run(seed: u64, steps: usize) {
 #[test]
 fn index_equals_a_naive_reference_on_random_events() {
     for seed in 0..12 {
-        run(seed, 1500);
+        run(seed, 1500, false);
+    }
+}
+
+#[test]
+fn bulk_loading_workers_end_with_the_same_index() {
+    for seed in 100..112 {
+        run(seed, 3000, true);
     }
 }

@@ -24,6 +24,20 @@ fn buckets<K: Eq + std::hash::Hash, V, S: BuildHasher>(map: &Table<K, V, S>) -> 
     map.allocation_size() / (std::mem::size_of::<(K, V)>() + 1)
 }
 
+/// `buckets - 1` of `map` (0 when unallocated): the bits of a key's hash that pick
+/// its home bucket, for ordering bulk inserts by position in the table. Assumes
+/// the hasher's output is the key itself or any fixed function of it (the order
+/// only has to follow the table's home buckets, not be exact, to walk forwards).
+#[inline]
+pub(crate) fn bucket_mask<K: Eq + std::hash::Hash, V, S: BuildHasher>(map: &Table<K, V, S>) -> u64 {
+    let b = buckets(map);
+    if b == 0 {
+        return 0;
+    }
+    // `buckets` floors the allocation's size; the table's count is a power of two.
+    (1u64 << b.ilog2()) - 1
+}
+
 /// Before an insert: when tombstones (not live entries) have used up the
 /// growth budget of a table filled above 7/16, hashbrown would double it; a
 /// rebuild at the same bucket count clears the tombstones instead. Under

@@ -589,3 +589,57 @@ fn a_unit_past_its_capacity_cap_is_cleared_alone() {
     idx.set_worker_capacity(w(1), None);
     assert_eq!(idx.unit_cap(w(1), 0), DEFAULT_UNIT_CAP_BLOCKS);
 }
+
+#[test]
+fn a_bulk_load_shows_in_queries_once_it_ends() {
+    let idx = KvIndex::new(PAGE);
+    let t = toks(40, 3);
+    let q = seq_hashes(&t, PAGE as usize);
+    idx.set_bulk_load(w(1), true);
+    idx.apply(w(1), 0, &stored(None, &t)).unwrap();
+    // The unit's own view is exact at once; the shared block map waits for the end.
+    assert_eq!(idx.unit_blocks(w(1), 0), 10);
+    assert_eq!(idx.resident_blocks(), 10);
+    assert_eq!(depth(&idx.find_matches(&q), 1, 0), 0);
+    // Another worker is not bulk loading: its stores show at once.
+    idx.apply(w(2), 0, &stored(None, &t[..8])).unwrap();
+    assert_eq!(depth(&idx.find_matches(&q), 2, 0), 2);
+    idx.set_bulk_load(w(1), false);
+    assert_eq!(depth(&idx.find_matches(&q), 1, 0), 10);
+    assert_eq!(idx.distinct_blocks(), 10);
+    // A removal during a bulk load reaches the block map in order (after the store).
+    idx.set_bulk_load(w(1), true);
+    let ev = stored(None, &t);
+    let KvEvent::Stored { block_hashes, .. } = &ev else {
+        unreachable!()
+    };
+    idx.apply(
+        w(1),
+        0,
+        &KvEvent::Removed {
+            block_hashes: block_hashes[6..].to_vec(),
+        },
+    )
+    .unwrap();
+    idx.set_bulk_load(w(1), false);
+    assert_eq!(depth(&idx.find_matches(&q), 1, 0), 6);
+    assert_eq!(idx.distinct_blocks(), 6);
+}
+
+#[test]
+fn reserve_sizes_a_unit_within_its_cap_and_a_sparse_one_shrinks_after_the_load() {
+    let idx = KvIndex::new(PAGE);
+    idx.set_worker_cap_blocks(w(1), 1_000);
+    let empty = idx.memory_bytes();
+    idx.set_bulk_load(w(1), true);
+    // An estimate far above the cap reserves the cap only.
+    idx.reserve(w(1), 0, 1 << 30);
+    let reserved = idx.memory_bytes();
+    assert!(reserved > empty + 1_000 * 16, "{reserved} vs {empty}");
+    assert!(reserved < empty + 4 * 1_024 * 17, "{reserved} vs {empty}");
+    // Few blocks arrived: the end of the load gives the room back.
+    idx.apply(w(1), 0, &stored(None, &toks(8, 4))).unwrap();
+    idx.set_bulk_load(w(1), false);
+    assert!(idx.memory_bytes() < reserved / 4, "{}", idx.memory_bytes());
+    assert_eq!(idx.unit_blocks(w(1), 0), 2);
+}

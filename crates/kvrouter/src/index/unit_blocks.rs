@@ -23,7 +23,19 @@ pub(crate) struct UnitBlocks {
     pub(crate) cap: usize,
     mapped: Table<EngineHash, SeqHash, MulBuild>,
     identity: usize,
+    /// Bulk load ([`UnitBlocks::set_bulk`]): block-map changes not applied yet, in order.
+    deferred: Vec<Op>,
+    bulk: bool,
 }
+
+/// A bulk-loading unit applies its deferred block-map changes once this many have
+/// accumulated (16 B each: 8 MiB per unit at most; per shard of the block map about
+/// 4,000 ops, dense enough that ordered inserts walk its table forwards).
+#[cfg(not(test))]
+const BULK_FLUSH_OPS: usize = 1 << 19;
+/// Small in tests, so the model check also flushes in the middle of a bulk load.
+#[cfg(test)]
+const BULK_FLUSH_OPS: usize = 64;
 
 /// Outcome of [`UnitBlocks::insert`].
 pub(crate) enum Insert {
@@ -44,6 +56,46 @@ impl UnitBlocks {
             cap,
             mapped: Table::default(),
             identity: 0,
+            deferred: Vec::new(),
+            bulk: false,
+        }
+    }
+
+    /// Bulk load on / off. While on (a feed replaying a backlog, e.g. a restarted
+    /// router reading the JetStream stream), the block-map changes of batchable stores
+    /// and removals are kept in order and applied in large batches ordered by table
+    /// position ([`BlockMap::apply_bulk`]); this unit's own table, its counts and its
+    /// digest stay exact throughout, only the block map (what queries read) lags by
+    /// at most [`BULK_FLUSH_OPS`] changes. Turning it off applies everything deferred.
+    pub(crate) fn set_bulk(&mut self, blocks: &BlockMap, on: bool) {
+        self.bulk = on;
+        if !on {
+            self.flush(blocks);
+            self.deferred = Vec::new();
+            // A size estimate ([`UnitBlocks::reserve_total`]) may have been generous.
+            self.shrink_if_sparse();
+        }
+    }
+
+    /// Applies the deferred block-map changes (before anything that reads or
+    /// changes this unit's block-map entries directly).
+    fn flush(&mut self, blocks: &BlockMap) {
+        if !self.deferred.is_empty() {
+            blocks.apply_bulk(self.id, &mut self.deferred);
+        }
+    }
+
+    /// Applies the block-map changes `ops` of one batchable event (see
+    /// [`UnitBlocks::insert_deferred`]): at once, or deferred while bulk loading.
+    /// Empties `ops`.
+    pub(crate) fn commit(&mut self, blocks: &BlockMap, ops: &mut Vec<Op>) {
+        if !self.bulk {
+            blocks.apply_batch(self.id, ops);
+            return;
+        }
+        self.deferred.append(ops);
+        if self.deferred.len() >= BULK_FLUSH_OPS {
+            self.flush(blocks);
         }
     }
 
@@ -56,6 +108,7 @@ impl UnitBlocks {
 
     /// Makes `engine -> seq` resident on this unit (block map included).
     pub(crate) fn insert(&mut self, blocks: &BlockMap, engine: EngineHash, seq: SeqHash) -> Insert {
+        self.flush(blocks);
         if engine != seq {
             // Opaque engine hash: one probe of the unit's table decides.
             table::make_room(&mut self.mapped);
@@ -142,6 +195,14 @@ impl UnitBlocks {
         }
     }
 
+    /// Sizes this unit's table for `blocks` resident blocks in all (at most its cap),
+    /// so a bulk load does not rehash it at every doubling on the way.
+    pub(crate) fn reserve_total(&mut self, blocks: usize) {
+        let target = blocks.min(self.cap);
+        self.mapped
+            .reserve(target.saturating_sub(self.mapped.len()));
+    }
+
     /// [`UnitBlocks::remove`] on a [`batchable`](Self::batchable) unit: the
     /// block-map change is pushed to `ops`.
     pub(crate) fn remove_deferred(&mut self, engine: EngineHash, ops: &mut Vec<Op>) -> bool {
@@ -160,6 +221,7 @@ impl UnitBlocks {
 
     /// Evicts `engine` from this unit; returns whether it was resident.
     pub(crate) fn remove(&mut self, blocks: &BlockMap, engine: EngineHash) -> bool {
+        self.flush(blocks);
         if let Some(seq) = self.mapped.remove(&engine) {
             self.shrink_if_sparse();
             blocks.remove(seq, self.id);
@@ -174,6 +236,7 @@ impl UnitBlocks {
 
     /// Evicts everything; returns how many blocks were resident.
     pub(crate) fn clear(&mut self, blocks: &BlockMap) -> usize {
+        self.flush(blocks);
         let n = self.len();
         for (_, seq) in self.mapped.drain() {
             blocks.remove(seq, self.id);
@@ -198,6 +261,6 @@ impl UnitBlocks {
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        table::heap_bytes(&self.mapped)
+        table::heap_bytes(&self.mapped) + self.deferred.capacity() * std::mem::size_of::<Op>()
     }
 }

@@ -37,6 +37,14 @@ impl KvEventSink for KvIndex {
             "KV index rank recovering state"
         );
     }
+
+    fn set_catching_up(&self, worker: WorkerId, catching_up: bool) {
+        self.set_bulk_load(worker, catching_up);
+    }
+
+    fn reserve(&self, worker: WorkerId, rank: Rank, blocks: usize) {
+        KvIndex::reserve(self, worker, rank, blocks);
+    }
 }
 
 #[cfg(test)]
