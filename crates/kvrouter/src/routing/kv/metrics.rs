@@ -1,5 +1,5 @@
 //! KV routing metrics: per-decision timings, predicted vs worker-reported prefix hits,
-//! requests routed without token ids, sticky yields.
+//! requests routed without token ids, sticky yields, blind placements.
 
 use std::sync::OnceLock;
 
@@ -28,6 +28,8 @@ pub struct KvMetrics {
     pub no_tokens: IntCounterVec,
     /// `kvrouter_kv_sticky_total{result=kept|yielded}`.
     pub sticky: IntCounterVec,
+    /// `kvrouter_kv_blind_total{result=first|spilled}`: blind placements (`blind.rs`).
+    pub blind: IntCounterVec,
 }
 
 impl KvMetrics {
@@ -115,6 +117,16 @@ impl KvMetrics {
                         Opts::new(
                             "kvrouter_kv_sticky_total",
                             "Sticky-key requests in KV mode: kept on their worker, or yielded to the cost model",
+                        ),
+                        &["result"],
+                    )
+                    .expect("valid metric"),
+                ),
+                blind: register(
+                    IntCounterVec::new(
+                        Opts::new(
+                            "kvrouter_kv_blind_total",
+                            "Blind requests in KV mode (overlaps too alike to choose) placed by rendezvous hashing: on the prompt's first unit, or spilled past units over the load bound",
                         ),
                         &["result"],
                     )

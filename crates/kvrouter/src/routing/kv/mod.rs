@@ -1,9 +1,11 @@
 //! KV-aware routing: the cost model, the `KvPolicy` over (worker, DP rank) units, the
+//! placement of blind requests (rendezvous hashing with bounded loads), the
 //! per-request attachment (predict-on-route booking, unit load, `cached_tokens` scan), the
 //! index's event sink, the event-source wiring and the `/debug/index` view.
 //! Design and defaults: docs/kv-routing.md.
 
 pub mod attachment;
+pub mod blind;
 pub mod cost;
 pub mod debug;
 pub mod feeds;
@@ -15,6 +17,7 @@ pub mod scan;
 pub mod sink;
 
 pub use attachment::KvAttachment;
+pub use blind::BlindSettings;
 pub use cost::{CostWeights, UnitInputs};
 pub use feeds::KvRuntime;
 pub use hook::{BookingHook, BookingMade};
