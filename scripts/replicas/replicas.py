@@ -37,11 +37,14 @@ SHARING = ("kvrouter_shared_predictions_published_total", "kvrouter_shared_predi
 # name -> (replicas, extra router flags; {nats} is replaced by the NATS URL)
 # "blind off": rendezvous placement of blind requests off (`--kv-blind-threshold 0`), the cost
 # model's random tie-break as before it; those rows are the A/B baseline, interleaved.
+# The rows without "blind off" turn the rule on (`--kv-blind-threshold 0.5`; off by default).
 BLIND_OFF = ["--kv-blind-threshold", "0"]
+BLIND_ON = ["--kv-blind-threshold", "0.5"]
 SCENARIOS = {
-    "1 replica": (1, []),
-    "3 replicas, sharing off": (3, ["--nats-url", "{nats}", "--publish-events", "--share-predictions=false"]),
-    "3 replicas, sharing on": (3, ["--nats-url", "{nats}", "--publish-events"]),
+    "1 replica": (1, BLIND_ON),
+    "3 replicas, sharing off": (3, ["--nats-url", "{nats}", "--publish-events", "--share-predictions=false",
+                                    *BLIND_ON]),
+    "3 replicas, sharing on": (3, ["--nats-url", "{nats}", "--publish-events", *BLIND_ON]),
     "1 replica, blind off": (1, BLIND_OFF),
     "3 replicas, sharing off, blind off": (3, ["--nats-url", "{nats}", "--publish-events", "--share-predictions=false",
                                                *BLIND_OFF]),

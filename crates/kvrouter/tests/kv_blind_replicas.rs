@@ -1,5 +1,5 @@
 //! Blind placements agree across router replicas without any channel between them: two real
-//! routers over the same 4 mocks, no NATS and no KV events (the mocks publish none), each
+//! routers (`--kv-blind-threshold 0.5`) over the same 4 mocks, no NATS and no KV events (the mocks publish none), each
 //! seeing only its own bookings. A prompt routed by A first and then by B is cold for B, so B
 //! places it by rendezvous hashing of the prompt (`routing/kv/blind.rs`) and must pick A's
 //! worker. Router C has the rule off (`--kv-blind-threshold 0`): its ties are broken at
@@ -22,8 +22,9 @@ async fn two_routers_send_a_cold_prompt_to_the_same_worker_with_no_nats() {
     let workers: Vec<&str> = mocks.iter().map(|m| m.url.as_str()).collect();
     // B and C list the workers in another order: their local ids differ from A's.
     let reversed: Vec<&str> = workers.iter().rev().copied().collect();
-    let a = kv_router(&workers, &[]);
-    let b = kv_router(&reversed, &[]);
+    let on = ["--kv-blind-threshold", "0.5"];
+    let a = kv_router(&workers, &on);
+    let b = kv_router(&reversed, &on);
     let off = kv_router(&reversed, &["--kv-blind-threshold", "0"]);
     let c = client();
     for r in [&a, &b, &off] {

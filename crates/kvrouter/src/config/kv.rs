@@ -40,8 +40,8 @@ pub struct KvOptions {
     /// A sticky key's worker is overloaded (and yields) when its cost exceeds this factor times the best cost, plus the slack.
     #[arg(long, env = "KVROUTER_STICKY_OVERLOAD_FACTOR", default_value_t = 2.0)]
     pub sticky_overload_factor: f64,
-    /// A request is "blind" when the overlaps of the candidate units differ by less than this fraction of its blocks; it is then placed by rendezvous hashing of the prompt with bounded loads, so router replicas agree without talking (0 = off: every request takes the cost model's pick).
-    #[arg(long, env = "KVROUTER_KV_BLIND_THRESHOLD", default_value_t = 0.5)]
+    /// A request is "blind" when the overlaps of the candidate units differ by less than this fraction of its blocks; it is then placed by rendezvous hashing of the prompt with bounded loads, so router replicas agree without talking (0 = off, the default: every request takes the cost model's pick; 0.5 for replicas behind one load balancer, see docs/kv-routing.md).
+    #[arg(long, env = "KVROUTER_KV_BLIND_THRESHOLD", default_value_t = 0.0)]
     pub kv_blind_threshold: f64,
     /// A blind request goes to the first unit in its prompt's rendezvous order whose cost is at most this factor times the cheapest unit's (>= 1; the bound of consistent hashing with bounded loads).
     #[arg(long, env = "KVROUTER_KV_BALANCE_FACTOR", default_value_t = 1.25)]
@@ -278,12 +278,12 @@ mod tests {
     #[test]
     fn blind_settings_are_validated() {
         let d = KvConfig::default().blind;
-        assert_eq!((d.threshold, d.balance_factor), (0.5, 1.25));
-        let off = KvOptions {
-            kv_blind_threshold: 0.0,
+        assert_eq!((d.threshold, d.balance_factor), (0.0, 1.25));
+        let on = KvOptions {
+            kv_blind_threshold: 0.5,
             ..KvOptions::default()
         };
-        assert_eq!(KvConfig::from_options(&off).unwrap().blind.threshold, 0.0);
+        assert_eq!(KvConfig::from_options(&on).unwrap().blind.threshold, 0.5);
         for (o, field) in [
             (
                 KvOptions {
