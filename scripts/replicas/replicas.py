@@ -35,10 +35,20 @@ SHARING = ("kvrouter_shared_predictions_published_total", "kvrouter_shared_predi
            "kvrouter_shared_predictions_dropped_total", "kvrouter_shared_predictions_apply_seconds_total",
            "kvrouter_shared_predictions_messages_total")
 # name -> (replicas, extra router flags; {nats} is replaced by the NATS URL)
+# "blind off": rendezvous placement of blind requests off (`--kv-blind-threshold 0`), the cost
+# model's random tie-break as before it; those rows are the A/B baseline, interleaved.
+# The rows without "blind off" turn the rule on (`--kv-blind-threshold 0.5`; off by default).
+BLIND_OFF = ["--kv-blind-threshold", "0"]
+BLIND_ON = ["--kv-blind-threshold", "0.5"]
 SCENARIOS = {
-    "1 replica": (1, []),
-    "3 replicas, sharing off": (3, ["--nats-url", "{nats}", "--publish-events", "--share-predictions=false"]),
-    "3 replicas, sharing on": (3, ["--nats-url", "{nats}", "--publish-events"]),
+    "1 replica": (1, BLIND_ON),
+    "3 replicas, sharing off": (3, ["--nats-url", "{nats}", "--publish-events", "--share-predictions=false",
+                                    *BLIND_ON]),
+    "3 replicas, sharing on": (3, ["--nats-url", "{nats}", "--publish-events", *BLIND_ON]),
+    "1 replica, blind off": (1, BLIND_OFF),
+    "3 replicas, sharing off, blind off": (3, ["--nats-url", "{nats}", "--publish-events", "--share-predictions=false",
+                                               *BLIND_OFF]),
+    "3 replicas, sharing on, blind off": (3, ["--nats-url", "{nats}", "--publish-events", *BLIND_OFF]),
 }
 
 
@@ -135,7 +145,7 @@ def group_digest(path: Path) -> dict:
 
 def run_one(a, name: str, fleet, nats_url: str, run_idx: int, log_dir: Path, out: Path) -> dict:
     n, flags = SCENARIOS[name]
-    flags = [f.replace("{nats}", nats_url) for f in flags]
+    flags = [f.replace("{nats}", nats_url) for f in flags] + list(a.router_flag or [])
     tag = f"{name.replace(' ', '').replace(',', '-')}-{run_idx}"
     started = []
     rec: dict = {"scenario": name, "run": run_idx, "router_flags": flags}
@@ -164,6 +174,8 @@ def run_one(a, name: str, fleet, nats_url: str, run_idx: int, log_dir: Path, out
         lag1 = [lag_buckets(u) for _, u in reps]
         rec["lag_p50_s"] = lag_quantile(lag0, lag1, 0.5)
         rec["lag_p99_s"] = lag_quantile(lag0, lag1, 0.99)
+        rec["blind_placements"] = sum(b.get("kvrouter_kv_blind_total", 0.0) - a_.get("kvrouter_kv_blind_total", 0.0)
+                                      for a_, b in zip(m0, m1))
         rec["sharing"] = [{k.removeprefix("kvrouter_shared_predictions_"): b.get(k, 0.0) - a_.get(k, 0.0)
                            for k in SHARING} for a_, b in zip(m0, m1)]
         after = fleet.scrape()
@@ -190,6 +202,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--only", action="append", choices=list(SCENARIOS), help="scenario(s) to run")
+    ap.add_argument("--router-flag", action="append", metavar="FLAG",
+                    help="extra flag for every router, e.g. --router-flag=--kv-balance-factor=1.5 (repeatable)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/kvrouter-replicas"))
     ap.add_argument("workload", nargs="*", help="loadgen argv (default: the grpo below)")
     a = ap.parse_args()
@@ -222,15 +236,17 @@ def main() -> int:
         procs.stop_all()
     doc = {"fleet": spec.describe(), "workload": a.workload, "results": results}
     (a.out / "replicas.json").write_text(json.dumps(doc, indent=1))
-    print(f"\n{'scenario':28} {'hit rate':>8} {'TTFT p50':>9} {'TTFT p99':>9} {'CPU s/replica':>14} {'apply s':>8}"
-          f" {'workers/group':>13} {'cold':>5}")
+    print(f"\n{'scenario':36} {'hit rate':>8} {'TTFT p50':>9} {'TTFT p99':>9} {'CPU s/replica':>14} {'apply s':>8}"
+          f" {'workers/group':>13} {'cold':>5} {'hit min-max':>12} {'blind':>6}")
     for name in a.only or list(SCENARIOS):
         rs = [r for r in results if r["scenario"] == name]
         med = lambda k: statistics.median(r[k] for r in rs if r.get(k) is not None)  # noqa: E731
         cpu = statistics.mean(statistics.mean(r["router_cpu_s"]) for r in rs)
         apply_s = statistics.mean(statistics.mean(s["apply_seconds_total"] for s in r["sharing"]) for r in rs)
-        print(f"{name:28} {med('hit_rate'):8.3f} {med('ttft_p50_ms'):9.1f} {med('ttft_p99_ms'):9.1f} "
-              f"{cpu:14.2f} {apply_s:8.3f} {med('workers_per_group'):13.2f} {med('cold_prefills'):5.0f}")
+        print(f"{name:36} {med('hit_rate'):8.3f} {med('ttft_p50_ms'):9.1f} {med('ttft_p99_ms'):9.1f} "
+              f"{cpu:14.2f} {apply_s:8.3f} {med('workers_per_group'):13.2f} {med('cold_prefills'):5.1f} "
+              f"{min(r['hit_rate'] for r in rs):5.3f}-{max(r['hit_rate'] for r in rs):5.3f} "
+              f"{statistics.median(r.get('blind_placements', 0) for r in rs):6.0f}")
     return 0
 
 

@@ -4,6 +4,8 @@
 //! other. The routers read no ZMQ events (`--nats-url` alone, and nobody relays): the shared
 //! prediction is the only thing that can tell B where A sent a prompt, and with 4 workers and
 //! uniformly broken ties B would agree with A on 6 prompts by chance with probability 4^-6.
+//! A and B run with `--kv-blind-threshold 0`: rendezvous placement of cold prompts would make
+//! them agree without sharing anything (tests/kv_blind_replicas.rs tests that).
 //! Replica C runs with `--share-predictions=false` and must apply nothing.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
 
@@ -31,8 +33,9 @@ async fn two_replicas_converge_and_share_a_booking() {
     let nats = NatsServer::start().await;
     let mocks: Vec<_> = (0..4).map(|_| kv_mock(&["--speedup", "0"])).collect();
     let workers: Vec<&str> = mocks.iter().map(|m| m.url.as_str()).collect();
-    let a = kv_router(&workers, &["--nats-url", &nats.url]);
-    let b = kv_router(&workers, &["--nats-url", &nats.url]);
+    let sharing = ["--nats-url", &nats.url, "--kv-blind-threshold", "0"];
+    let a = kv_router(&workers, &sharing);
+    let b = kv_router(&workers, &sharing);
     let off = kv_router(
         &workers,
         &["--nats-url", &nats.url, "--share-predictions=false"],

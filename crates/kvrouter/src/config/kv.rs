@@ -49,6 +49,12 @@ pub struct KvOptions {
     /// A sticky key's worker is overloaded (and yields) when its cost exceeds this factor times the best cost, plus the slack.
     #[arg(long, env = "KVROUTER_STICKY_OVERLOAD_FACTOR", default_value_t = 2.0)]
     pub sticky_overload_factor: f64,
+    /// A request is "blind" when the overlaps of the candidate units differ by less than this fraction of its blocks; it is then placed by rendezvous hashing of the prompt with bounded loads, so router replicas agree without talking (0 = off, the default: every request takes the cost model's pick; 0.5 for replicas behind one load balancer, see docs/kv-routing.md).
+    #[arg(long, env = "KVROUTER_KV_BLIND_THRESHOLD", default_value_t = 0.0)]
+    pub kv_blind_threshold: f64,
+    /// A blind request goes to the first unit in its prompt's rendezvous order whose cost is at most this factor times the cheapest unit's (>= 1; the bound of consistent hashing with bounded loads).
+    #[arg(long, env = "KVROUTER_KV_BALANCE_FACTOR", default_value_t = 1.25)]
+    pub kv_balance_factor: f64,
     /// NATS server to consume KV events from (relayed SGLang batches and Dynamo RouterEvents), e.g. nats://127.0.0.1:4222.
     #[arg(long, env = "KVROUTER_NATS_URL")]
     pub nats_url: Option<String>,
@@ -108,6 +114,8 @@ pub struct KvConfig {
     pub temperature: f64,
     pub sticky_slack_blocks: f64,
     pub sticky_overload_factor: f64,
+    /// Blind placements (`--kv-blind-threshold`, `--kv-balance-factor`; see `routing::kv::blind`).
+    pub blind: crate::routing::kv::BlindSettings,
     pub nats_url: Option<String>,
     pub publish_events: bool,
     /// `--nats-jetstream`: the stream and relay-lock settings (None: core NATS).
@@ -184,6 +192,26 @@ impl KvConfig {
                         format!("must be a finite number >= 1 (got {f})"),
                     ))
                 }
+            },
+            blind: crate::routing::kv::BlindSettings {
+                threshold: match o.kv_blind_threshold {
+                    t if (0.0..=1.0).contains(&t) => t,
+                    t => {
+                        return Err(invalid(
+                            "kv_blind_threshold",
+                            format!("must be a fraction between 0 and 1 (got {t})"),
+                        ))
+                    }
+                },
+                balance_factor: match o.kv_balance_factor {
+                    f if f.is_finite() && f >= 1.0 => f,
+                    f => {
+                        return Err(invalid(
+                            "kv_balance_factor",
+                            format!("must be a finite number >= 1 (got {f})"),
+                        ))
+                    }
+                },
             },
             publish_events: o.publish_events,
             share_predictions: o.share_predictions && !o.no_predict && nats_url.is_some(),
@@ -279,6 +307,49 @@ mod tests {
         };
         let e = KvConfig::from_options(&tol).unwrap_err();
         assert_eq!(e.field, "kv_rate_tolerance");
+    }
+
+    #[test]
+    fn blind_settings_are_validated() {
+        let d = KvConfig::default().blind;
+        assert_eq!((d.threshold, d.balance_factor), (0.0, 1.25));
+        let on = KvOptions {
+            kv_blind_threshold: 0.5,
+            ..KvOptions::default()
+        };
+        assert_eq!(KvConfig::from_options(&on).unwrap().blind.threshold, 0.5);
+        for (o, field) in [
+            (
+                KvOptions {
+                    kv_blind_threshold: 1.5,
+                    ..KvOptions::default()
+                },
+                "kv_blind_threshold",
+            ),
+            (
+                KvOptions {
+                    kv_blind_threshold: f64::NAN,
+                    ..KvOptions::default()
+                },
+                "kv_blind_threshold",
+            ),
+            (
+                KvOptions {
+                    kv_balance_factor: 0.9,
+                    ..KvOptions::default()
+                },
+                "kv_balance_factor",
+            ),
+            (
+                KvOptions {
+                    kv_balance_factor: f64::INFINITY,
+                    ..KvOptions::default()
+                },
+                "kv_balance_factor",
+            ),
+        ] {
+            assert_eq!(KvConfig::from_options(&o).unwrap_err().field, field);
+        }
     }
 
     #[test]

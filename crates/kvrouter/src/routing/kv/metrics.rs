@@ -1,6 +1,7 @@
 //! KV routing metrics: per-decision timings, predicted vs worker-reported prefix hits,
-//! requests routed without token ids, sticky yields, and the per-unit rates learned online
-//! (`rates.rs`; one series per (worker URL, rank) of the fleet, removed with the worker).
+//! requests routed without token ids, sticky yields, blind placements, and the per-unit
+//! rates learned online (`rates.rs`; one series per (worker URL, rank) of the fleet, removed
+//! with the worker).
 
 use std::sync::OnceLock;
 
@@ -40,6 +41,8 @@ pub struct KvMetrics {
     /// `kvrouter_kv_unit_speed_factor_changes_total`: a unit became or stopped being scaled (0
     /// on a homogeneous fleet: the block-count model's decisions throughout).
     pub speed_changes: IntCounter,
+    /// `kvrouter_kv_blind_total{result=first|spilled}`: blind placements (`blind.rs`).
+    pub blind: IntCounterVec,
 }
 
 impl KvMetrics {
@@ -166,6 +169,16 @@ impl KvMetrics {
                     IntCounter::new(
                         "kvrouter_kv_unit_speed_factor_changes_total",
                         "Times a unit's prefill or decode speed factor went from 1 to scaled or back",
+                    )
+                    .expect("valid metric"),
+                ),
+                blind: register(
+                    IntCounterVec::new(
+                        Opts::new(
+                            "kvrouter_kv_blind_total",
+                            "Blind requests in KV mode (overlaps too alike to choose) placed by rendezvous hashing: on the prompt's first unit, or spilled past units over the load bound",
+                        ),
+                        &["result"],
                     )
                     .expect("valid metric"),
                 ),

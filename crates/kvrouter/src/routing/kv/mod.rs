@@ -1,9 +1,11 @@
 //! KV-aware routing: the cost model, the `KvPolicy` over (worker, DP rank) units, the
-//! per-request attachment (predict-on-route booking, unit load, `meta_info` scan), the unit
-//! rates learned from responses, the index's event sink, the event-source wiring and the `/debug/index` view.
+//! placement of blind requests (rendezvous hashing with bounded loads), the per-request
+//! attachment (predict-on-route booking, unit load, `meta_info` scan), the unit rates learned
+//! from responses, the index's event sink, the event-source wiring and the `/debug/index` view.
 //! Design and defaults: docs/kv-routing.md.
 
 pub mod attachment;
+pub mod blind;
 pub mod cost;
 pub mod debug;
 pub mod feeds;
@@ -16,6 +18,7 @@ pub mod scan;
 pub mod sink;
 
 pub use attachment::KvAttachment;
+pub use blind::BlindSettings;
 pub use cost::{CostWeights, UnitInputs};
 pub use feeds::KvRuntime;
 pub use hook::{BookingHook, BookingMade};

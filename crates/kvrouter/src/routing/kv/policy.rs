@@ -4,12 +4,15 @@
 //! score every candidate unit with the cost model (`cost.rs`) at the unit's learned speed
 //! (`rates.rs`), pick, then book: the unit's load (`load.rs`), a rate probe fed when the
 //! response ends, and, with predict-on-route, the blocks in the index (`KvIndex::book`).
+//! Blind requests (the index cannot tell the units apart) are placed by `blind.rs` instead of
+//! the cost model's random tie-break, so that replicas agree.
 //! Requests without token ids are scored by load alone and counted.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::attachment::KvAttachment;
+use super::blind::{self, BlindSettings, BlindUnit};
 use super::cost::{cost, pick, CostWeights, UnitInputs};
 use super::hook::{chain, BookingHook, BookingMade};
 use super::load::UnitLoads;
@@ -31,6 +34,7 @@ pub struct KvPolicySettings {
     pub predict_ttl: Option<Duration>,
     pub sticky_slack_blocks: f64,
     pub sticky_overload_factor: f64,
+    pub blind: BlindSettings,
 }
 
 impl KvPolicySettings {
@@ -46,6 +50,7 @@ impl KvPolicySettings {
             predict_ttl: c.predict.then_some(c.predict_ttl),
             sticky_slack_blocks: c.sticky_slack_blocks,
             sticky_overload_factor: c.sticky_overload_factor,
+            blind: c.blind,
         }
     }
 }
@@ -149,9 +154,14 @@ impl KvPolicy {
                 });
             }
         }
-        let keys: Vec<(f64, u32)> = scored.iter().map(|s| (s.cost, s.overlap)).collect();
-        let mut rng = rand::rng();
-        let mut chosen = scored[pick(&keys, self.settings.temperature, &mut rng)?];
+        let mut chosen = match self.blind_pick(prompt_key, request_blocks, candidates, &scored) {
+            Some(i) => scored[i],
+            None => {
+                let keys: Vec<(f64, u32)> = scored.iter().map(|s| (s.cost, s.overlap)).collect();
+                let mut rng = rand::rng();
+                scored[pick(&keys, self.settings.temperature, &mut rng)?]
+            }
+        };
         if let Some(p) = preferred {
             // Sticky key: its worker's best rank wins unless it is overloaded: costlier than
             // `factor * best + slack` (see docs/kv-routing.md).
@@ -244,6 +254,40 @@ impl KvPolicy {
         self.rates
             .as_ref()
             .map_or(Speed::UNIT, |r| r.speed(worker.id, rank))
+    }
+
+    /// The blind rule's unit (index into `scored`) when the request is blind (`blind.rs`).
+    fn blind_pick(
+        &self,
+        key: Option<u64>,
+        request_blocks: u32,
+        candidates: &[Arc<Worker>],
+        scored: &[Scored],
+    ) -> Option<usize> {
+        // Without predict-on-route the index never learns of this router's own placements, so
+        // every sibling of a burst would be blind and hashed to one unit: keep the cost model
+        // (which spreads them by their request slots), as documented for `--no-predict`.
+        self.settings.predict_ttl?;
+        let key = key?;
+        let b = self.settings.blind;
+        let units: Vec<BlindUnit<'_>> = scored
+            .iter()
+            .map(|s| BlindUnit {
+                url: &candidates[s.candidate].url,
+                rank: s.rank,
+                overlap: s.overlap,
+                cost: s.cost,
+            })
+            .collect();
+        if !blind::is_blind(b.threshold, request_blocks, &units) {
+            return None;
+        }
+        let placed = blind::place(key, &units, b.balance_factor)?;
+        KvMetrics::get()
+            .blind
+            .with_label_values(&[if placed.spilled { "spilled" } else { "first" }])
+            .inc();
+        Some(placed.unit)
     }
 }
 

@@ -277,3 +277,113 @@ fn a_unit_learned_to_be_slow_is_scaled_and_equal_units_are_not() {
     store(block.index(), 2, 0, &t[..16]);
     assert_eq!(ws[block.select(&input, &ws).unwrap().index].id, WorkerId(2));
 }
+
+/// A policy of its own (index, loads) over workers `ids` (URLs `http://10.0.0.{id}:30000`)
+/// registered under local ids offset by `id_base`, in the given order: another replica.
+fn replica(
+    ids: &[u32],
+    id_base: u32,
+    blind_threshold: f64,
+) -> (KvPolicy, Vec<Arc<Worker>>, Arc<UnitLoads>) {
+    let loads = Arc::new(UnitLoads::default());
+    let mut s = settings(true);
+    s.blind.threshold = blind_threshold;
+    let p = KvPolicy::new(Arc::new(KvIndex::new(PAGE)), loads.clone(), s);
+    let ws = ids
+        .iter()
+        .map(|&id| {
+            let info = WorkerInfo {
+                page_size: PAGE,
+                ..WorkerInfo::default()
+            };
+            Arc::new(Worker::new(
+                WorkerId(id_base + id),
+                &format!("http://10.0.0.{id}:30000"),
+                info,
+            ))
+        })
+        .collect();
+    (p, ws, loads)
+}
+
+/// For prompts 100.., whether replicas A and B send each cold prompt to the same URL.
+fn replicas_agree(blind_threshold: f64, prompts: u32) -> Vec<bool> {
+    let (a, wa, _) = replica(&[1, 2, 3, 4], 0, blind_threshold);
+    let (b, wb, _) = replica(&[4, 3, 2, 1], 50, blind_threshold);
+    (100..100 + prompts)
+        .map(|seed| {
+            let body = body(&tokens(seed, 64));
+            let input = RoutingInput::parse(Endpoint::Generate, &body).unwrap();
+            let ca = a.select(&input, &wa).unwrap();
+            let cb = b.select(&input, &wb).unwrap();
+            wa[ca.index].url == wb[cb.index].url
+        })
+        .collect()
+}
+
+#[test]
+fn replicas_place_a_blind_prompt_on_the_same_worker_without_talking() {
+    assert!(replicas_agree(0.5, 20).iter().all(|&x| x));
+    // With the rule off, ties are broken at random: 20 agreements by chance have p = 4^-20.
+    assert!(replicas_agree(0.0, 20).iter().any(|&x| !x));
+}
+
+#[test]
+fn a_prefix_cached_everywhere_keeps_a_request_blind() {
+    let (a, wa, _) = replica(&[1, 2, 3], 0, 0.5);
+    let (b, wb, _) = replica(&[3, 1, 2], 70, 0.5);
+    // A 16-token system prefix (4 of the 16 blocks) cached on every worker of both replicas.
+    let system = tokens(9, 16);
+    for (p, ws) in [(&a, &wa), (&b, &wb)] {
+        for w in ws.iter() {
+            store(p.index(), w.id.0, 0, &system);
+        }
+    }
+    for seed in 200..210 {
+        let mut t = system.clone();
+        t.extend(tokens(seed, 48));
+        let body = body(&t);
+        let input = RoutingInput::parse(Endpoint::Generate, &body).unwrap();
+        let ca = a.select(&input, &wa).unwrap();
+        let cb = b.select(&input, &wb).unwrap();
+        assert_eq!(wa[ca.index].url, wb[cb.index].url, "prompt {seed}");
+    }
+}
+
+#[test]
+fn a_real_overlap_is_decided_by_the_cost_model() {
+    // The prompt's deepest overlap (12 of 16 blocks on worker 2) is no blind case: every
+    // replica sends it there, whatever the prompt's rendezvous order.
+    for seed in 300..310 {
+        let (p, ws, _) = replica(&[1, 2, 3, 4], 0, 0.5);
+        let t = tokens(seed, 64);
+        store(p.index(), 2, 0, &t[..48]);
+        let body = body(&t);
+        let input = RoutingInput::parse(Endpoint::Generate, &body).unwrap();
+        assert_eq!(ws[p.select(&input, &ws).unwrap().index].id, WorkerId(2));
+    }
+}
+
+#[test]
+fn a_loaded_first_choice_spills_the_same_way_on_both_replicas() {
+    let (a, wa, la) = replica(&[1, 2, 3, 4], 0, 0.5);
+    let (b, wb, lb) = replica(&[2, 4, 1, 3], 10, 0.5);
+    let body = body(&tokens(400, 64));
+    let input = RoutingInput::parse(Endpoint::Generate, &body).unwrap();
+    // Where an idle replica sends it (a third one: A's own booking would make it not blind).
+    let (c, wc, _) = replica(&[1, 2, 3, 4], 20, 0.5);
+    let idle = wc[c.select(&input, &wc).unwrap().index].url.clone();
+    // Both replicas see that worker busy with other requests (each its own share).
+    let busy = |ws: &[Arc<Worker>], loads: &UnitLoads| {
+        let w = ws.iter().find(|w| w.url == idle).unwrap();
+        (0..8)
+            .map(|_| loads.begin(w.id, 0, None, 64))
+            .collect::<Vec<_>>()
+    };
+    let _ga = busy(&wa, &la);
+    let _gb = busy(&wb, &lb);
+    let ca = a.select(&input, &wa).unwrap();
+    let cb = b.select(&input, &wb).unwrap();
+    assert_ne!(wa[ca.index].url, idle, "over the bound: the request moves");
+    assert_eq!(wa[ca.index].url, wb[cb.index].url, "to the same next unit");
+}
