@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use http_body_util::Either;
-use hyper::body::Incoming;
 
 use super::body::RouterBody;
 use super::error::ApiError;
@@ -18,7 +17,9 @@ use crate::proxy::abort::abort_upstream;
 use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
 use crate::proxy::metrics::ProxyMetrics;
 use crate::proxy::retry::{is_retryable_status, Attempts, RetryHooks};
-use crate::proxy::{forward, ForwardError, HeadWait, RelayBody, RelayContext, StallWatch};
+use crate::proxy::{
+    forward, ForwardError, HeadWait, RelayBody, RelayContext, StallWatch, UpstreamBody,
+};
 use crate::refit::rids::RidGuard;
 use crate::routing::{Booking, Endpoint, RoutingInput};
 use crate::workers::{Worker, WorkerId};
@@ -46,7 +47,7 @@ impl Drop for AbortIfDropped<'_> {
 pub(super) enum Tried {
     /// The worker answered (any status). `alternatives`: another candidate was left.
     Answered {
-        resp: Response<Incoming>,
+        resp: Response<UpstreamBody>,
         booking: Booking,
         alternatives: bool,
     },
@@ -197,12 +198,13 @@ impl<'a> WorkerAttempts<'a> {
         }
     }
 
-    fn relay(self, resp: Response<Incoming>, mut booking: Booking) -> Response<RouterBody> {
+    fn relay(self, resp: Response<UpstreamBody>, mut booking: Booking) -> Response<RouterBody> {
         let route = self.endpoint.label();
         let (mut parts, body) = resp.into_parts();
         strip_response_headers(&mut parts.headers);
-        let url = booking.worker().url.clone();
-        if let Ok(v) = HeaderValue::from_str(&url) {
+        let worker = booking.worker().clone();
+        let url = worker.url.as_str();
+        if let Ok(v) = HeaderValue::from_str(url) {
             parts.headers.insert(WORKER_HEADER, v);
         }
         let sse = parts
@@ -212,7 +214,7 @@ impl<'a> WorkerAttempts<'a> {
             .is_some_and(|v| v.starts_with("text/event-stream"))
             // A final error event can only be appended to a stream without a declared length.
             && !parts.headers.contains_key(header::CONTENT_LENGTH);
-        record(route, self.input.stream, parts.status, &url, true);
+        record(route, self.input.stream, parts.status, url, true);
         booking.on_response_head(parts.status);
         let ctx = RelayContext {
             route,
@@ -267,7 +269,7 @@ impl Attempts for WorkerAttempts<'_> {
             unhealthy: &unhealthy,
         };
         let result = forward(
-            &state.client,
+            &state.upstream,
             Method::POST,
             worker.as_ref().into(),
             path,
