@@ -121,8 +121,8 @@ impl Stub {
         let before: HashSet<u64> = self.conns.open.lock().clone();
         self.conns.kill.notify_waiters();
         super::wait::wait_for("the stub's connections to close", || {
-            let open = self.conns.open.lock().clone();
-            async move { open.is_disjoint(&before) }
+            let closed = self.conns.open.lock().is_disjoint(&before);
+            async move { closed }
         })
         .await;
     }
