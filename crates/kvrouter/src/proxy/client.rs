@@ -1,4 +1,5 @@
-//! The pooled upstream HTTP client (hyper-util legacy client, keep-alive, no TLS).
+//! The pooled upstream HTTP client for admin fan-outs, aborts and control calls (hyper-util
+//! legacy client, keep-alive, no TLS). The data plane uses `pool.rs` instead.
 
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-/// Client used for every call to a worker (data plane and fan-outs).
+/// Client used for the calls to workers outside the data plane.
 pub type UpstreamClient = Client<HttpConnector, Full<Bytes>>;
 
 /// Builds the shared client: TCP_NODELAY, `connect_timeout`, pooled keep-alive connections.

@@ -93,8 +93,9 @@ pub enum UpstreamError {
 /// A connection checked out of the pool for one request.
 pub struct Upstream {
     sender: Sender,
-    /// `None` once the connection future has ended (closed or failed).
-    conn: Option<Connection>,
+    /// `None` once the connection future has ended (closed or failed). Boxed once per
+    /// connection, so a checked-out connection is a few words to move around.
+    conn: Option<Box<Connection>>,
     host: Arc<Host>,
     reused: bool,
 }
@@ -127,7 +128,7 @@ impl ConnPool {
             Err(Retry::Again(req)) => {
                 // A reused connection closed before the request went out: once more, fresh.
                 let up = self.connect(&host).await?;
-                up.send(req).await.map_err(Retry::into_error)
+                up.send(*req).await.map_err(Retry::into_error)
             }
             other => other.map_err(Retry::into_error),
         }
@@ -200,7 +201,7 @@ impl ConnPool {
             .map_err(|e| UpstreamError::Connect(format!("{}: {e}", host.addr)))?;
         Ok(Upstream {
             sender,
-            conn: Some(conn),
+            conn: Some(Box::new(conn)),
             host: host.clone(),
             reused: false,
         })
@@ -237,7 +238,8 @@ impl ConnPool {
 
 /// `send` on one connection: a request that did not go out on a reused connection comes back.
 enum Retry {
-    Again(Request<Full<Bytes>>),
+    /// Boxed: the rare path carries the whole request.
+    Again(Box<Request<Full<Bytes>>>),
     Error(UpstreamError),
 }
 
@@ -260,7 +262,7 @@ impl Upstream {
     /// Polls the connection future (reads and writes the socket); drops it once it ended.
     fn drive(&mut self, cx: &mut Context<'_>) {
         if let Some(c) = self.conn.as_mut() {
-            if Pin::new(c).poll(cx).is_ready() {
+            if Pin::new(c.as_mut()).poll(cx).is_ready() {
                 // Dropping the dispatcher fails a request still waiting on it.
                 self.conn = None;
             }
@@ -278,7 +280,7 @@ impl Upstream {
         })
         .await;
         if !ready {
-            return self.unsent(Retry::Again(req));
+            return self.unsent(Retry::Again(Box::new(req)));
         }
         let mut sent = std::pin::pin!(self.sender.try_send_request(req));
         let answered = poll_fn(|cx| {
@@ -292,7 +294,7 @@ impl Upstream {
                 conn: Some(self),
             })),
             Err(mut e) => match e.take_message() {
-                Some(req) => self.unsent(Retry::Again(req)),
+                Some(req) => self.unsent(Retry::Again(Box::new(req))),
                 None => Err(Retry::Error(classify(e.into_error()))),
             },
         }

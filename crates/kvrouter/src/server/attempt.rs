@@ -43,7 +43,9 @@ impl Drop for AbortIfDropped<'_> {
     }
 }
 
-/// How one attempt ended.
+/// How one attempt ended. Lives on one attempt's stack and is moved a few times; boxing the
+/// answered response would cost an allocation per request.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Tried {
     /// The worker answered (any status). `alternatives`: another candidate was left.
     Answered {
