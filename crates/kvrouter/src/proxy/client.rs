@@ -1,5 +1,4 @@
-//! The pooled upstream HTTP client for admin fan-outs, aborts and control calls (hyper-util
-//! legacy client, keep-alive, no TLS). The data plane uses `pool.rs` instead.
+//! The pooled upstream HTTP client (hyper-util legacy client, keep-alive, no TLS).
 
 use std::time::Duration;
 
@@ -9,7 +8,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-/// Client used for the calls to workers outside the data plane.
+/// Client used for every call to a worker (data plane and fan-outs).
 pub type UpstreamClient = Client<HttpConnector, Full<Bytes>>;
 
 /// Builds the shared client: TCP_NODELAY, `connect_timeout`, pooled keep-alive connections.

@@ -8,9 +8,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, Uri};
 use http_body_util::Full;
+use hyper::body::Incoming;
 
+use super::client::UpstreamClient;
 use super::headers::request_headers;
-use super::pool::{ConnPool, UpstreamBody, UpstreamError};
 use super::target::Target;
 
 /// Why an attempt produced no response head.
@@ -73,14 +74,14 @@ impl ForwardError {
 /// Sends `body` to `{target}{path}` with the client's headers (and the worker's credentials,
 /// see [`Target::authorize`]), waiting for the response head as `wait` says.
 pub async fn forward(
-    pool: &ConnPool,
+    client: &UpstreamClient,
     method: Method,
     target: Target<'_>,
     path: &str,
     headers: &HeaderMap,
     body: Bytes,
     wait: HeadWait<'_>,
-) -> Result<Response<UpstreamBody>, ForwardError> {
+) -> Result<Response<Incoming>, ForwardError> {
     let worker_url = target.url;
     // One buffer handed to the URI as is (`Uri::try_from(String)` takes it without a copy).
     let mut full = String::with_capacity(worker_url.len() + path.len());
@@ -97,58 +98,66 @@ pub async fn forward(
     target.authorize(req.headers_mut());
     let (first_byte_timeout, watch) = (wait.first_byte, wait.stall);
     let started = tokio::time::Instant::now();
-    let deadline = started + first_byte_timeout;
-    // One timer for both the deadline and the health rechecks (each timer costs a
-    // timer-wheel registration per request).
-    let mut next_check = watch.map(|w| started + w.idle);
-    let wake_at = |check: Option<tokio::time::Instant>| check.map_or(deadline, |c| c.min(deadline));
-    let timer = tokio::time::sleep_until(wake_at(next_check));
-    let request = pool.send(req);
-    tokio::pin!(timer, request);
+    let mut checks = watch.map(|w| tokio::time::interval_at(started + w.idle, w.recheck()));
+    let request = tokio::time::timeout(first_byte_timeout, client.request(req));
+    tokio::pin!(request);
     let answered = loop {
         tokio::select! {
-            biased;
             answered = &mut request => break answered,
-            () = &mut timer => {
-                let now = tokio::time::Instant::now();
-                if now >= deadline {
-                    return Err(ForwardError::Timeout {
+            () = next_check(checks.as_mut()) => {
+                if watch.is_some_and(|w| (w.unhealthy)()) {
+                    return Err(ForwardError::Stalled {
                         url: worker_url.to_string(),
-                        after: first_byte_timeout,
+                        after: started.elapsed(),
                     });
                 }
-                if let (Some(w), Some(at)) = (watch, next_check) {
-                    if now >= at {
-                        if (w.unhealthy)() {
-                            return Err(ForwardError::Stalled {
-                                url: worker_url.to_string(),
-                                after: started.elapsed(),
-                            });
-                        }
-                        next_check = Some(now + w.recheck());
-                    }
-                }
-                timer.as_mut().reset(wake_at(next_check));
             }
         }
     };
     match answered {
-        Ok(resp) => Ok(resp),
-        Err(UpstreamError::Connect(message)) => Err(ForwardError::Connect {
+        Err(_) => Err(ForwardError::Timeout {
             url: worker_url.to_string(),
-            message,
+            after: first_byte_timeout,
         }),
-        // hyper reports a request that was never written (e.g. a pooled connection closed by
-        // the peer) as "canceled": treat those like connect failures.
-        Err(UpstreamError::Unsent(e)) => Err(ForwardError::Connect {
+        Ok(Ok(resp)) => Ok(resp),
+        Ok(Err(e)) if e.is_connect() => Err(ForwardError::Connect {
             url: worker_url.to_string(),
             message: error_chain(&e),
         }),
-        Err(UpstreamError::Failed(e)) => Err(ForwardError::Io {
-            url: worker_url.to_string(),
-            message: error_chain(&e),
-        }),
+        Ok(Err(e)) => {
+            // hyper reports a request that was never written (e.g. a pooled connection closed
+            // by the peer) as "canceled"/"not sent": treat those like connect failures.
+            let message = error_chain(&e);
+            let unsent = is_unsent(&e);
+            let url = worker_url.to_string();
+            Err(if unsent {
+                ForwardError::Connect { url, message }
+            } else {
+                ForwardError::Io { url, message }
+            })
+        }
     }
+}
+
+/// The next health look of a watch; never, without one.
+async fn next_check(checks: Option<&mut tokio::time::Interval>) {
+    match checks {
+        Some(c) => {
+            c.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+fn is_unsent(e: &hyper_util::client::legacy::Error) -> bool {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = src {
+        if let Some(he) = s.downcast_ref::<hyper::Error>() {
+            return he.is_canceled();
+        }
+        src = s.source();
+    }
+    false
 }
 
 /// `e: cause: cause` in one line.

@@ -1,7 +1,6 @@
 //! Upstream forwarding: client pool, byte-exact relay of bodies and SSE streams, retries before the first byte.
 //!
-//! [`forward`] sends one attempt (original bytes, filtered headers, time-to-first-byte deadline)
-//! on a [`ConnPool`] connection that the request's own task drives;
+//! [`forward`] sends one attempt (original bytes, filtered headers, time-to-first-byte deadline);
 //! [`RelayBody`] streams the worker's response back and owns the request's booking;
 //! [`retry::run`] repeats attempts (backoff, exhausted, metrics hooks) while nothing reached the
 //! client; [`fanout::call`] does the small buffered admin calls; [`Target`] is the one place a
@@ -13,14 +12,12 @@ pub mod fanout;
 pub mod forward;
 pub mod headers;
 pub mod metrics;
-pub mod pool;
 pub mod relay;
 pub mod retry;
 pub mod target;
 
 pub use client::{build_client, UpstreamClient};
 pub use forward::{forward, ForwardError, HeadWait, StallWatch};
-pub use pool::{ConnPool, UpstreamBody};
 pub use relay::{RelayBody, RelayContext};
 pub use retry::{Retried, RetryPolicy};
 pub use target::Target;

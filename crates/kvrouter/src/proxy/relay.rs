@@ -18,11 +18,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
 
 use super::abort::abort_upstream;
 use super::client::UpstreamClient;
 use super::metrics::ProxyMetrics;
-use super::pool::UpstreamBody;
 use crate::routing::Booking;
 
 /// Facts about the request the relay needs when it ends.
@@ -42,17 +42,16 @@ pub struct RelayContext {
 
 /// Streams an upstream body to the client (see module docs).
 pub struct RelayBody {
-    inner: UpstreamBody,
+    inner: Incoming,
     booking: Option<Booking>,
     ctx: RelayContext,
     sse: bool,
     seen_first_byte: bool,
     finished: bool,
-    /// Fires after `stream_idle_timeout` without data, then every recheck. Made the first
-    /// time the worker has nothing to send (a response that arrives whole never needs one).
-    /// Data does not move it (a timer reset per chunk costs a timer-wheel update): it is
-    /// moved when it fires early, from `last_data`.
-    idle: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Fires after `stream_idle_timeout` without data, then every recheck. Data does not move
+    /// it (a timer reset per chunk costs a timer-wheel update): it is moved when it fires
+    /// early, from `last_data`.
+    idle: Pin<Box<tokio::time::Sleep>>,
     /// When the last body chunk came (or the relay started).
     last_data: tokio::time::Instant,
 }
@@ -69,7 +68,8 @@ pub enum RelayError {
 const STREAM_BROKEN_EVENT: &[u8] = b"data: {\"error\":{\"message\":\"the worker connection broke mid-stream\",\"type\":\"upstream_error\",\"code\":\"upstream_stream_broken\"}}\n\n";
 
 impl RelayBody {
-    pub fn new(inner: UpstreamBody, booking: Booking, sse: bool, ctx: RelayContext) -> RelayBody {
+    pub fn new(inner: Incoming, booking: Booking, sse: bool, ctx: RelayContext) -> RelayBody {
+        let ctx_idle = ctx.stream_idle_timeout;
         RelayBody {
             inner,
             booking: Some(booking),
@@ -77,7 +77,7 @@ impl RelayBody {
             sse,
             seen_first_byte: false,
             finished: false,
-            idle: None,
+            idle: Box::pin(tokio::time::sleep(ctx_idle)),
             last_data: tokio::time::Instant::now(),
         }
     }
@@ -117,15 +117,11 @@ impl RelayBody {
     ) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
         let after = self.ctx.stream_idle_timeout;
         let recheck = after.min(Duration::from_secs(1));
-        let mut idle = match self.idle.take() {
-            Some(idle) => idle,
-            None => Box::pin(tokio::time::sleep_until(self.last_data + after)),
-        };
-        while idle.as_mut().poll(cx).is_ready() {
+        while self.idle.as_mut().poll(cx).is_ready() {
             let quiet_until = self.last_data + after;
             if quiet_until > tokio::time::Instant::now() {
                 // Data came since the timer was set: not idle yet.
-                idle.as_mut().reset(quiet_until);
+                self.idle.as_mut().reset(quiet_until);
                 continue;
             }
             let unhealthy = self
@@ -146,9 +142,8 @@ impl RelayBody {
                 return self.fail(RelayError::Stalled(after), "stalled");
             }
             let next = tokio::time::Instant::now() + recheck;
-            idle.as_mut().reset(next);
+            self.idle.as_mut().reset(next);
         }
-        self.idle = Some(idle);
         Poll::Pending
     }
 

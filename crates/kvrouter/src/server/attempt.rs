@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use http_body_util::Either;
+use hyper::body::Incoming;
 
 use super::body::RouterBody;
 use super::error::ApiError;
@@ -17,9 +18,7 @@ use crate::proxy::abort::abort_upstream;
 use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
 use crate::proxy::metrics::ProxyMetrics;
 use crate::proxy::retry::{is_retryable_status, Attempts, RetryHooks};
-use crate::proxy::{
-    forward, ForwardError, HeadWait, RelayBody, RelayContext, StallWatch, UpstreamBody,
-};
+use crate::proxy::{forward, ForwardError, HeadWait, RelayBody, RelayContext, StallWatch};
 use crate::refit::rids::RidGuard;
 use crate::routing::{Booking, Endpoint, RoutingInput};
 use crate::workers::{Worker, WorkerId};
@@ -43,13 +42,11 @@ impl Drop for AbortIfDropped<'_> {
     }
 }
 
-/// How one attempt ended. Lives on one attempt's stack and is moved a few times; boxing the
-/// answered response would cost an allocation per request.
-#[allow(clippy::large_enum_variant)]
+/// How one attempt ended.
 pub(super) enum Tried {
     /// The worker answered (any status). `alternatives`: another candidate was left.
     Answered {
-        resp: Response<UpstreamBody>,
+        resp: Response<Incoming>,
         booking: Booking,
         alternatives: bool,
     },
@@ -200,13 +197,12 @@ impl<'a> WorkerAttempts<'a> {
         }
     }
 
-    fn relay(self, resp: Response<UpstreamBody>, mut booking: Booking) -> Response<RouterBody> {
+    fn relay(self, resp: Response<Incoming>, mut booking: Booking) -> Response<RouterBody> {
         let route = self.endpoint.label();
         let (mut parts, body) = resp.into_parts();
         strip_response_headers(&mut parts.headers);
-        let worker = booking.worker().clone();
-        let url = worker.url.as_str();
-        if let Ok(v) = HeaderValue::from_str(url) {
+        let url = booking.worker().url.clone();
+        if let Ok(v) = HeaderValue::from_str(&url) {
             parts.headers.insert(WORKER_HEADER, v);
         }
         let sse = parts
@@ -216,7 +212,7 @@ impl<'a> WorkerAttempts<'a> {
             .is_some_and(|v| v.starts_with("text/event-stream"))
             // A final error event can only be appended to a stream without a declared length.
             && !parts.headers.contains_key(header::CONTENT_LENGTH);
-        record(route, self.input.stream, parts.status, url, true);
+        record(route, self.input.stream, parts.status, &url, true);
         booking.on_response_head(parts.status);
         let ctx = RelayContext {
             route,
@@ -271,7 +267,7 @@ impl Attempts for WorkerAttempts<'_> {
             unhealthy: &unhealthy,
         };
         let result = forward(
-            &state.upstream,
+            &state.client,
             Method::POST,
             worker.as_ref().into(),
             path,

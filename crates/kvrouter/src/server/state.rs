@@ -8,7 +8,6 @@ use tokio_util::sync::CancellationToken;
 use crate::backoff::ExponentialBackoff;
 use crate::config::Config;
 use crate::config::Mode;
-use crate::proxy::pool::{ConnPool, PoolSettings};
 use crate::proxy::{build_client, UpstreamClient};
 use crate::refit::{RefitConfig, RefitState};
 use crate::routing::assembly::{self, IndexView};
@@ -21,10 +20,7 @@ pub struct AppState {
     pub config: Config,
     pub registry: Registry,
     pub selector: Selector,
-    /// Admin fan-outs, aborts and control calls to workers (hyper-util's pooled client).
     pub client: UpstreamClient,
-    /// The data plane's connections to workers, driven by the request's task (`proxy::pool`).
-    pub upstream: ConnPool,
     /// The data-plane retry backoff ([`retry_backoff`]).
     pub backoff: ExponentialBackoff,
     pub started: Instant,
@@ -119,7 +115,6 @@ impl AppState {
         Arc::new(AppState {
             text,
             client: build_client(config.connect_timeout),
-            upstream: ConnPool::new(PoolSettings::new(config.connect_timeout)),
             backoff: retry_backoff(&config),
             refit: RefitState::new(refit_config(&config)),
             registry,

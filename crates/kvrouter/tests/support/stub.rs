@@ -1,13 +1,8 @@
 //! An in-process fake worker (hyper): SGLang info routes (page size 16) plus a
 //! data-plane behaviour the test chooses (fixed bytes, a status, or never answering), and
-//! `/abort_request` recorded in `Stub::aborts`. It also records which connections carried
-//! data-plane requests (`Stub::data_connections`) and can close every open connection
-//! without a `Connection: close` (`Stub::drop_connections`), like a worker whose keep-alive
-//! timeout ran out.
+//! `/abort_request` recorded in `Stub::aborts`.
 
-use std::collections::{BTreeSet, HashSet};
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -39,17 +34,6 @@ pub struct Stub {
     pub aborts: Arc<Mutex<Vec<Bytes>>>,
     behaviour: Arc<Mutex<Behaviour>>,
     task: tokio::task::JoinHandle<()>,
-    conns: Arc<Conns>,
-}
-
-/// The stub's connections: which are open, which carried data-plane requests, and the
-/// signal that closes them.
-#[derive(Default)]
-struct Conns {
-    next: AtomicU64,
-    open: Mutex<HashSet<u64>>,
-    data: Mutex<BTreeSet<u64>>,
-    kill: Arc<tokio::sync::Notify>,
 }
 
 impl Stub {
@@ -61,42 +45,21 @@ impl Stub {
         let received = Arc::new(Mutex::new(Vec::new()));
         let aborts = Arc::new(Mutex::new(Vec::new()));
         let behaviour = Arc::new(Mutex::new(behaviour));
-        let conns = Arc::new(Conns::default());
-        let (rx, ax, bx, cx) = (
-            received.clone(),
-            aborts.clone(),
-            behaviour.clone(),
-            conns.clone(),
-        );
+        let (rx, ax, bx) = (received.clone(), aborts.clone(), behaviour.clone());
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
-                let (rx, ax, bx, cx) = (rx.clone(), ax.clone(), bx.clone(), cx.clone());
-                let id = cx.next.fetch_add(1, Ordering::Relaxed);
-                cx.open.lock().insert(id);
-                // Made before the task starts, so a kill right after the accept reaches it.
-                let killed = cx.kill.clone().notified_owned();
+                let (rx, ax, bx) = (rx.clone(), ax.clone(), bx.clone());
                 tokio::spawn(async move {
-                    let cx2 = cx.clone();
                     let svc = service_fn(move |req: Request<Incoming>| {
-                        let (rx, ax, bx, cx) = (rx.clone(), ax.clone(), bx.clone(), cx2.clone());
-                        async move {
-                            if is_data_plane(req.uri().path()) {
-                                cx.data.lock().insert(id);
-                            }
-                            Ok::<_, Infallible>(stub_answer(req, rx, ax, bx).await)
-                        }
+                        let (rx, ax, bx) = (rx.clone(), ax.clone(), bx.clone());
+                        async move { Ok::<_, Infallible>(stub_answer(req, rx, ax, bx).await) }
                     });
-                    let builder =
-                        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                    let conn = builder.serve_connection(TokioIo::new(stream), svc);
-                    tokio::select! {
-                        _ = conn => {}
-                        () = killed => {}
-                    }
-                    cx.open.lock().remove(&id);
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
                 });
             }
         });
@@ -106,25 +69,7 @@ impl Stub {
             aborts,
             behaviour,
             task,
-            conns,
         }
-    }
-
-    /// How many distinct connections have carried data-plane requests so far.
-    pub fn data_connections(&self) -> usize {
-        self.conns.data.lock().len()
-    }
-
-    /// Closes every open connection (no `Connection: close`, no response in flight is
-    /// finished) and returns once they are closed.
-    pub async fn drop_connections(&self) {
-        let before: HashSet<u64> = self.conns.open.lock().clone();
-        self.conns.kill.notify_waiters();
-        super::wait::wait_for("the stub's connections to close", || {
-            let closed = self.conns.open.lock().is_disjoint(&before);
-            async move { closed }
-        })
-        .await;
     }
 
     pub fn set(&self, b: Behaviour) {
@@ -136,13 +81,6 @@ impl Drop for Stub {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-fn is_data_plane(path: &str) -> bool {
-    matches!(
-        path,
-        "/generate" | "/v1/chat/completions" | "/v1/completions"
-    )
 }
 
 fn json_resp(status: u16, body: Value) -> Response<Full<Bytes>> {
@@ -180,7 +118,7 @@ async fn stub_answer(
             aborts.lock().push(body);
             json_resp(200, serde_json::json!({}))
         }
-        p if is_data_plane(p) => {
+        "/generate" | "/v1/chat/completions" | "/v1/completions" => {
             received.lock().push(body);
             let b = behaviour.lock().clone();
             match b {
