@@ -3,9 +3,9 @@
 #
 # Starts N sglang-mock workers (--speedup 0, KV events on), one router in front of them, drives
 # it with wrk (random 32-token /generate, benches/wrk/random32.lua), reads the router's CPU
-# ticks around the measured run and, with PERF=1, records `perf record -g --call-graph dwarf`
-# of the router during a second run and folds it into an SVG with inferno
-# (`cargo install inferno`).
+# ticks and context switches (all its threads) around the measured run and, with PERF=1,
+# records `perf record -g --call-graph dwarf` of the router during a second run and folds it
+# into an SVG with inferno (`cargo install inferno`).
 #
 # usage: BIN=target/release MODE=kv OUT=/tmp/prof crates/kvrouter/benches/wrk/profile.sh
 #   MODE     router --mode (kv, least-load, round-robin, ...)          default kv
@@ -18,6 +18,8 @@
 #   PROMPT_LEN  random prompt tokens per request (random32.lua reads it)   default 32
 #   CONNS    wrk connections / THREADS wrk threads / SECS per run         32 / 2 / 8
 #   PERF=1   also record and render $OUT/flame-$MODE.svg
+#   STAT=1   also count the router's syscalls, futex calls and epoll waits per request
+#            (perf stat on tracepoints, during the measured run)
 #   EXTRA    extra router flags
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -29,6 +31,8 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -r
 trap cleanup EXIT
 wait_line() { local n=0; until grep -q "listening on" "$1" 2>/dev/null; do sleep 0.05; n=$((n + 1)); [ $n -lt 600 ] || { echo "no listening line in $1" >&2; cat "${1%.out}.err" >&2; exit 1; }; done; sed -n 's/.*listening on //p' "$1" | head -1; }
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+# context switches (voluntary + involuntary) of all the router's threads
+switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { s += $2 } END { print s }'; }
 
 MOCKS=${MOCKS:-$WORKERS}; HOST=127.0.0.1; [ "$MOCKS" -lt "$WORKERS" ] && HOST=0.0.0.0
 export PROMPT_LEN=${PROMPT_LEN:-32}
@@ -54,14 +58,26 @@ until [ "$(healthy)" = "$WORKERS" ]; do sleep 0.2; done
 
 run() { wrk -t"$THREADS" -c"$CONNS" -d"$1" --latency -s "$HERE/random32.lua" "$R"; }
 run 2s >/dev/null   # warm-up: pooled upstream connections, allocator
-t0=$(ticks $RP)
+EVENTS_STAT=raw_syscalls:sys_enter,syscalls:sys_enter_futex,syscalls:sys_enter_epoll_wait
+if [ "${STAT:-0}" = 1 ]; then
+  perf stat -x, -e "$EVENTS_STAT" -p "$RP" -o "$T/stat" & SP=$!
+fi
+t0=$(ticks $RP); s0=$(switches $RP)
 res=$(run "${SECS}s")
-t1=$(ticks $RP)
+t1=$(ticks $RP); s1=$(switches $RP)
 n=$(echo "$res" | sed -n 's/^ *\([0-9]*\) requests in.*/\1/p')
 rps=$(echo "$res" | sed -n 's/^Requests\/sec: *//p')
 hz=$(getconf CLK_TCK)
 us=$(awk -v t=$((t1 - t0)) -v n="$n" -v hz="$hz" 'BEGIN { printf "%.1f", t * 1e6 / hz / n }')
-echo "mode=$MODE workers=$WORKERS mocks=$MOCKS events=${EVENTS:-1} prompt=$PROMPT_LEN conns=$CONNS requests=$n req/s=$rps router_cpu_us_per_req=$us load=$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/summary.txt"
+cs=$(awk -v s=$((s1 - s0)) -v n="$n" 'BEGIN { printf "%.2f", s / n }')
+sc=""
+if [ "${STAT:-0}" = 1 ]; then
+  kill -INT "$SP"; wait "$SP" || true
+  # syscalls, futex calls and epoll waits per request
+  sc=$(awk -F, -v n="$n" '/sys_enter/ { split($3, e, ":"); name = e[2]; sub(/^sys_enter_?/, "", name);
+       printf " %s_per_req=%.2f", (name == "" ? "syscalls" : name), $1 / n }' "$T/stat")
+fi
+echo "mode=$MODE workers=$WORKERS mocks=$MOCKS events=${EVENTS:-1} prompt=$PROMPT_LEN conns=$CONNS requests=$n req/s=$rps router_cpu_us_per_req=$us switches_per_req=$cs$sc load=$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/summary.txt"
 
 if [ "${PERF:-0}" = 1 ]; then
   perf record -F 499 -g --call-graph dwarf,16384 -o "$OUT/perf-$MODE.data" -p "$RP" -- sleep 5 \

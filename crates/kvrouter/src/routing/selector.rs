@@ -4,7 +4,9 @@
 //! candidate; new keys (and keys whose worker left) go to the least-loaded candidate and are
 //! stuck there. Other requests ask the configured policy.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use prometheus::IntCounter;
 
 use super::basic::{LeastLoad, Random, RoundRobin};
 use super::booking::Booking;
@@ -21,6 +23,18 @@ pub struct Selector {
     least_load: LeastLoad,
     sticky: StickyTable,
     metrics: RoutingMetrics,
+    /// `kvrouter_routing_decisions_total` children by [`Decided`], looked up at first use
+    /// (not per request, and no series before the first decision of its kind).
+    decided: [OnceLock<IntCounter>; 4],
+}
+
+/// Who decided a request's worker: the `policy` label of `kvrouter_routing_decisions_total`.
+#[derive(Clone, Copy)]
+enum Decided {
+    Policy,
+    Sticky,
+    StickyYield,
+    StickyNew,
 }
 
 /// The policy for `mode`. `Mode::Kv` is not implemented here yet and falls back to least-load
@@ -40,7 +54,21 @@ impl Selector {
             least_load: LeastLoad::default(),
             sticky,
             metrics: RoutingMetrics::get(),
+            decided: Default::default(),
         }
+    }
+
+    /// Counts one decision (the counter child is looked up once per label).
+    fn count(&self, decided: Decided) {
+        let label = match decided {
+            Decided::Policy => self.policy.name(),
+            Decided::Sticky => "sticky",
+            Decided::StickyYield => "sticky-yield",
+            Decided::StickyNew => "sticky-new",
+        };
+        self.decided[decided as usize]
+            .get_or_init(|| self.metrics.decisions.with_label_values(&[label]))
+            .inc();
     }
 
     /// The configured policy's name.
@@ -63,16 +91,16 @@ impl Selector {
         if candidates.is_empty() {
             return None;
         }
-        let (choice, label) = match routing_key {
+        let (choice, decided) = match routing_key {
             Some(key) => match self.sticky.lookup(key, candidates) {
                 Some(index) => {
                     let choice = self.policy.select_preferring(input, candidates, index)?;
                     if choice.index == index {
-                        (choice, "sticky")
+                        (choice, Decided::Sticky)
                     } else {
                         // The policy overrode an overloaded sticky worker (KV mode only).
                         self.sticky.assign(key, candidates.get(choice.index)?.id);
-                        (choice, "sticky-yield")
+                        (choice, Decided::StickyYield)
                     }
                 }
                 None => {
@@ -82,13 +110,13 @@ impl Selector {
                         Choice::index(self.least_load.pick(candidates)?)
                     };
                     self.sticky.assign(key, candidates.get(choice.index)?.id);
-                    (choice, "sticky-new")
+                    (choice, Decided::StickyNew)
                 }
             },
-            None => (self.policy.select(input, candidates)?, self.policy.name()),
+            None => (self.policy.select(input, candidates)?, Decided::Policy),
         };
         let worker = candidates.get(choice.index)?.clone();
-        self.metrics.decisions.with_label_values(&[label]).inc();
+        self.count(decided);
         Some(Booking::new(worker, choice.rank, choice.observer))
     }
 }

@@ -16,6 +16,9 @@ use crate::metrics::register;
 pub struct KvMetrics {
     /// `kvrouter_kv_decision_seconds{stage=hash|match|score}`.
     pub stage: HistogramVec,
+    /// The `stage` children `hash`, `match`, `score` (in that order), looked up once: every
+    /// KV decision observes all three.
+    pub stages: [Histogram; 3],
     /// `kvrouter_kv_request_blocks`: full pages per routed request.
     pub request_blocks: Histogram,
     /// `kvrouter_kv_overlap_ratio`: chosen unit's cached blocks / request blocks.
@@ -52,18 +55,20 @@ impl KvMetrics {
             let buckets = vec![
                 1e-7, 2.5e-7, 5e-7, 1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3,
             ];
-            KvMetrics {
-                stage: register(
-                    HistogramVec::new(
-                        HistogramOpts::new(
-                            "kvrouter_kv_decision_seconds",
-                            "Time per KV routing decision stage (hash, match, score)",
-                        )
-                        .buckets(buckets),
-                        &["stage"],
+            let stage = register(
+                HistogramVec::new(
+                    HistogramOpts::new(
+                        "kvrouter_kv_decision_seconds",
+                        "Time per KV routing decision stage (hash, match, score)",
                     )
-                    .expect("valid metric"),
-                ),
+                    .buckets(buckets),
+                    &["stage"],
+                )
+                .expect("valid metric"),
+            );
+            KvMetrics {
+                stages: ["hash", "match", "score"].map(|s| stage.with_label_values(&[s])),
+                stage,
                 request_blocks: register(
                     Histogram::with_opts(
                         HistogramOpts::new(

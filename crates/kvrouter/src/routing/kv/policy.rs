@@ -184,15 +184,10 @@ impl KvPolicy {
             }
         }
         let t3 = Instant::now();
-        m.stage
-            .with_label_values(&["hash"])
-            .observe((t1 - t0).as_secs_f64());
-        m.stage
-            .with_label_values(&["match"])
-            .observe((t2 - t1).as_secs_f64());
-        m.stage
-            .with_label_values(&["score"])
-            .observe((t3 - t2).as_secs_f64());
+        let [hash, matching, score] = &m.stages;
+        hash.observe((t1 - t0).as_secs_f64());
+        matching.observe((t2 - t1).as_secs_f64());
+        score.observe((t3 - t2).as_secs_f64());
         let worker = &candidates[chosen.candidate];
         if request_blocks > 0 {
             m.request_blocks.observe(f64::from(request_blocks));
