@@ -245,6 +245,11 @@ fn exactly_one_router_replica_relays_events() {
             Some("nats://nats:4222"),
             "every replica shares events over the nats Service"
         );
+        assert_eq!(
+            arg_value(&args, "--kv-blind-threshold").as_deref(),
+            Some("0.5"),
+            "replicas behind one Service agree on blind placements"
+        );
         if args.iter().any(|a| a == "--publish-events") {
             relays += deployment["spec"]["replicas"].as_i64().unwrap();
             assert_eq!(
