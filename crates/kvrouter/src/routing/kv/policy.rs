@@ -265,6 +265,9 @@ impl KvPolicy {
         self.settings.predict_ttl?;
         let key = key?;
         let b = self.settings.blind;
+        if b.threshold <= 0.0 {
+            return None; // the rule is off (the default): no per-request work
+        }
         let units: Vec<BlindUnit<'_>> = scored
             .iter()
             .map(|s| BlindUnit {
