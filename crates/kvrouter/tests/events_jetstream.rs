@@ -21,15 +21,20 @@ fn js_flags(nats: &str) -> Vec<&str> {
     vec!["--nats-url", nats, "--nats-jetstream"]
 }
 
-/// `GET /readiness` until 200 (deadline 30 s).
-async fn wait_ready(c: &reqwest::Client, router: &str) {
+/// `GET /readiness` until 200 with all `workers` registered (deadline 30 s).
+async fn wait_ready(c: &reqwest::Client, router: &str, workers: usize) {
     let deadline = Deadline::after(Duration::from_secs(30));
     loop {
         let resp = c.get(format!("{router}/readiness")).send().await.unwrap();
-        if resp.status() == 200 {
+        let ok = resp.status() == 200;
+        let body = resp.text().await.unwrap_or_default();
+        // Ready counts only registered workers, and the startup workers register one by one:
+        // wait until all of them are registered (and so rebuilt) too.
+        let all = serde_json::from_str::<serde_json::Value>(&body)
+            .is_ok_and(|v| v["total_workers"].as_u64() == Some(workers as u64));
+        if ok && all {
             return;
         }
-        let body = resp.text().await.unwrap_or_default();
         deadline.check(&format!("{router} to be ready; last: {body}"));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -97,7 +102,7 @@ async fn restarted_router_rebuilds_its_index_from_jetstream() {
 
     // A router started now is ready only with the whole index rebuilt from the stream.
     let restarted = kv_router(&workers, &js_flags(&nats.url));
-    wait_ready(&c, &restarted.url).await;
+    wait_ready(&c, &restarted.url, workers.len()).await;
     let rebuilt = debug_index(&c, &restarted.url).await;
     assert_eq!(
         rebuilt["digest"], settled["digest"],
