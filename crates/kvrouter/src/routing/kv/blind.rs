@@ -14,7 +14,7 @@
 //! The prompt key is the last full block's sequence hash (it identifies the whole prompt, so
 //! siblings agree). Design and measurements: docs/kv-routing.md "Blind placements".
 
-use xxhash_rust::xxh3::xxh3_64_with_seed;
+use xxhash_rust::xxh3::Xxh3;
 
 use crate::workers::Rank;
 
@@ -52,10 +52,11 @@ pub fn is_blind(threshold: f64, request_blocks: u32, units: &[BlindUnit<'_>]) ->
 
 /// The rendezvous weight of a unit for a prompt key (the same on every replica and process).
 pub fn weight(key: u64, url: &str, rank: Rank) -> u64 {
-    let mut name = Vec::with_capacity(url.len() + 4);
-    name.extend_from_slice(url.as_bytes());
-    name.extend_from_slice(&rank.to_le_bytes());
-    xxh3_64_with_seed(&name, key)
+    // xxh3-64 (seed `key`) of `url ++ le(rank)`, streamed so no buffer is built per unit.
+    let mut h = Xxh3::with_seed(key);
+    h.update(url.as_bytes());
+    h.update(&rank.to_le_bytes());
+    h.digest()
 }
 
 /// What [`place`] chose.
@@ -110,6 +111,15 @@ pub fn place(key: u64, units: &[BlindUnit<'_>], balance_factor: f64) -> Option<P
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn weight_is_the_one_shot_hash_of_url_and_rank() {
+        // Replicas of different builds must rank units alike: pin the definition.
+        let mut name = b"http://10.0.0.1:30000".to_vec();
+        name.extend_from_slice(&3u32.to_le_bytes());
+        let one_shot = xxhash_rust::xxh3::xxh3_64_with_seed(&name, 42);
+        assert_eq!(weight(42, "http://10.0.0.1:30000", 3), one_shot);
+    }
 
     const URLS: [&str; 8] = [
         "http://10.0.0.1:30000",
