@@ -55,6 +55,9 @@ pub struct Config {
     /// Deadline for the worker's first response byte (not for the whole stream).
     pub request_timeout: Duration,
     pub connect_timeout: Duration,
+    /// Pooled worker connections idle longer than this are not reused (below the workers'
+    /// keep-alive).
+    pub worker_idle_timeout: Duration,
     pub health_check_interval: Duration,
     pub health_check_timeout: Duration,
     pub health_failure_threshold: u32,
@@ -275,6 +278,7 @@ impl Config {
             port: o.port,
             request_timeout: secs("request_timeout_secs", o.request_timeout_secs)?,
             connect_timeout: secs("connect_timeout_secs", o.connect_timeout_secs)?,
+            worker_idle_timeout: secs("worker_idle_timeout_secs", o.worker_idle_timeout_secs)?,
             health_check_interval: secs(
                 "health_check_interval_secs",
                 o.health_check_interval_secs,

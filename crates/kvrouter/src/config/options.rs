@@ -57,6 +57,17 @@ pub struct Options {
     /// TCP connect timeout to a worker, in seconds.
     #[arg(long, env = "KVROUTER_CONNECT_TIMEOUT_SECS", default_value_t = 5.0)]
     pub connect_timeout_secs: f64,
+    /// Seconds a pooled connection to a worker may sit idle and still be reused. Keep it
+    /// below the workers' keep-alive: SGLang closes an idle connection after
+    /// `SGLANG_TIMEOUT_KEEP_ALIVE` (5 s by default), and a request sent on a connection the
+    /// worker is closing fails (the router cannot tell whether the worker read it, so it is
+    /// not retried).
+    #[arg(
+        long,
+        env = "KVROUTER_WORKER_IDLE_TIMEOUT_SECS",
+        default_value_t = crate::workers::http::WORKER_IDLE_TIMEOUT.as_secs_f64()
+    )]
+    pub worker_idle_timeout_secs: f64,
     /// Seconds between health checks (GET /health) of every worker.
     #[arg(
         long,
@@ -92,10 +103,13 @@ pub struct Options {
     pub max_payload_size: usize,
     /// Seconds a client may take to send a request's headers (HTTP/1); also how long a
     /// keep-alive connection may sit idle between requests. Beyond, the connection is closed.
+    /// Longer than common clients' pool idle timeouts (reqwest/hyper-util and Go 90 s,
+    /// aiohttp 15 s, httpx 5 s), so the client drops an idle connection first: a server that
+    /// closes first races a client reusing it, whose request then fails with a reset.
     #[arg(
         long,
         env = "KVROUTER_HEADER_READ_TIMEOUT_SECS",
-        default_value_t = 30.0
+        default_value_t = 120.0
     )]
     pub header_read_timeout_secs: f64,
     /// Seconds a request body may go without a byte arriving; beyond, 408 and the connection

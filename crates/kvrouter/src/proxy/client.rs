@@ -11,15 +11,16 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 /// Client used for every call to a worker (data plane and fan-outs).
 pub type UpstreamClient = Client<HttpConnector, Full<Bytes>>;
 
-/// Builds the shared client: TCP_NODELAY, `connect_timeout`, pooled keep-alive connections.
-pub fn build_client(connect_timeout: Duration) -> UpstreamClient {
+/// Builds the shared client: TCP_NODELAY, `connect_timeout`, pooled keep-alive connections
+/// reused while idle for less than `idle_timeout` (`--worker-idle-timeout-secs`).
+pub fn build_client(connect_timeout: Duration, idle_timeout: Duration) -> UpstreamClient {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
     connector.set_connect_timeout(Some(connect_timeout));
     connector.set_keepalive(Some(Duration::from_secs(30)));
     Client::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())
-        .pool_idle_timeout(Duration::from_secs(50))
+        .pool_idle_timeout(idle_timeout)
         .pool_max_idle_per_host(512)
         .build(connector)
 }

@@ -114,7 +114,7 @@ impl AppState {
         });
         Arc::new(AppState {
             text,
-            client: build_client(config.connect_timeout),
+            client: build_client(config.connect_timeout, config.worker_idle_timeout),
             backoff: retry_backoff(&config),
             refit: RefitState::new(refit_config(&config)),
             registry,

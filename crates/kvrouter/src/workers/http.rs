@@ -6,7 +6,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde_json::Value;
 
 /// Pooled HTTP/1 client for GET requests to workers.
@@ -42,13 +42,22 @@ impl HttpGetError {
     }
 }
 
-/// Builds the client with a connect timeout and TCP_NODELAY.
+/// How long a pooled connection to a worker may sit idle and still be reused (the default of
+/// `--worker-idle-timeout-secs`): below SGLang's keep-alive (`SGLANG_TIMEOUT_KEEP_ALIVE`,
+/// 5 s by default; `python/sglang/srt/environ.py`, passed to uvicorn as
+/// `timeout_keep_alive`), so the router stops reusing a connection before the worker closes
+/// it instead of racing the close.
+pub const WORKER_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// Builds the client with a connect timeout and TCP_NODELAY; pooled connections are reused
+/// for [`WORKER_IDLE_TIMEOUT`].
 pub fn new_client(connect_timeout: Duration) -> HttpClient {
     let mut connector = HttpConnector::new();
     connector.set_connect_timeout(Some(connect_timeout));
     connector.set_nodelay(true);
     Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(30))
+        .pool_timer(TokioTimer::new())
+        .pool_idle_timeout(WORKER_IDLE_TIMEOUT)
         .build(connector)
 }
 

@@ -119,7 +119,12 @@ pub async fn run_and_compare(
     // The ratio went through JSON: serde_json's default float parser may be
     // one ulp off, so compare within a tolerance far below any real error.
     let want = cached as f64 / prompt as f64;
-    let got = summary.prefix_hit_rate.expect("hit rate with prompt tokens");
-    assert!((got - want).abs() < 1e-12, "hit rate {got} vs {want}\n{stdout}");
+    let got = summary
+        .prefix_hit_rate
+        .expect("hit rate with prompt tokens");
+    assert!(
+        (got - want).abs() < 1e-12,
+        "hit rate {got} vs {want}\n{stdout}"
+    );
     summary
 }

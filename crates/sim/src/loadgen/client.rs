@@ -50,7 +50,9 @@ impl HttpClient {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         let inner = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
+            // Below the shortest server keep-alive it talks to (SGLang's and the mock's 5 s;
+            // the router's is longer): a connection reused as the server closes it fails.
+            .pool_idle_timeout(Duration::from_secs(4))
             .build(connector);
         let authorization = api_key
             .map(|k| HeaderValue::from_str(&format!("Bearer {k}")))

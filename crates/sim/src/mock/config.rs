@@ -102,6 +102,12 @@ pub struct MockArgs {
     /// Test hook: every weight-update call fails with `{"success":false}`.
     #[arg(long)]
     pub fail_weight_updates: bool,
+    /// Seconds an idle keep-alive connection stays open after a response (SGLang:
+    /// `SGLANG_TIMEOUT_KEEP_ALIVE`, default 5, passed to uvicorn as `timeout_keep_alive` in
+    /// `python/sglang/srt/entrypoints/http_server.py`; also bounds how long a request head may
+    /// take, as uvicorn's does).
+    #[arg(long, env = "SGLANG_TIMEOUT_KEEP_ALIVE", default_value_t = 5.0)]
+    pub timeout_keep_alive: f64,
     /// Tokio worker threads (HTTP and schedulers share them).
     #[arg(long, default_value_t = 2)]
     pub worker_threads: usize,
@@ -152,6 +158,9 @@ impl MockArgs {
         }
         if self.vocab_size < 512 {
             return Err("--vocab-size must be at least 512".into());
+        }
+        if !(self.timeout_keep_alive.is_finite() && self.timeout_keep_alive > 0.0) {
+            return Err("--timeout-keep-alive must be a positive number of seconds".into());
         }
         if self.speedup.is_nan() || self.speedup < 0.0 || !self.speedup.is_finite() {
             return Err("--speedup must be a finite number >= 0".into());

@@ -11,13 +11,14 @@ pub mod respond;
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::{header, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::json;
 use tokio::net::TcpListener;
 
@@ -63,8 +64,11 @@ const KNOWN_PATHS: &[&str] = &[
     "/mock/state",
 ];
 
-/// Accepts connections forever.
+/// Accepts connections forever. Like SGLang's uvicorn, a keep-alive connection idle for
+/// `--timeout-keep-alive` seconds is closed (hyper's header-read timer runs from the end of
+/// the previous response, so it is both the idle and the request-head limit).
 pub async fn serve(listener: TcpListener, state: Arc<MockState>) {
+    let keep_alive = Duration::from_secs_f64(state.args.timeout_keep_alive);
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(c) => c,
@@ -81,6 +85,8 @@ pub async fn serve(listener: TcpListener, state: Arc<MockState>) {
                 async move { Ok::<_, Infallible>(handle(state, req).await) }
             });
             if let Err(e) = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(keep_alive)
                 .keep_alive(true)
                 .serve_connection(TokioIo::new(stream), svc)
                 .await
