@@ -5,7 +5,8 @@
 //! Every booking is a record (unit, its sequence hashes, what is still live)
 //! plus per-block entries in a sharded map the query side reads like the
 //! confirmed map. Predictions end on expiry, on `cancel` (the request failed
-//! before prefill) or per block when a real `BlockStored` supersedes them;
+//! before prefill) or per block when a real `BlockStored` or `BlockRemoved` of
+//! that block on that unit supersedes them;
 //! in-flight marks end on `prefill_done` or `cancel`.
 
 use std::cmp::Reverse;
@@ -253,7 +254,8 @@ impl PendingLayer {
         }
     }
 
-    /// A real `BlockStored` confirmed `seq` on `unit`: its prediction is done.
+    /// A real event spoke about `seq` on `unit` (`BlockStored` confirmed it, `BlockRemoved`
+    /// evicted it): its prediction there is done; an in-flight mark stays.
     pub(crate) fn supersede(&self, seq: SeqHash, unit: UnitId) {
         if self.is_empty() {
             return;

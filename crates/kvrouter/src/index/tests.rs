@@ -328,6 +328,39 @@ fn a_real_store_supersedes_the_prediction() {
 }
 
 #[test]
+fn an_eviction_voids_the_prediction_of_that_block() {
+    let idx = KvIndex::new(PAGE);
+    let t = toks(16, 17);
+    let q = seq_hashes(&t, PAGE as usize);
+    let ev = stored(None, &t);
+    idx.apply(w(1), 0, &ev).unwrap();
+    // Routed to the holder: its blocks are predicted there too.
+    let mut b = idx.book(w(1), 0, &q, Duration::from_secs(60)).unwrap();
+    b.prefill_done();
+    let u = idx.find_matches(&q).units[0];
+    assert_eq!((u.confirmed, u.predicted), (4, 4));
+    // The worker evicts them: no prediction keeps them cached in the router's view.
+    let KvEvent::Stored { block_hashes, .. } = ev else {
+        unreachable!()
+    };
+    idx.apply(w(1), 0, &KvEvent::Removed { block_hashes })
+        .unwrap();
+    assert!(idx.find_matches(&q).units.is_empty());
+    // A prediction on another unit is untouched.
+    let _other = idx.book(w(2), 0, &q, Duration::from_secs(60)).unwrap();
+    let ev = stored(None, &t);
+    idx.apply(w(1), 0, &ev).unwrap();
+    let KvEvent::Stored { block_hashes, .. } = ev else {
+        unreachable!()
+    };
+    idx.apply(w(1), 0, &KvEvent::Removed { block_hashes })
+        .unwrap();
+    let o = idx.find_matches(&q);
+    assert_eq!(o.cached(Unit::new(w(2), 0)), 4);
+    assert_eq!(o.cached(Unit::new(w(1), 0)), 0);
+}
+
+#[test]
 fn siblings_share_in_flight_blocks_once() {
     let idx = KvIndex::new(PAGE);
     let q = seq_hashes(&toks(40, 16), PAGE as usize);

@@ -205,33 +205,35 @@ impl UnitBlocks {
 
     /// [`UnitBlocks::remove`] on a [`batchable`](Self::batchable) unit: the
     /// block-map change is pushed to `ops`.
-    pub(crate) fn remove_deferred(&mut self, engine: EngineHash, ops: &mut Vec<Op>) -> bool {
+    pub(crate) fn remove_deferred(
+        &mut self,
+        engine: EngineHash,
+        ops: &mut Vec<Op>,
+    ) -> Option<SeqHash> {
         debug_assert!(self.identity == 0);
-        let Some(seq) = self.mapped.remove(&engine) else {
-            return false;
-        };
+        let seq = self.mapped.remove(&engine)?;
         self.shrink_if_sparse();
         ops.push((seq, false));
-        true
+        Some(seq)
     }
 
     fn shrink_if_sparse(&mut self) {
         table::shrink_if_sparse(&mut self.mapped);
     }
 
-    /// Evicts `engine` from this unit; returns whether it was resident.
-    pub(crate) fn remove(&mut self, blocks: &BlockMap, engine: EngineHash) -> bool {
+    /// Evicts `engine` from this unit; returns its sequence hash if it was resident.
+    pub(crate) fn remove(&mut self, blocks: &BlockMap, engine: EngineHash) -> Option<SeqHash> {
         self.flush(blocks);
         if let Some(seq) = self.mapped.remove(&engine) {
             self.shrink_if_sparse();
             blocks.remove(seq, self.id);
-            return true;
+            return Some(seq);
         }
         if self.identity > 0 && blocks.remove(engine, self.id) {
             self.identity -= 1;
-            return true;
+            return Some(engine);
         }
-        false
+        None
     }
 
     /// Evicts everything; returns how many blocks were resident.
