@@ -44,8 +44,9 @@ pub struct KvMetrics {
     /// `kvrouter_kv_unit_speed_factor_changes_total`: a unit became or stopped being scaled (0
     /// on a homogeneous fleet: the block-count model's decisions throughout).
     pub speed_changes: IntCounter,
-    /// `kvrouter_kv_blind_total{result=first|spilled}`: blind placements (`blind.rs`).
-    pub blind: IntCounterVec,
+    /// `kvrouter_kv_blind_total{result=first|spilled}`: blind placements (`blind.rs`),
+    /// the handles of `[first, spilled]`.
+    pub blind: [IntCounter; 2],
 }
 
 impl KvMetrics {
@@ -177,7 +178,8 @@ impl KvMetrics {
                     )
                     .expect("valid metric"),
                 ),
-                blind: register(
+                blind: {
+                    let vec = register(
                     IntCounterVec::new(
                         Opts::new(
                             "kvrouter_kv_blind_total",
@@ -186,7 +188,9 @@ impl KvMetrics {
                         &["result"],
                     )
                     .expect("valid metric"),
-                ),
+                    );
+                    ["first", "spilled"].map(|r| vec.with_label_values(&[r]))
+                },
             }
         })
     }

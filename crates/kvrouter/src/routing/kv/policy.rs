@@ -281,10 +281,7 @@ impl KvPolicy {
             return None;
         }
         let placed = blind::place(key, &units, b.balance_factor)?;
-        KvMetrics::get()
-            .blind
-            .with_label_values(&[if placed.spilled { "spilled" } else { "first" }])
-            .inc();
+        KvMetrics::get().blind[usize::from(placed.spilled)].inc();
         Some(placed.unit)
     }
 }
