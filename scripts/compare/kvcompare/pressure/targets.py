@@ -85,8 +85,14 @@ def hit_vs_best_peer(points: float) -> Callable[[Ctx], Outcome]:
             return _na("no kvrouter kv or peer row")
         name, best = max(peers, key=lambda p: p[1])
         d = (kv - best) * 100
-        return Outcome(f"{d:+.1f} points ({_pct(kv)} vs {name} {_pct(best)})", d >= points - 1e-9,
-                       f"{points - d:.1f} points short")
+        gap = f"{points - d:.1f} points short"
+        ref = _get(c.reference(), "hit_rate")
+        want = best + points / 100
+        if points > 0 and ref is not None and want > ref:
+            # One cache holding the whole fleet's KV bounds what any placement reaches.
+            gap += (f"; the target ({_pct(want)}) is above the shared-cache reference ({_pct(ref)}):"
+                    f" at most {(ref - best) * 100:+.1f} points are reachable")
+        return Outcome(f"{d:+.1f} points ({_pct(kv)} vs {name} {_pct(best)})", d >= points - 1e-9, gap)
     return f
 
 

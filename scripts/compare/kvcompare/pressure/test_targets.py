@@ -26,7 +26,8 @@ class TargetsTest(unittest.TestCase):
         self.assertTrue(bound["met"])  # 0.088 / 0.089 = 98.9%
         peer = by_id(rows, "trace-peer")[0]
         self.assertFalse(peer["met"])  # 8.8% - 6.0% = 2.8 points, 5 wanted
-        self.assertEqual(peer["gap"], "2.2 points short")
+        self.assertEqual(peer["gap"], "2.2 points short; the target (11.0%) is above the shared-cache "
+                                      "reference (8.9%): at most +2.9 points are reachable")
         self.assertIn("sgl-router cache_aware", peer["measured"])
         self.assertTrue(by_id(rows, "trace-ttft50")[0]["met"])  # 100 / 80 = 1.25x <= 1.5x
         self.assertTrue(by_id(rows, "trace-ttft99")[0]["met"])  # 900 / 1000 ms
@@ -45,6 +46,15 @@ class TargetsTest(unittest.TestCase):
         rr = by_id(rows, "ttft99-rr")[0]
         self.assertIsNone(rr["met"])  # no round-robin row
         self.assertIn("round-robin", rr["gap"])
+
+    def test_a_peer_margin_beyond_the_shared_cache_reference_says_so(self):
+        runs = [row("kvrouter kv", "kvrouter", hit_rate=0.844, wl="tenants", cap="fits"),
+                row("sgl-router cache_aware", "sglr", hit_rate=0.835, wl="tenants", cap="fits"),
+                row("reference: one shared cache", "reference", hit_rate=0.882, wl="tenants", cap="fits")]
+        hit = by_id(targets.evaluate(runs), "tenants-hit")[0]
+        self.assertFalse(hit["met"])
+        self.assertEqual(hit["gap"], "4.1 points short; the target (88.5%) is above the shared-cache "
+                                     "reference (88.2%): at most +4.7 points are reachable")
 
     def test_failed_rows_do_not_count_and_mix_reads_its_parts(self):
         def mix(router, family, rollout, agent):
