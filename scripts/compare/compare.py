@@ -51,7 +51,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--only", default=None,
                     help="routers: groups kvrouter|peers|sglr|smg|demo|all and/or names, comma separated")
     ap.add_argument("--workloads", default=None,
-                    help="comma list: grpo,agent,agent-text,trace (default all four); pressure: trace,grpo,tenants,agent,mix")
+                    help="comma list: grpo,agent,agent-text,trace (default all four); pressure: trace,grpo,tenants,agent,mix or one case such as trace-over")
     ap.add_argument("--timing-models", default=None,
                     help="pressure: the mocks' --timing-model values, comma separated (default poly,roofline; "
                          "--quick: poly)")

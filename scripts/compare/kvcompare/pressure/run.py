@@ -57,10 +57,13 @@ def run(a) -> int:
     size = a.size
     tms = [t.strip() for t in a.timing_models.split(",") if t.strip()]
     wanted = [w.strip() for w in a.workloads.split(",") if w.strip()]
-    unknown = [w for w in wanted if w not in suite.WORKLOADS]
+    # A workload runs at both capacities; a case key (`trace-over`) picks one.
+    known = [*suite.WORKLOADS, *(f"{w}-{c}" for w in suite.WORKLOADS for c in ("fits", "over"))]
+    unknown = [w for w in wanted if w not in known]
     if unknown:
-        raise SystemExit(f"--workloads: unknown {unknown} (known: {', '.join(suite.WORKLOADS)})")
-    cases = [c for c in suite.build(size, Path(a.trace), a.seed, a.trace_requests) if c.workload in wanted]
+        raise SystemExit(f"--workloads: unknown {unknown} (known: {', '.join(known)})")
+    cases = [c for c in suite.build(size, Path(a.trace), a.seed, a.trace_requests)
+             if c.workload in wanted or c.key in wanted]
     selected = routers.select(a.only, routers.PRESSURE_QUICK if size == "quick" else routers.PRESSURE)
     bin_dir = runenv.build_binaries(a, logs)
     missing = missing_features(bin_dir, cases, tms)
