@@ -1,12 +1,13 @@
-//! Per-connection limits of the HTTP server: the hyper-util connection builder (HTTP/1
-//! header-read timeout and keep-alive, HTTP/2 stream, reset and keep-alive limits, all driven
-//! by hyper-util's Tokio timer), the `--max-connections` slots the accept loop waits on, and
-//! which connection errors count as a tripped limit.
+//! Per-connection limits of the HTTP server: the listening socket's backlog, the hyper-util
+//! connection builder (HTTP/1 header-read timeout and keep-alive, HTTP/2 stream, reset and
+//! keep-alive limits, all driven by hyper-util's Tokio timer), the `--max-connections` slots the
+//! accept loop waits on, and which connection errors count as a tripped limit.
 
 use std::sync::Arc;
 
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::Limits;
@@ -17,6 +18,34 @@ use crate::proxy::metrics::ProxyMetrics;
 const HTTP2_MAX_PENDING_RESETS: usize = 20;
 /// Largest request head accepted (HTTP/1 read buffer, HTTP/2 header list): 64 KiB.
 const MAX_HEADER_BYTES: usize = 64 * 1024;
+
+/// Connections the kernel holds completed but not yet accepted. RL clients open their whole
+/// concurrency at once (1,024 connections within a second); tokio's default backlog of 1,024
+/// overflowed under that burst, and an overflowed handshake is dropped and later reset (the
+/// client sees `connection reset` on a request it already sent). The kernel caps this at
+/// `net.core.somaxconn` (4,096 by default since Linux 5.4).
+const LISTEN_BACKLOG: u32 = 65_535;
+
+/// Binds `addr` (`host:port`, names resolved; the first address that binds wins) with
+/// [`LISTEN_BACKLOG`] and `SO_REUSEADDR`, as `TcpListener::bind` would with its smaller backlog.
+pub async fn bind(addr: &str) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for a in tokio::net::lookup_host(addr).await? {
+        let socket = if a.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(a).and_then(|()| socket.listen(LISTEN_BACKLOG)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address to bind")
+    }))
+}
 
 /// The connection builder every accepted socket is served with (HTTP/1.1 and h2c).
 pub fn builder(limits: &Limits) -> auto::Builder<TokioExecutor> {

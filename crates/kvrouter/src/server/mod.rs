@@ -162,7 +162,7 @@ pub struct Started {
 /// starts serving in a background task (used by [`run`] and by the in-process demo).
 pub async fn start(state: Arc<AppState>) -> anyhow::Result<Started> {
     let addr = format!("{}:{}", state.config.host, state.config.port);
-    let listener = TcpListener::bind(&addr)
+    let listener = connections::bind(&addr)
         .await
         .map_err(|e| anyhow::anyhow!("cannot bind {addr}: {e}"))?;
     let local = listener.local_addr()?;
