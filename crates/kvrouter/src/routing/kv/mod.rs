@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod policy;
 pub mod rates;
 pub mod scan;
+pub mod siblings;
 pub mod sink;
 
 pub use attachment::KvAttachment;

@@ -18,6 +18,7 @@ use super::hook::{chain, BookingHook, BookingMade};
 use super::load::UnitLoads;
 use super::metrics::KvMetrics;
 use super::rates::{RateProbe, Speed, UnitRates};
+use super::siblings::SiblingLocks;
 use crate::config::KvConfig;
 use crate::index::{KvIndex, Unit};
 use crate::routing::input::RoutingInput;
@@ -71,6 +72,7 @@ pub struct KvPolicy {
     settings: KvPolicySettings,
     hook: Option<Arc<dyn BookingHook>>,
     rates: Option<Arc<UnitRates>>,
+    siblings: SiblingLocks,
 }
 
 impl KvPolicy {
@@ -81,6 +83,7 @@ impl KvPolicy {
             settings,
             hook: None,
             rates: None,
+            siblings: SiblingLocks::default(),
         }
     }
 
@@ -126,6 +129,8 @@ impl KvPolicy {
             }
         };
         let seqs = seq_hashes(&tokens, page);
+        // Until this request is booked (end of this function), a sibling waits to score.
+        let _serial = self.siblings.hold(seqs.last().copied());
         let t1 = Instant::now();
         let overlaps = self.index.find_matches(&seqs);
         let t2 = Instant::now();
