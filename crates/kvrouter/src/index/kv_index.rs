@@ -331,7 +331,6 @@ impl KvIndex {
         let mut unit = handle.lock();
         let mut out = Applied::default();
         let mut ops = Vec::new();
-        let predicting = !self.pending.is_empty();
         for e in engine {
             let removed = if unit.batchable() {
                 unit.remove_deferred(*e, &mut ops)
@@ -343,9 +342,7 @@ impl KvIndex {
                     out.removed += 1;
                     // The worker evicted it: a prediction of it there is void too (a
                     // request that needs it again re-stores it, and that event counts).
-                    if predicting {
-                        self.pending.supersede(seq, id);
-                    }
+                    self.pending.supersede(seq, id);
                 }
                 None => {
                     self.unknown_removals.fetch_add(1, Ordering::Relaxed);

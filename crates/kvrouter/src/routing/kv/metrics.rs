@@ -67,6 +67,16 @@ impl KvMetrics {
                 )
                 .expect("valid metric"),
             );
+            let blind = register(
+                IntCounterVec::new(
+                    Opts::new(
+                        "kvrouter_kv_blind_total",
+                        "Blind requests in KV mode (overlaps too alike to choose) placed by rendezvous hashing: on the prompt's first unit, or spilled past units over the load bound",
+                    ),
+                    &["result"],
+                )
+                .expect("valid metric"),
+            );
             KvMetrics {
                 stages: ["hash", "match", "score"].map(|s| stage.with_label_values(&[s])),
                 stage,
@@ -178,19 +188,7 @@ impl KvMetrics {
                     )
                     .expect("valid metric"),
                 ),
-                blind: {
-                    let vec = register(
-                    IntCounterVec::new(
-                        Opts::new(
-                            "kvrouter_kv_blind_total",
-                            "Blind requests in KV mode (overlaps too alike to choose) placed by rendezvous hashing: on the prompt's first unit, or spilled past units over the load bound",
-                        ),
-                        &["result"],
-                    )
-                    .expect("valid metric"),
-                    );
-                    ["first", "spilled"].map(|r| vec.with_label_values(&[r]))
-                },
+                blind: ["first", "spilled"].map(|r| blind.with_label_values(&[r])),
             }
         })
     }

@@ -129,14 +129,14 @@ impl KvPolicy {
             }
         };
         let seqs = seq_hashes(&tokens, page);
+        // Identical prompts (siblings) share a prefill and their KV: tell their load apart.
+        let prompt_key = seqs.last().copied();
         // Until this request is booked (end of this function), a sibling waits to score.
-        let _serial = self.siblings.hold(seqs.last().copied());
+        let _serial = self.siblings.hold(prompt_key);
         let t1 = Instant::now();
         let overlaps = self.index.find_matches(&seqs);
         let t2 = Instant::now();
         let request_blocks = overlaps.request_blocks;
-        // Identical prompts (siblings) share a prefill and their KV: tell their load apart.
-        let prompt_key = seqs.last().copied();
         let w = &self.settings.weights;
         let mut scored: Vec<Scored> = Vec::with_capacity(candidates.len());
         for (i, worker) in candidates.iter().enumerate() {
