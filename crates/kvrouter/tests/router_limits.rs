@@ -10,34 +10,14 @@ mod support;
 use std::time::Duration;
 
 use serde_json::json;
-use support::http::client;
+use support::http::{client, read_to_close, MUST_END};
 use support::procs::*;
 use support::stub::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// Safety net for reads that must end (a hang is the failure being tested, not a timing).
-const MUST_END: Duration = Duration::from_secs(45);
-
 fn addr(url: &str) -> String {
     url.trim_start_matches("http://").to_string()
-}
-
-/// Reads until the peer closes the connection; panics if it never does.
-async fn read_to_close(s: &mut TcpStream) -> Vec<u8> {
-    let mut got = Vec::new();
-    tokio::time::timeout(MUST_END, async {
-        let mut buf = [0u8; 4096];
-        loop {
-            match s.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => got.extend_from_slice(&buf[..n]),
-            }
-        }
-    })
-    .await
-    .expect("the router closes the connection");
-    got
 }
 
 async fn trips(router: &str, limit: &str) -> u64 {

@@ -76,3 +76,25 @@ pub async fn get_text(c: &reqwest::Client, url: &str) -> String {
         .await
         .expect("response body")
 }
+
+/// Safety net for reads that must end (a hang is the failure being tested, not a timing).
+pub const MUST_END: Duration = Duration::from_secs(45);
+
+/// Reads a raw connection until the peer closes it; panics if it does not within
+/// [`MUST_END`].
+pub async fn read_to_close(s: &mut tokio::net::TcpStream) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    tokio::time::timeout(MUST_END, async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .expect("the peer closes the connection");
+    got
+}
