@@ -18,7 +18,9 @@ use super::lease::LeasedKey;
 use super::record::{check_api_key_env, WorkerRecord};
 use super::settings::{check_ttl, connect, normalize_prefix, parse_endpoints};
 use crate::server::shutdown::Signals;
-use crate::workers::http::{authorization, http_get_json, new_client, HttpClient};
+use crate::workers::http::{
+    authorization, http_get_json, new_client, HttpClient, WORKER_IDLE_TIMEOUT,
+};
 use crate::workers::probe::{wait_healthy, ProbeTimeouts};
 use crate::workers::WorkerInfo;
 
@@ -215,7 +217,7 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         .as_deref()
         .and_then(|n| std::env::var(n).ok())
         .and_then(|key| authorization(Some(&key), None));
-    let http = new_client(Duration::from_secs(5));
+    let http = new_client(Duration::from_secs(5), WORKER_IDLE_TIMEOUT);
     let timeouts = ProbeTimeouts {
         request: Duration::from_secs(5),
         startup: plan.startup_timeout,

@@ -50,6 +50,7 @@ pub fn registry_config(config: &Config) -> RegistryConfig {
             ..HealthConfig::default()
         },
         probe_timeout: config.health_check_timeout,
+        idle_timeout: config.worker_idle_timeout,
         startup_timeout: config.worker_startup_timeout,
         hold_version_mismatch: !config.allow_version_mismatch,
         allow_cidrs: config.worker_allow_cidr.clone(),

@@ -50,14 +50,14 @@ impl HttpGetError {
 pub const WORKER_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Builds the client with a connect timeout and TCP_NODELAY; pooled connections are reused
-/// for [`WORKER_IDLE_TIMEOUT`].
-pub fn new_client(connect_timeout: Duration) -> HttpClient {
+/// while idle for less than `idle_timeout` (`--worker-idle-timeout-secs`).
+pub fn new_client(connect_timeout: Duration, idle_timeout: Duration) -> HttpClient {
     let mut connector = HttpConnector::new();
     connector.set_connect_timeout(Some(connect_timeout));
     connector.set_nodelay(true);
     Client::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())
-        .pool_idle_timeout(WORKER_IDLE_TIMEOUT)
+        .pool_idle_timeout(idle_timeout)
         .build(connector)
 }
 

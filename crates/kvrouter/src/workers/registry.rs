@@ -38,6 +38,9 @@ pub struct RegistryConfig {
     pub health: HealthConfig,
     /// Deadline of each HTTP call of the registration probe (also the connect timeout).
     pub probe_timeout: Duration,
+    /// Pooled probe and health-check connections idle longer than this are not reused
+    /// (`--worker-idle-timeout-secs`, below the workers' keep-alive).
+    pub idle_timeout: Duration,
     /// How long registration retries `/health` while a worker warms up.
     pub startup_timeout: Duration,
     /// How long removal waits for in-flight requests before removing anyway.
@@ -63,6 +66,7 @@ impl Default for RegistryConfig {
             page_size: 16,
             health: HealthConfig::default(),
             probe_timeout: Duration::from_secs(10),
+            idle_timeout: super::http::WORKER_IDLE_TIMEOUT,
             startup_timeout: Duration::from_secs(30),
             drain_timeout: Duration::from_secs(60),
             hold_version_mismatch: false,
@@ -153,7 +157,7 @@ enum Begin {
 impl Registry {
     /// Creates an empty registry and starts its health checker. Call inside a tokio runtime.
     pub fn new(config: RegistryConfig) -> Registry {
-        let client = new_client(config.probe_timeout);
+        let client = new_client(config.probe_timeout, config.idle_timeout);
         let (events, _) = broadcast::channel(1024);
         let (watch, _) = watch::channel(Arc::new(Vec::new()));
         let interval = config.health.interval;
