@@ -53,15 +53,7 @@ async fn two_replicas_converge_and_share_a_booking() {
         })
         .await;
     }
-    wait_for("the non-sharing replica to register the workers", || {
-        let (c, r) = (c.clone(), off.url.clone());
-        async move {
-            debug_index(&c, &r).await["units"]
-                .as_array()
-                .is_some_and(|u| u.len() == 4)
-        }
-    })
-    .await;
+    wait_units(&c, &off.url, 4).await;
 
     // Bookings made so far by A and B (each routed request books once).
     let mut made = [0u32; 2];

@@ -12,7 +12,6 @@ mod support;
 use support::http::client;
 use support::kv::*;
 use support::procs;
-use support::wait::wait_for;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_routers_send_a_cold_prompt_to_the_same_worker_with_no_nats() {
@@ -28,15 +27,7 @@ async fn two_routers_send_a_cold_prompt_to_the_same_worker_with_no_nats() {
     let off = kv_router(&reversed, &["--kv-blind-threshold", "0"]);
     let c = client();
     for r in [&a, &b, &off] {
-        wait_for("the router to register the 4 workers", || {
-            let (c, r) = (c.clone(), r.url.clone());
-            async move {
-                debug_index(&c, &r).await["units"]
-                    .as_array()
-                    .is_some_and(|u| u.len() == 4)
-            }
-        })
-        .await;
+        wait_units(&c, &r.url, 4).await;
     }
     let mut off_agrees = 0;
     for i in 0..8u32 {

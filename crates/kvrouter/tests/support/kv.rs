@@ -86,6 +86,14 @@ pub async fn wait_index(
     }
 }
 
+/// Waits until the router's index has `n` units (its workers' ranks registered).
+pub async fn wait_units(c: &reqwest::Client, router: &str, n: usize) {
+    wait_index(c, router, "the workers' units", |v| {
+        v["units"].as_array().is_some_and(|u| u.len() == n)
+    })
+    .await;
+}
+
 /// Waits until the router subscribed to `n` ZMQ rank streams (workers registered).
 pub async fn wait_sources(c: &reqwest::Client, router: &str, n: u64) {
     wait_index(c, router, "ZMQ sources", |v| {
