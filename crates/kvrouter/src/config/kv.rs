@@ -34,6 +34,12 @@ pub struct KvOptions {
     /// Cost per block of this request's new prefill per request in flight on the unit (the stall it imposes on their decodes; 0 = off, see docs/kv-routing.md).
     #[arg(long, env = "KVROUTER_KV_STALL_WEIGHT", default_value_t = 0.0)]
     pub kv_stall_weight: f64,
+    /// Cost per block this request's prefill would evict from a full KV cache, as a multiple of the fleet's observed prefix reuse (the chance an evicted block is wanted again; 0 = off, see docs/kv-routing.md "KV pressure").
+    #[arg(long, env = "KVROUTER_KV_EVICT_WEIGHT", default_value_t = 1.0)]
+    pub kv_evict_weight: f64,
+    /// Discount a unit's cached prefix by the blocks its engine is expected to evict before the request's prefill starts (eviction rate from KV events times the expected wait; see docs/kv-routing.md "KV pressure").
+    #[arg(long, env = "KVROUTER_KV_EVICTION_RISK", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = true)]
+    pub kv_eviction_risk: bool,
     /// Learn each unit's prefill and decode rates from its responses and scale its cost terms by its speed against the fleet (`--kv-learn-rates=false`: the block-count model only).
     #[arg(long, env = "KVROUTER_KV_LEARN_RATES", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = true)]
     pub kv_learn_rates: bool,
@@ -108,6 +114,10 @@ pub struct KvConfig {
     pub decode_weight: f64,
     pub queue_weight: f64,
     pub stall_weight: f64,
+    /// `--kv-evict-weight`: multiple of the observed reuse charged per displaced block.
+    pub evict_weight: f64,
+    /// `--kv-eviction-risk`: discount cached prefixes by the expected evictions.
+    pub eviction_risk: bool,
     /// Learned rates scale the cost (`--kv-learn-rates`).
     pub learn_rates: bool,
     pub rate_tolerance: f64,
@@ -172,6 +182,8 @@ impl KvConfig {
             decode_weight: weight("kv_decode_weight", o.kv_decode_weight)?,
             queue_weight: weight("kv_queue_weight", o.kv_queue_weight)?,
             stall_weight: weight("kv_stall_weight", o.kv_stall_weight)?,
+            evict_weight: weight("kv_evict_weight", o.kv_evict_weight)?,
+            eviction_risk: o.kv_eviction_risk,
             learn_rates: o.kv_learn_rates,
             rate_tolerance: match o.kv_rate_tolerance {
                 f if f.is_finite() && f >= 1.0 => f,

@@ -351,6 +351,7 @@ impl KvIndex {
             }
         }
         unit.commit(&self.blocks, &mut ops);
+        unit.evicted += out.removed as u64;
         self.resident
             .fetch_sub(out.removed as i64, Ordering::Relaxed);
         out
@@ -534,6 +535,25 @@ impl KvIndex {
             return 0;
         };
         self.units.read().get(&id).map_or(0, |u| u.lock().len())
+    }
+
+    /// Every unit's resident blocks and the blocks its engine has evicted so far (removal
+    /// events; a clear is not counted): what `routing::kv::pressure` turns into KV use and
+    /// eviction rates.
+    pub fn unit_turnover(&self) -> Vec<(Unit, usize, u64)> {
+        let units: Vec<(UnitId, UnitHandle)> = self
+            .units
+            .read()
+            .iter()
+            .map(|(id, u)| (*id, u.clone()))
+            .collect();
+        units
+            .into_iter()
+            .map(|(id, u)| {
+                let u = u.lock();
+                (Unit::from_id(id), u.len(), u.evicted)
+            })
+            .collect()
     }
 
     /// Order-independent digest of one unit's resident blocks (0 when empty): two indexes

@@ -21,6 +21,8 @@ pub(crate) struct UnitBlocks {
     pub(crate) removed: bool,
     /// Most entries this unit may hold (see [`super::cap`]); checked after each store.
     pub(crate) cap: usize,
+    /// Blocks the engine evicted (removal events) since the unit was created.
+    pub(crate) evicted: u64,
     mapped: Table<EngineHash, SeqHash, MulBuild>,
     identity: usize,
     /// Bulk load ([`UnitBlocks::set_bulk`]): block-map changes not applied yet, in order.
@@ -54,6 +56,7 @@ impl UnitBlocks {
             id,
             removed: false,
             cap,
+            evicted: 0,
             mapped: Table::default(),
             identity: 0,
             deferred: Vec::new(),

@@ -50,7 +50,8 @@ pub fn build(config: &Config, registry: &Registry) -> RoutingParts {
         kv.loads.clone(),
         KvPolicySettings::from_config(&config.kv),
     )
-    .with_rates(kv.rates.clone());
+    .with_rates(kv.rates.clone())
+    .with_pressure(kv.pressure.clone());
     if let (true, Some(url)) = (config.kv.share_predictions, &config.kv.nats_url) {
         policy = policy.with_booking_hook(crate::sharing::start(url, kv.index.clone(), registry));
     }

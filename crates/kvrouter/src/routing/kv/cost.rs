@@ -3,18 +3,25 @@
 //! toward the deeper overlap, then random; optional softmax temperature).
 //!
 //! ```text
-//! new_prefill     = request_blocks - max(cached, inflight_depth)   // blocks this request would prefill
-//! queued_prefill  = unit_inflight_prefill - inflight_depth         // others' prefill ahead of it
-//! cost = s_prefill * w_prefill * (new_prefill + queued_prefill)
-//!      + s_decode  * (w_decode * active_blocks                     // context of requests in flight
+//! usable          = max(cached - lost, inflight_depth)              // prefix still there when it runs
+//! new_prefill     = request_blocks - usable                         // blocks this request would prefill
+//! queued_prefill  = unit_inflight_prefill - inflight_depth          // others' prefill ahead of it
+//! wait = s_prefill * w_prefill * queued_prefill
+//!      + s_decode  * (w_decode * active_blocks                      // context of requests in flight
 //!                   + w_queue  * active_requests)
-//!      + s_prefill * w_stall * new_prefill * active_requests       // their stall while it prefills
+//! cost = wait
+//!      + s_prefill * (w_prefill * new_prefill
+//!                   + w_stall * new_prefill * active_requests)      // their stall while it prefills
+//!      + w_evict * displaced                                        // others' prefixes it evicts
 //! ```
 //!
 //! `s_prefill`, `s_decode` are the unit's learned speed factors (`rates.rs`: its seconds per
 //! block / per token over the fleet reference's, 1 unless clearly different), so cost times the
-//! reference's seconds per prefill block is seconds. With every factor 1 (a homogeneous fleet)
-//! and `w_stall = 0` (default) this is the block-count model exactly.
+//! reference's seconds per prefill block is seconds. `lost` (cached blocks expected to be
+//! evicted during `wait`) and `displaced` (blocks this prefill pushes out of a full cache) come
+//! from the unit's KV pressure (`pressure.rs`); `w_evict` is the chance such a block is wanted
+//! again. With every factor 1 (a homogeneous fleet), `w_stall = 0` and no pressure this is the
+//! block-count model exactly.
 //!
 //! Unlike Dynamo's `w*prefill_blocks + decode_blocks` (where a shared system prompt is counted
 //! once in the decode term, so every request piles onto its holder: Dynamo #737), the load
@@ -34,6 +41,9 @@ pub struct CostWeights {
     pub queue: f64,
     /// Per new prefill block per request in flight on the unit (0 = off; see docs/kv-routing.md).
     pub stall: f64,
+    /// Per block the request's prefill evicts from a full cache (0 = off): the chance that
+    /// block is needed again, i.e. its future re-prefill (`pressure.rs`).
+    pub evict: f64,
 }
 
 /// The inputs of one unit's cost for one request.
@@ -52,13 +62,20 @@ pub struct UnitInputs {
     pub active_blocks: u64,
     /// Requests in flight on the unit.
     pub active_requests: u64,
+    /// Of `cached`, blocks expected to be evicted before this request's prefill starts.
+    pub lost: u32,
+    /// Blocks this request's new prefill would evict from the unit's full cache.
+    pub displaced: u32,
 }
 
 impl UnitInputs {
     /// Blocks this request would add to the unit's prefill work.
     pub fn new_prefill(&self) -> u32 {
-        self.request_blocks
-            .saturating_sub(self.cached.max(self.inflight_depth))
+        self.request_blocks.saturating_sub(
+            self.cached
+                .saturating_sub(self.lost)
+                .max(self.inflight_depth),
+        )
     }
 
     /// Prefill work of other requests already in flight on the unit.
@@ -73,13 +90,19 @@ impl UnitInputs {
     }
 }
 
+/// The work ahead of the request on this unit at its `speed` (the `wait` of the module docs).
+pub fn wait(w: &CostWeights, u: &UnitInputs, speed: Speed) -> f64 {
+    let busy = u.active_requests as f64;
+    let decode = w.decode * u.active_blocks as f64 + w.queue * busy;
+    speed.prefill * w.prefill * u.queued_prefill() as f64 + speed.decode * decode
+}
+
 /// Cost of sending the request to this unit (lower is better) at the unit's `speed`.
 pub fn cost(w: &CostWeights, u: &UnitInputs, speed: Speed) -> f64 {
     let new = f64::from(u.new_prefill());
     let busy = u.active_requests as f64;
-    let prefill = w.prefill * (new + u.queued_prefill() as f64) + w.stall * new * busy;
-    let decode = w.decode * u.active_blocks as f64 + w.queue * busy;
-    speed.prefill * prefill + speed.decode * decode
+    let own = w.prefill * new + w.stall * new * busy;
+    wait(w, u, speed) + speed.prefill * own + w.evict * f64::from(u.displaced)
 }
 
 /// Index of the chosen unit among `scored` (`(cost, overlap)` per unit), or None if empty.
@@ -136,6 +159,7 @@ mod tests {
         decode: 1.0 / 8.0,
         queue: 0.5,
         stall: 0.0,
+        evict: 0.0,
     };
     const S: Speed = Speed::UNIT;
 
@@ -154,6 +178,8 @@ mod tests {
             unit_inflight_prefill: unit_inflight,
             active_blocks: others * 64,
             active_requests: siblings + others,
+            lost: 0,
+            displaced: 0,
         }
     }
 
@@ -225,6 +251,31 @@ mod tests {
         // Nothing new to prefill (a sibling joining): no stall.
         let sib = inputs(64, 64, 64, 3, 0);
         assert_eq!(cost(&w, &sib, S), cost(&W, &sib, S));
+    }
+
+    #[test]
+    fn blocks_lost_before_the_prefill_are_prefilled_again() {
+        let u = inputs(48, 0, 0, 0, 0);
+        let lossy = UnitInputs { lost: 16, ..u };
+        assert_eq!(lossy.new_prefill(), 32);
+        assert_eq!(cost(&W, &lossy, S) - cost(&W, &u, S), 16.0);
+        // Blocks whose prefill is in flight are locked: nothing of them is lost.
+        let locked = UnitInputs {
+            inflight_depth: 48,
+            ..lossy
+        };
+        assert_eq!(locked.new_prefill(), 16);
+    }
+
+    #[test]
+    fn displacing_a_full_cache_costs_the_evict_weight_per_block() {
+        let w = CostWeights { evict: 0.5, ..W };
+        let u = UnitInputs {
+            displaced: 40,
+            ..inputs(16, 0, 0, 0, 0)
+        };
+        assert_eq!(cost(&w, &u, S) - cost(&W, &u, S), 20.0);
+        assert_eq!(wait(&w, &u, S), wait(&W, &u, S));
     }
 
     #[test]

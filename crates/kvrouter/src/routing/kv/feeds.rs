@@ -14,7 +14,8 @@
 //!
 //! Worker removed: its sources stop first, then `index.remove_worker`. Worker restarted: its
 //! ranks are cleared (the cursor also sees the sequence restart). A timer expires predictions
-//! and refreshes the index gauges and the units' speed factors (`rates.rs`).
+//! and refreshes the index gauges, the units' speed factors (`rates.rs`) and their KV
+//! pressure (`pressure.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -24,6 +25,7 @@ use parking_lot::Mutex;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::load::UnitLoads;
+use super::pressure::UnitPressure;
 use super::rates::{RateSettings, UnitRates};
 use crate::config::KvConfig;
 use crate::events::{
@@ -40,6 +42,8 @@ pub struct KvRuntime {
     pub loads: Arc<UnitLoads>,
     /// Per-unit prefill / decode rates learned from responses (`rates.rs`).
     pub rates: Arc<UnitRates>,
+    /// Per-unit KV use and eviction rates sampled from the index (`pressure.rs`).
+    pub pressure: Arc<UnitPressure>,
     zmq_enabled: bool,
     sources: Mutex<HashMap<WorkerId, Vec<SourceHandle>>>,
     relay: Mutex<Option<NatsRelay>>,
@@ -69,6 +73,7 @@ impl KvRuntime {
                 tolerance: config.rate_tolerance,
                 ..RateSettings::default()
             })),
+            pressure: Arc::new(UnitPressure::default()),
             zmq_enabled: config.nats_url.is_none() || config.publish_events,
             sources: Mutex::new(HashMap::new()),
             relay: Mutex::new(None),
@@ -253,6 +258,7 @@ impl KvRuntime {
         self.index.remove_worker(worker);
         self.loads.remove_worker(worker);
         self.rates.remove_worker(worker);
+        self.pressure.remove_worker(worker);
     }
 
     /// `w`'s KV cache is empty (restart, flush, refit): clear all its ranks.
@@ -276,9 +282,11 @@ fn spawn_timer(weak: Weak<KvRuntime>) {
         loop {
             tick.tick().await;
             let Some(rt) = weak.upgrade() else { break };
-            rt.index.expire_predictions(Instant::now());
+            let now = Instant::now();
+            rt.index.expire_predictions(now);
             rt.index.update_gauges();
             rt.rates.refresh();
+            rt.pressure.refresh(&rt.index, now);
         }
     });
 }

@@ -41,6 +41,8 @@ pub struct LoadView {
     pub requests: u64,
     /// Request blocks of the requests in flight whose prompt differs from this one.
     pub other_blocks: u64,
+    /// Requests in flight with this prompt (siblings; their KV is locked on the unit).
+    pub siblings: u64,
 }
 
 type PromptKey = (WorkerId, Rank, u64);
@@ -56,12 +58,13 @@ impl UnitLoads {
     /// The unit's load as seen by a request whose prompt key is `prompt` (None: no tokens).
     pub fn view(&self, worker: WorkerId, rank: Rank, prompt: Option<u64>) -> LoadView {
         let (requests, blocks) = self.units.get(&(worker, rank)).map_or((0, 0), |u| u.read());
-        let same = prompt
-            .and_then(|p| self.prompts.get(&(worker, rank, p)).map(|u| u.read().1))
-            .unwrap_or(0);
+        let (siblings, same) = prompt
+            .and_then(|p| self.prompts.get(&(worker, rank, p)).map(|u| u.read()))
+            .unwrap_or((0, 0));
         LoadView {
             requests,
             other_blocks: blocks.saturating_sub(same),
+            siblings,
         }
     }
 
@@ -140,7 +143,8 @@ mod tests {
             loads.view(w, 0, Some(7)),
             LoadView {
                 requests: 1,
-                other_blocks: 5
+                other_blocks: 5,
+                siblings: 0,
             }
         );
         drop(c);

@@ -13,6 +13,7 @@ pub mod hook;
 pub mod load;
 pub mod metrics;
 pub mod policy;
+pub mod pressure;
 pub mod rates;
 pub mod scan;
 pub mod siblings;
@@ -25,6 +26,7 @@ pub use feeds::KvRuntime;
 pub use hook::{BookingHook, BookingMade};
 pub use load::UnitLoads;
 pub use policy::{KvPolicy, KvPolicySettings};
+pub use pressure::UnitPressure;
 pub use rates::UnitRates;
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
 //!
 //! Per request: hash the `input_ids` into chained block hashes, `find_matches` in the index,
 //! score every candidate unit with the cost model (`cost.rs`) at the unit's learned speed
-//! (`rates.rs`), pick, then book: the unit's load (`load.rs`), a rate probe fed when the
-//! response ends, and, with predict-on-route, the blocks in the index (`KvIndex::book`).
+//! (`rates.rs`) and KV pressure (`pressure.rs`), pick, then book: the unit's load
+//! (`load.rs`), a rate probe fed when the response ends, and, with predict-on-route, the
+//! blocks in the index (`KvIndex::book`).
 //! Blind requests (the index cannot tell the units apart) are placed by `blind.rs` instead of
 //! the cost model's random tie-break, so that replicas agree.
 //! Requests without token ids are scored by load alone and counted.
@@ -13,10 +14,11 @@ use std::time::{Duration, Instant};
 
 use super::attachment::KvAttachment;
 use super::blind::{self, BlindSettings, BlindUnit};
-use super::cost::{cost, pick, CostWeights, UnitInputs};
+use super::cost::{cost, pick, wait, CostWeights, UnitInputs};
 use super::hook::{chain, BookingHook, BookingMade};
 use super::load::UnitLoads;
 use super::metrics::KvMetrics;
+use super::pressure::UnitPressure;
 use super::rates::{RateProbe, Speed, UnitRates};
 use super::siblings::SiblingLocks;
 use crate::config::KvConfig;
@@ -29,7 +31,10 @@ use crate::workers::{Rank, Worker};
 /// Settings of the KV policy (from `config::KvConfig`).
 #[derive(Debug, Clone, Copy)]
 pub struct KvPolicySettings {
+    /// `evict` is a multiple of the observed reuse (`pressure.rs`), not a cost per block.
     pub weights: CostWeights,
+    /// Discount cached prefixes by the blocks expected to be evicted before they are used.
+    pub eviction_risk: bool,
     pub temperature: f64,
     /// `None` = `--no-predict`.
     pub predict_ttl: Option<Duration>,
@@ -46,7 +51,9 @@ impl KvPolicySettings {
                 decode: c.decode_weight,
                 queue: c.queue_weight,
                 stall: c.stall_weight,
+                evict: c.evict_weight,
             },
+            eviction_risk: c.eviction_risk,
             temperature: c.temperature,
             predict_ttl: c.predict.then_some(c.predict_ttl),
             sticky_slack_blocks: c.sticky_slack_blocks,
@@ -72,6 +79,7 @@ pub struct KvPolicy {
     settings: KvPolicySettings,
     hook: Option<Arc<dyn BookingHook>>,
     rates: Option<Arc<UnitRates>>,
+    pressure: Option<Arc<UnitPressure>>,
     siblings: SiblingLocks,
 }
 
@@ -83,6 +91,7 @@ impl KvPolicy {
             settings,
             hook: None,
             rates: None,
+            pressure: None,
             siblings: SiblingLocks::default(),
         }
     }
@@ -96,6 +105,13 @@ impl KvPolicy {
     /// Scales each unit's cost by its learned speed and feeds `rates` from the responses.
     pub fn with_rates(mut self, rates: Arc<UnitRates>) -> Self {
         self.rates = Some(rates);
+        self
+    }
+
+    /// Weighs each unit's KV pressure (eviction risk, displaced blocks) and feeds `pressure`
+    /// the reuse it observes.
+    pub fn with_pressure(mut self, pressure: Arc<UnitPressure>) -> Self {
+        self.pressure = Some(pressure);
         self
     }
 
@@ -137,24 +153,46 @@ impl KvPolicy {
         let overlaps = self.index.find_matches(&seqs);
         let t2 = Instant::now();
         let request_blocks = overlaps.request_blocks;
-        let w = &self.settings.weights;
+        let w = &self.weights();
+        let unit_secs = self.rates.as_ref().and_then(|r| r.reference_prefill_secs());
         let mut scored: Vec<Scored> = Vec::with_capacity(candidates.len());
         for (i, worker) in candidates.iter().enumerate() {
+            let capacity = worker.info.max_total_num_tokens.map(|t| t / page as u64);
             for rank in worker.ranks() {
                 let ov = overlaps.get(Unit::new(worker.id, rank)).copied();
                 let load = self.loads.view(worker.id, rank, prompt_key);
-                let inputs = UnitInputs {
+                let speed = self.speed(worker, rank);
+                let mut inputs = UnitInputs {
                     request_blocks,
                     cached: ov.map_or(0, |o| o.cached()),
                     inflight_depth: ov.map_or(0, |o| o.inflight),
                     unit_inflight_prefill: self.index.inflight_blocks(worker.id, rank),
                     active_blocks: load.other_blocks,
                     active_requests: load.requests,
+                    lost: 0,
+                    displaced: 0,
                 };
+                if let Some(p) = &self.pressure {
+                    let t = p.view(worker.id, rank);
+                    if let (true, Some(secs), Some(o)) =
+                        (self.settings.eviction_risk, unit_secs, ov)
+                    {
+                        // Locked: the prefix of a prefill in flight or of siblings in flight;
+                        // recently predicted blocks were just touched (head of the LRU order).
+                        let safe = if load.siblings > 0 {
+                            o.cached()
+                        } else {
+                            o.inflight.max(o.predicted)
+                        };
+                        let at_risk = o.cached().saturating_sub(safe);
+                        inputs.lost = t.lost(at_risk, wait(w, &inputs, speed) * secs);
+                    }
+                    inputs.displaced = t.displaced(capacity, inputs.new_prefill());
+                }
                 scored.push(Scored {
                     candidate: i,
                     rank,
-                    cost: cost(w, &inputs, self.speed(worker, rank)),
+                    cost: cost(w, &inputs, speed),
                     overlap: inputs.overlap(),
                 });
             }
@@ -195,9 +233,12 @@ impl KvPolicy {
         score.observe((t3 - t2).as_secs_f64());
         let worker = &candidates[chosen.candidate];
         if request_blocks > 0 {
+            let found = f64::from(chosen.overlap) / f64::from(request_blocks);
             m.request_blocks.observe(f64::from(request_blocks));
-            m.overlap_ratio
-                .observe(f64::from(chosen.overlap) / f64::from(request_blocks));
+            m.overlap_ratio.observe(found);
+            if let Some(p) = &self.pressure {
+                p.observe_reuse(found);
+            }
         }
         let mut booking = match self.settings.predict_ttl {
             Some(ttl) if !seqs.is_empty() => {
@@ -250,6 +291,17 @@ impl KvPolicy {
 }
 
 impl KvPolicy {
+    /// This request's weights: `evict` turned into a cost per displaced block (its multiple
+    /// of the observed reuse; 0 without pressure).
+    fn weights(&self) -> CostWeights {
+        let w = self.settings.weights;
+        let reuse = self.pressure.as_ref().map_or(0.0, |p| p.reuse());
+        CostWeights {
+            evict: w.evict * reuse * w.prefill,
+            ..w
+        }
+    }
+
     fn speed(&self, worker: &Worker, rank: Rank) -> Speed {
         self.rates
             .as_ref()

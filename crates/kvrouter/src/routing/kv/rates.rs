@@ -217,6 +217,8 @@ pub struct RateView {
 pub struct UnitRates {
     settings: RateSettings,
     units: DashMap<(WorkerId, Rank), Arc<UnitRate>>,
+    /// f64 bits of the fleet reference's prefill seconds per block (0: not measured yet).
+    reference_prefill: AtomicU64,
 }
 
 impl UnitRates {
@@ -224,6 +226,7 @@ impl UnitRates {
         UnitRates {
             settings,
             units: DashMap::new(),
+            reference_prefill: AtomicU64::new(0),
         }
     }
 
@@ -245,12 +248,28 @@ impl UnitRates {
             .map_or(Speed::UNIT, |u| u.speed())
     }
 
+    /// The fleet reference's prefill seconds per block (what one unit of cost takes), once
+    /// measured: turns the cost model's work ahead of a request into seconds.
+    pub fn reference_prefill_secs(&self) -> Option<f64> {
+        let s = f64::from_bits(self.reference_prefill.load(Ordering::Relaxed));
+        (s > 0.0 && s.is_finite()).then_some(s)
+    }
+
+    /// Sets the reference prefill seconds per block (tests of what is built on it).
+    #[cfg(test)]
+    pub(crate) fn set_reference_prefill_secs(&self, secs: f64) {
+        self.reference_prefill
+            .store(secs.to_bits(), Ordering::Relaxed);
+    }
+
     /// Recomputes every unit's factors against the fleet reference, and the gauges.
     pub fn refresh(&self) {
         let units: Vec<Arc<UnitRate>> = self.units.iter().map(|e| e.value().clone()).collect();
         let rates: Vec<(Option<f64>, Option<f64>)> = units.iter().map(|u| u.rates()).collect();
         let prefill_ref = reference(rates.iter().filter_map(|r| r.0));
         let decode_ref = reference(rates.iter().filter_map(|r| r.1));
+        self.reference_prefill
+            .store(prefill_ref.unwrap_or(0.0).to_bits(), Ordering::Relaxed);
         let m = KvMetrics::get();
         for (u, (p, d)) in units.iter().zip(rates) {
             let rank = u.rank.to_string();

@@ -387,3 +387,100 @@ fn a_loaded_first_choice_spills_the_same_way_on_both_replicas() {
     assert_ne!(wa[ca.index].url, idle, "over the bound: the request moves");
     assert_eq!(wa[ca.index].url, wb[cb.index].url, "to the same next unit");
 }
+
+/// Two single-rank workers holding `tokens` KV tokens each, a policy with rates and pressure
+/// (reference prefill 1 s per block), its loads and its pressure.
+fn pressured(
+    eviction_risk: bool,
+    capacity: u64,
+) -> (
+    KvPolicy,
+    Vec<Arc<Worker>>,
+    Arc<UnitLoads>,
+    Arc<UnitPressure>,
+) {
+    let index = Arc::new(KvIndex::new(PAGE));
+    let loads = Arc::new(UnitLoads::default());
+    let rates = Arc::new(UnitRates::new(rates::RateSettings::default()));
+    rates.set_reference_prefill_secs(1.0);
+    let pressure = Arc::new(UnitPressure::default());
+    let settings = KvPolicySettings {
+        eviction_risk,
+        ..settings(true)
+    };
+    let p = KvPolicy::new(index, loads.clone(), settings)
+        .with_rates(rates)
+        .with_pressure(pressure.clone());
+    let ws = [1, 2]
+        .map(|id| {
+            let info = WorkerInfo {
+                page_size: PAGE,
+                dp_size: 1,
+                max_total_num_tokens: Some(capacity),
+                ..WorkerInfo::default()
+            };
+            Arc::new(Worker::new(
+                WorkerId(id),
+                &format!("http://10.0.0.{id}:30000"),
+                info,
+            ))
+        })
+        .to_vec();
+    (p, ws, loads, pressure)
+}
+
+#[test]
+fn a_prefix_the_holder_will_evict_before_it_runs_is_not_worth_its_queue() {
+    for risk in [true, false] {
+        let (p, ws, loads, pressure) = pressured(risk, 1 << 20);
+        let t = tokens(500, 64); // 16 blocks
+        store(p.index(), 1, 0, &t);
+        // Worker 1 also held 100 other blocks and evicted them all within a second ...
+        let other = tokens(501, 400);
+        p.index()
+            .apply(
+                WorkerId(1),
+                0,
+                &KvEvent::Stored {
+                    parent: None,
+                    block_hashes: (0..100).map(|i| 5000 + i).collect(),
+                    token_ids: other,
+                    block_size: PAGE,
+                },
+            )
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        pressure.refresh(p.index(), t0);
+        let gone = KvEvent::Removed {
+            block_hashes: (0..100).map(|i| 5000 + i).collect(),
+        };
+        p.index().apply(WorkerId(1), 0, &gone).unwrap();
+        pressure.refresh(p.index(), t0 + Duration::from_secs(1));
+        // ... and runs another request: ours would wait 8.5 s while 18 blocks/s leave a
+        // cache of 16: its prefix is gone by then, the cold idle worker is faster.
+        let _busy = loads.begin(WorkerId(1), 0, None, 64);
+        let b = body(&t);
+        let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
+        let c = p.select(&input, &ws).unwrap();
+        let want = if risk { WorkerId(2) } else { WorkerId(1) };
+        assert_eq!(ws[c.index].id, want, "eviction risk {risk}");
+    }
+}
+
+#[test]
+fn a_full_cache_pays_for_the_prefixes_a_new_prefill_evicts() {
+    // 16-block caches; worker 1 is full of other blocks, worker 2 is empty.
+    let (p, ws, _, pressure) = pressured(true, 64);
+    store(p.index(), 1, 0, &tokens(600, 64));
+    pressure.refresh(p.index(), std::time::Instant::now());
+    for _ in 0..1024 {
+        pressure.observe_reuse(0.5);
+    }
+    for seed in 601..609 {
+        // Distinct cold prompts, equal load: only the 8 displaced blocks tell them apart.
+        let b = body(&tokens(seed, 32));
+        let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
+        let c = p.select(&input, &ws).unwrap();
+        assert_eq!(ws[c.index].id, WorkerId(2));
+    }
+}
