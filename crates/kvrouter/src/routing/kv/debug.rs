@@ -2,7 +2,9 @@
 //! resident sequence hashes), and a global digest
 //! that is identical on two routers holding the same index (keyed by worker URL, not by the
 //! router-local worker id), so tests and operators can compare replicas; plus each unit's
-//! learned rates and speed factors (`unit_rates`, not part of the digest).
+//! learned rates and speed factors (`unit_rates`), each unit's eviction rate
+//! (`unit_pressure`) and the observed reuse the cost model charges displaced blocks at
+//! (`observed_reuse`, `pressure.rs`); none of these is part of the digest.
 
 use serde_json::{json, Value};
 use xxhash_rust::xxh3::xxh3_64;
@@ -13,7 +15,7 @@ use crate::workers::Registry;
 /// The JSON view (see module docs).
 pub fn index_json(kv: &KvRuntime, registry: &Registry) -> Value {
     let index = &kv.index;
-    let mut rows: Vec<(String, u32, usize, u64)> = Vec::new();
+    let mut rows: Vec<(String, u32, usize, u64, f64)> = Vec::new();
     for w in registry.snapshot().iter() {
         for rank in w.ranks() {
             rows.push((
@@ -21,18 +23,26 @@ pub fn index_json(kv: &KvRuntime, registry: &Registry) -> Value {
                 rank,
                 index.unit_blocks(w.id, rank),
                 index.unit_digest(w.id, rank),
+                kv.pressure.view(w.id, rank).evictions_per_sec,
             ));
         }
     }
-    rows.sort();
+    rows.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
     let mut digest_input = String::new();
-    for (url, rank, blocks, digest) in &rows {
+    for (url, rank, blocks, digest, _) in &rows {
         digest_input.push_str(&format!("{url}#{rank}={blocks}:{digest:016x};"));
     }
     let workers: Vec<Value> = rows
         .iter()
-        .map(|(url, rank, blocks, digest)| {
+        .map(|(url, rank, blocks, digest, _)| {
             json!({"worker": url, "rank": rank, "blocks": blocks, "digest": format!("{digest:016x}")})
+        })
+        .collect();
+    // Apart from `units`: replicas holding the same index sample it at different times.
+    let pressure: Vec<Value> = rows
+        .iter()
+        .map(|(url, rank, _, _, evictions)| {
+            json!({"worker": url, "rank": rank, "evictions_per_sec": evictions})
         })
         .collect();
     let rates: Vec<Value> = kv
@@ -55,5 +65,7 @@ pub fn index_json(kv: &KvRuntime, registry: &Registry) -> Value {
         "units": workers,
         "digest": format!("{:016x}", xxh3_64(digest_input.as_bytes())),
         "unit_rates": rates,
+        "unit_pressure": pressure,
+        "observed_reuse": kv.pressure.reuse(),
     })
 }

@@ -44,10 +44,12 @@ pub struct Turnover {
 impl Turnover {
     /// Of `at_risk` unlocked cached blocks, those expected to be evicted within `wait_secs`.
     pub fn lost(&self, at_risk: u32, wait_secs: f64) -> u32 {
-        if at_risk == 0 || self.resident == 0 || !(wait_secs > 0.0) {
+        if at_risk == 0 || self.resident == 0 || wait_secs.is_nan() || wait_secs <= 0.0 {
             return 0;
         }
-        let share = (self.evictions_per_sec * wait_secs / self.resident as f64).min(1.0);
+        // Bounded first: 0 evictions/s times an infinite wait is no loss, not NaN.
+        let wait = wait_secs.min(1e9);
+        let share = (self.evictions_per_sec * wait / self.resident as f64).min(1.0);
         (f64::from(at_risk) * share).round() as u32
     }
 
@@ -154,6 +156,12 @@ mod tests {
         assert_eq!(t.lost(40, 100.0), 40); // all of it
         assert_eq!(Turnover::default().lost(40, 1.0), 0);
         assert_eq!(t.lost(40, f64::NAN), 0);
+        assert_eq!(t.lost(40, f64::INFINITY), 40);
+        let calm = Turnover {
+            evictions_per_sec: 0.0,
+            ..t
+        };
+        assert_eq!(calm.lost(40, f64::INFINITY), 0);
     }
 
     #[test]
