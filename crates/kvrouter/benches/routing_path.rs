@@ -1,14 +1,18 @@
 //! Per-request routing path without network: parse the routing inputs of a body, select a
 //! worker among 8 candidates, book it and release the booking. The `parse_ids_*` cases measure
 //! what KV mode pays per request: parse plus decoding `input_ids` (16k/64k-token agent contexts,
-//! as `/generate` and as a chat body carrying both `messages` and `input_ids`).
+//! as `/generate` and as a chat body carrying both `messages` and `input_ids`). The `kv_*`
+//! cases run the KV policy (hash, match, score 8 units, book) with and without the KV pressure
+//! inputs (`routing/kv/pressure.rs`), side by side.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use kvrouter::config::Mode;
+use kvrouter::config::{KvConfig, Mode};
+use kvrouter::index::{KvEvent, KvIndex};
+use kvrouter::routing::kv::{KvPolicy, KvPolicySettings, UnitLoads, UnitPressure, UnitRates};
 use kvrouter::routing::{policy_for, Endpoint, RoutingInput, Selector, StickyTable};
 use kvrouter::workers::{Worker, WorkerId, WorkerInfo};
 
@@ -146,5 +150,69 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, bench_large);
+/// A KV policy over `candidates` whose index holds the first half of `tokens` on worker 3 and
+/// 4,096 other blocks on every worker, half of them since evicted; `pressure` adds the pressure
+/// inputs (sampled once).
+fn kv_selector(candidates: &[Arc<Worker>], tokens: &[u32], pressure: bool) -> Selector {
+    let index = Arc::new(KvIndex::new(16));
+    let store = |w: &Worker, base: u64, ids: &[u32]| {
+        let n = ids.len() / 16;
+        let event = KvEvent::Stored {
+            parent: None,
+            block_hashes: (0..n as u64).map(|i| base + i).collect(),
+            token_ids: ids[..n * 16].to_vec(),
+            block_size: 16,
+        };
+        index.apply(w.id, 0, &event).unwrap();
+    };
+    for w in candidates {
+        let other: Vec<u32> = (0..4096 * 16).map(|i| 200_000 + w.id.0 * 70_000 + i).collect();
+        store(w, 1 << 32, &other);
+        let evicted = KvEvent::Removed {
+            block_hashes: (2048..4096).map(|i| (1 << 32) + i).collect(),
+        };
+        index.apply(w.id, 0, &evicted).unwrap();
+    }
+    store(&candidates[3], 1 << 40, &tokens[..tokens.len() / 2]);
+    let settings = KvPolicySettings::from_config(&KvConfig::default());
+    let rates = Arc::new(UnitRates::new(Default::default()));
+    let mut policy = KvPolicy::new(index.clone(), Arc::new(UnitLoads::default()), settings)
+        .with_rates(rates);
+    if pressure {
+        let p = Arc::new(UnitPressure::default());
+        p.refresh(&index, std::time::Instant::now());
+        policy = policy.with_pressure(p);
+    }
+    Selector::new(Box::new(policy), StickyTable::new(Duration::from_secs(60)))
+}
+
+fn bench_kv(c: &mut Criterion) {
+    let candidates: Vec<Arc<Worker>> = workers(8)
+        .into_iter()
+        .map(|w| {
+            let info = WorkerInfo {
+                max_total_num_tokens: Some((2048 + 64) * 16), // 64 pages free
+                ..w.info.clone()
+            };
+            Arc::new(Worker::new(w.id, &w.url, info))
+        })
+        .collect();
+    let mut g = c.benchmark_group("routing_path");
+    for tokens in [128usize, 4096] {
+        let ids: Vec<u32> = (0..tokens as u32).map(|i| (i * 7919) % 151_000).collect();
+        let body = generate_body(tokens);
+        for (name, pressure) in [("blocks", false), ("pressure", true)] {
+            let selector = kv_selector(&candidates, &ids, pressure);
+            g.bench_function(format!("kv_{name}_{tokens}_tokens"), |b| {
+                b.iter(|| {
+                    let input = RoutingInput::parse(Endpoint::Generate, &body).expect("valid");
+                    drop(selector.select(&input, None, &candidates).expect("a worker"));
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_large, bench_kv);
 criterion_main!(benches);
