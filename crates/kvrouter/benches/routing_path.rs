@@ -166,7 +166,9 @@ fn kv_selector(candidates: &[Arc<Worker>], tokens: &[u32], pressure: bool) -> Se
         index.apply(w.id, 0, &event).unwrap();
     };
     for w in candidates {
-        let other: Vec<u32> = (0..4096 * 16).map(|i| 200_000 + w.id.0 * 70_000 + i).collect();
+        let other: Vec<u32> = (0..4096 * 16)
+            .map(|i| 200_000 + w.id.0 * 70_000 + i)
+            .collect();
         store(w, 1 << 32, &other);
         let evicted = KvEvent::Removed {
             block_hashes: (2048..4096).map(|i| (1 << 32) + i).collect(),
@@ -176,8 +178,8 @@ fn kv_selector(candidates: &[Arc<Worker>], tokens: &[u32], pressure: bool) -> Se
     store(&candidates[3], 1 << 40, &tokens[..tokens.len() / 2]);
     let settings = KvPolicySettings::from_config(&KvConfig::default());
     let rates = Arc::new(UnitRates::new(Default::default()));
-    let mut policy = KvPolicy::new(index.clone(), Arc::new(UnitLoads::default()), settings)
-        .with_rates(rates);
+    let mut policy =
+        KvPolicy::new(index.clone(), Arc::new(UnitLoads::default()), settings).with_rates(rates);
     if pressure {
         let p = Arc::new(UnitPressure::default());
         p.refresh(&index, std::time::Instant::now());
@@ -206,7 +208,11 @@ fn bench_kv(c: &mut Criterion) {
             g.bench_function(format!("kv_{name}_{tokens}_tokens"), |b| {
                 b.iter(|| {
                     let input = RoutingInput::parse(Endpoint::Generate, &body).expect("valid");
-                    drop(selector.select(&input, None, &candidates).expect("a worker"));
+                    drop(
+                        selector
+                            .select(&input, None, &candidates)
+                            .expect("a worker"),
+                    );
                 })
             });
         }
