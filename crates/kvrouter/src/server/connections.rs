@@ -29,6 +29,14 @@ const LISTEN_BACKLOG: u32 = 65_535;
 /// Binds `addr` (`host:port`, names resolved; the first address that binds wins) with
 /// [`LISTEN_BACKLOG`] and `SO_REUSEADDR`, as `TcpListener::bind` would with its smaller backlog.
 pub async fn bind(addr: &str) -> std::io::Result<TcpListener> {
+    bind_with_backlog(addr, LISTEN_BACKLOG).await
+}
+
+/// [`bind`] with another listen backlog (the mock uses SGLang's).
+pub async fn bind_with_backlog(
+    addr: impl tokio::net::ToSocketAddrs,
+    backlog: u32,
+) -> std::io::Result<TcpListener> {
     let mut last = None;
     for a in tokio::net::lookup_host(addr).await? {
         let socket = if a.is_ipv4() {
@@ -37,7 +45,7 @@ pub async fn bind(addr: &str) -> std::io::Result<TcpListener> {
             TcpSocket::new_v6()?
         };
         socket.set_reuseaddr(true)?;
-        match socket.bind(a).and_then(|()| socket.listen(LISTEN_BACKLOG)) {
+        match socket.bind(a).and_then(|()| socket.listen(backlog)) {
             Ok(l) => return Ok(l),
             Err(e) => last = Some(e),
         }

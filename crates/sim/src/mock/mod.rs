@@ -21,7 +21,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context};
-use tokio::net::TcpListener;
+use kvrouter::server::connections::bind_with_backlog;
 
 use config::KvEventsConfig;
 pub use config::MockArgs;
@@ -87,7 +87,7 @@ pub async fn start(args: MockArgs) -> anyhow::Result<RunningMock> {
             )
         })
         .collect();
-    let listener = TcpListener::bind((args.host.as_str(), args.port))
+    let listener = bind_with_backlog((args.host.as_str(), args.port), LISTEN_BACKLOG)
         .await
         .with_context(|| format!("bind {}:{}", args.host, args.port))?;
     let addr = listener.local_addr()?;
@@ -119,3 +119,7 @@ pub async fn run(args: MockArgs) -> anyhow::Result<()> {
     mock.server.await.context("HTTP server task")?;
     Ok(())
 }
+
+/// uvicorn's default listen backlog, which SGLang's HTTP server keeps (`uvicorn.run` without
+/// `backlog`); tokio's `TcpListener::bind` would give 1024. The kernel caps it at somaxconn.
+const LISTEN_BACKLOG: u32 = 2048;
