@@ -17,10 +17,16 @@ use kvrouter::routing::{policy_for, Endpoint, RoutingInput, Selector, StickyTabl
 use kvrouter::workers::{Worker, WorkerId, WorkerInfo};
 
 fn workers(n: u32) -> Vec<Arc<Worker>> {
+    workers_holding(n, None)
+}
+
+/// `n` workers advertising `max_total_num_tokens` of KV each.
+fn workers_holding(n: u32, max_total_num_tokens: Option<u64>) -> Vec<Arc<Worker>> {
     (0..n)
         .map(|i| {
             let info = WorkerInfo {
                 page_size: 16,
+                max_total_num_tokens,
                 ..WorkerInfo::default()
             };
             Arc::new(Worker::new(
@@ -189,16 +195,7 @@ fn kv_selector(candidates: &[Arc<Worker>], tokens: &[u32], pressure: bool) -> Se
 }
 
 fn bench_kv(c: &mut Criterion) {
-    let candidates: Vec<Arc<Worker>> = workers(8)
-        .into_iter()
-        .map(|w| {
-            let info = WorkerInfo {
-                max_total_num_tokens: Some((2048 + 64) * 16), // 64 pages free
-                ..w.info.clone()
-            };
-            Arc::new(Worker::new(w.id, &w.url, info))
-        })
-        .collect();
+    let candidates = workers_holding(8, Some((2048 + 64) * 16)); // 64 pages free
     let mut g = c.benchmark_group("routing_path");
     for tokens in [128usize, 4096] {
         let ids: Vec<u32> = (0..tokens as u32).map(|i| (i * 7919) % 151_000).collect();

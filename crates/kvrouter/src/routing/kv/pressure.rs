@@ -9,9 +9,9 @@
 //!   SGLang evicts unlocked leaves in least-recently-used order by default (`radix_cache.py`
 //!   `evict`: a heap of leaves keyed by `evict_policy.py` `LRUStrategy`, `last_access_time`,
 //!   which every `match_prefix` refreshes silently; only inserts and evictions emit events),
-//!   and locks the prefix of every running request (`inc_lock_ref`). The router cannot see hits, so a prefix's place in that order is
-//!   unknown: taken as uniform, a cached block survives a wait of `t` seconds with probability
-//!   `1 - rate * t / resident`. Blocks of a prefill in flight and of a prompt with siblings in
+//!   and locks the prefix of every running request (`inc_lock_ref`). The router cannot see
+//!   hits, so a prefix's place in that order is unknown: taken as uniform, a cached block
+//!   survives a wait of `t` seconds with probability `1 - rate * t / resident`. Blocks of a prefill in flight and of a prompt with siblings in
 //!   flight are locked, blocks this router predicted there within the TTL were just used: none
 //!   of them is at risk (`policy.rs`).
 //! - `displaced`: blocks this request's new prefill pushes out of a full cache (beyond its free

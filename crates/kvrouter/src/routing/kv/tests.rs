@@ -12,9 +12,15 @@ use crate::workers::{Worker, WorkerId, WorkerInfo};
 const PAGE: u32 = 4;
 
 fn worker(id: u32, dp: u32) -> Arc<Worker> {
+    worker_holding(id, dp, None)
+}
+
+/// A worker with `dp` ranks advertising `max_total_num_tokens` of KV per rank.
+fn worker_holding(id: u32, dp: u32, max_total_num_tokens: Option<u64>) -> Arc<Worker> {
     let info = WorkerInfo {
         page_size: PAGE,
         dp_size: dp,
+        max_total_num_tokens,
         ..WorkerInfo::default()
     };
     Arc::new(Worker::new(
@@ -411,21 +417,10 @@ fn pressured(
     let p = KvPolicy::new(index, loads.clone(), settings)
         .with_rates(rates)
         .with_pressure(pressure.clone());
-    let ws = [1, 2]
-        .map(|id| {
-            let info = WorkerInfo {
-                page_size: PAGE,
-                dp_size: 1,
-                max_total_num_tokens: Some(capacity),
-                ..WorkerInfo::default()
-            };
-            Arc::new(Worker::new(
-                WorkerId(id),
-                &format!("http://10.0.0.{id}:30000"),
-                info,
-            ))
-        })
-        .to_vec();
+    let ws = vec![
+        worker_holding(1, 1, Some(capacity)),
+        worker_holding(2, 1, Some(capacity)),
+    ];
     (p, ws, loads, pressure)
 }
 
