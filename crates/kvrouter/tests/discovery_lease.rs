@@ -3,6 +3,8 @@
 //! ends; plus the lease-expiry-to-removal measurement (ignored: run it by hand, see
 //! docs/discovery.md).
 
+#![cfg(feature = "etcd")] // etcd discovery is behind the `etcd` feature (needs protoc)
+
 mod support;
 
 use std::time::{Duration, Instant};

@@ -2,6 +2,8 @@
 //! before its TTL) and routers drain the worker; a worker that never becomes healthy is not
 //! registered (exit status 1).
 
+#![cfg(feature = "etcd")] // etcd discovery is behind the `etcd` feature (needs protoc)
+
 mod support;
 
 use std::time::Duration;

@@ -2,6 +2,8 @@
 //! next revision), skips keys whose value is not a worker record without crashing, leaves
 //! workers added through `/workers` alone, and lists router replicas at `/routers`.
 
+#![cfg(feature = "etcd")] // etcd discovery is behind the `etcd` feature (needs protoc)
+
 mod support;
 
 use std::time::Duration;

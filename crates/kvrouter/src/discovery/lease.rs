@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::settings::timed;
+use super::client::timed;
 use crate::backoff::ExponentialBackoff;
 
 /// Where the key stands.

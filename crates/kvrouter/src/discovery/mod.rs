@@ -9,147 +9,36 @@
 //! - `routers`: the replica keys and `GET /routers`;
 //! - `register`: the `router register` subcommand that runs beside a worker.
 //!
+//! etcd needs the `etcd` cargo feature (etcd-client builds its gRPC code with `protoc`); without
+//! it `settings` still validates the flags and refuses `--etcd-endpoints` with what to do, and
+//! `absent` stands in for `service` and `register`.
+//!
 //! [`Discovery::start`] is what the server calls once it is bound: it watches the worker
 //! keys into the registry and registers this router under `<prefix>/routers/`.
 
+#[cfg(not(feature = "etcd"))]
+mod absent;
+#[cfg(feature = "etcd")]
+pub mod client;
+#[cfg(feature = "etcd")]
 pub mod fleet;
 pub mod keys;
+#[cfg(feature = "etcd")]
 pub mod lease;
 pub mod record;
+#[cfg(feature = "etcd")]
 pub mod register;
+#[cfg(feature = "etcd")]
 pub mod routers;
+#[cfg(feature = "etcd")]
+mod service;
 pub mod settings;
+#[cfg(feature = "etcd")]
 pub mod watch;
 
-use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
-
-use etcd_client::Client;
-use parking_lot::Mutex;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
-
+#[cfg(not(feature = "etcd"))]
+pub use absent::{register, Discovery};
 pub use record::{RouterRecord, WorkerRecord};
+#[cfg(feature = "etcd")]
+pub use service::Discovery;
 pub use settings::EtcdConfig;
-
-use crate::config::Config;
-use crate::workers::Registry;
-
-/// The running discovery of one router: the worker watch and this replica's own key.
-pub struct Discovery {
-    pub config: EtcdConfig,
-    /// This replica's record (also its key's value).
-    pub me: RouterRecord,
-    client: OnceLock<Client>,
-    stop: CancellationToken,
-    task: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl std::fmt::Debug for Discovery {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Discovery")
-            .field("prefix", &self.config.prefix)
-            .field("router_id", &self.me.id)
-            .finish()
-    }
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-impl Discovery {
-    /// Starts discovery for a router bound at `bound` (None when `config.etcd` is unset).
-    /// Runs until `shutdown` is cancelled, then revokes this replica's lease (see [`Self::stopped`]).
-    pub fn start(
-        config: &Config,
-        registry: &Registry,
-        bound: SocketAddr,
-        shutdown: &CancellationToken,
-    ) -> Option<Arc<Discovery>> {
-        let etcd = config.etcd.clone()?;
-        let url = etcd
-            .advertise_url
-            .clone()
-            .unwrap_or_else(|| format!("http://{bound}"));
-        let me = RouterRecord {
-            id: uuid::Uuid::new_v4().to_string(),
-            url,
-            mode: config.mode.to_string(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            started_at: unix_now(),
-        };
-        let discovery = Arc::new(Discovery {
-            config: etcd,
-            me,
-            client: OnceLock::new(),
-            stop: shutdown.child_token(),
-            task: Mutex::new(None),
-        });
-        let task = tokio::spawn(run(discovery.clone(), registry.clone()));
-        *discovery.task.lock() = Some(task);
-        Some(discovery)
-    }
-
-    /// The etcd client, once connected.
-    pub fn client(&self) -> Option<Client> {
-        self.client.get().cloned()
-    }
-
-    /// Waits until discovery has stopped after shutdown (this replica's lease revoked, or
-    /// given up on when etcd is unreachable).
-    pub async fn stopped(&self) {
-        self.stop.cancel();
-        let task = self.task.lock().take();
-        if let Some(task) = task {
-            let _ = task.await;
-        }
-    }
-}
-
-/// Connects (retrying), then runs the replica key and the worker watch until stopped.
-async fn run(discovery: Arc<Discovery>, registry: Registry) {
-    let cfg = &discovery.config;
-    let client = loop {
-        match settings::connect(&cfg.endpoints).await {
-            Ok(c) => break c,
-            Err(e) => {
-                tracing::warn!(endpoints = ?cfg.endpoints, error = %e, "etcd discovery: cannot connect; retrying");
-                tokio::select! {
-                    () = discovery.stop.cancelled() => return,
-                    () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
-                }
-            }
-        }
-    };
-    let _ = discovery.client.set(client.clone());
-    let replica = match serde_json::to_vec(&discovery.me) {
-        Ok(value) => Some(lease::LeasedKey::spawn(
-            client.clone(),
-            keys::router_key(&cfg.prefix, &discovery.me.id),
-            value,
-            cfg.lease_ttl_secs,
-            discovery.stop.child_token(),
-        )),
-        Err(e) => {
-            tracing::error!(error = %e, "etcd discovery: cannot encode this router's record");
-            None
-        }
-    };
-    tracing::info!(prefix = %cfg.prefix, router_id = %discovery.me.id, url = %discovery.me.url, "etcd discovery started");
-    let mut fleet = fleet::Fleet::default();
-    watch::run(
-        client,
-        keys::workers_prefix(&cfg.prefix),
-        &registry,
-        &mut fleet,
-        discovery.stop.clone(),
-    )
-    .await;
-    if let Some(replica) = replica {
-        let revoked = replica.stop().await;
-        tracing::info!(revoked, "etcd discovery stopped; this router's key is gone");
-    }
-}

@@ -13,10 +13,11 @@ use std::time::Duration;
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
 
+use super::client::connect;
 use super::keys::{check_id, default_worker_id, worker_key};
 use super::lease::LeasedKey;
 use super::record::{check_api_key_env, WorkerRecord};
-use super::settings::{check_ttl, connect, normalize_prefix, parse_endpoints};
+use super::settings::{check_ttl, normalize_prefix, parse_endpoints};
 use crate::server::shutdown::Signals;
 use crate::workers::http::{
     authorization, http_get_json, new_client, HttpClient, WORKER_IDLE_TIMEOUT,

@@ -5,9 +5,9 @@
 use etcd_client::GetOptions;
 use serde_json::{json, Value};
 
+use super::client::timed;
 use super::keys::routers_prefix;
 use super::record::RouterRecord;
-use super::settings::timed;
 use super::Discovery;
 
 /// `{"routers":[{id,url,mode,version,started_at,self}],"total":n,"self":id}`; an error

@@ -4,13 +4,7 @@
 
 use std::time::Duration;
 
-use etcd_client::{Client, ConnectOptions};
-
 use crate::config::{ConfigError, Options};
-
-/// Longest wait for one unary etcd call (get, put, grant, revoke); watches and keep-alive
-/// streams are not bounded by it.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Validated etcd settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +85,14 @@ impl EtcdConfig {
         if endpoints.is_empty() {
             return Ok(None);
         }
+        #[cfg(not(feature = "etcd"))]
+        return Err(invalid("etcd_endpoints", super::absent::NOT_BUILT));
+        #[cfg(feature = "etcd")]
+        Self::validated(o, endpoints)
+    }
+
+    #[cfg(feature = "etcd")]
+    fn validated(o: &Options, endpoints: Vec<String>) -> Result<Option<EtcdConfig>, ConfigError> {
         let advertise_url = match &o.etcd_advertise_url {
             None => None,
             Some(u) => Some(
@@ -114,29 +116,21 @@ impl EtcdConfig {
     }
 }
 
-/// Opens a client (etcd-client connects lazily and reconnects by itself; HTTP/2 keep-alive
-/// notices a dead peer within a few seconds even when no call is in flight).
-pub async fn connect(endpoints: &[String]) -> Result<Client, etcd_client::Error> {
-    let options = ConnectOptions::new()
-        .with_connect_timeout(Duration::from_secs(2))
-        .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2))
-        .with_keep_alive_while_idle(true);
-    Client::connect(endpoints, Some(options)).await
-}
-
-/// Runs one unary etcd call under [`CALL_TIMEOUT`].
-pub async fn timed<T>(
-    call: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
-) -> Result<T, String> {
-    match tokio::time::timeout(CALL_TIMEOUT, call).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {CALL_TIMEOUT:?}")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    #[cfg(not(feature = "etcd"))]
+    #[test]
+    fn refused_without_the_feature() {
+        let o = Options {
+            etcd_endpoints: vec!["127.0.0.1:2379".into()],
+            ..Options::default()
+        };
+        let e = EtcdConfig::from_options(&o).unwrap_err();
+        assert_eq!(e.field, "etcd_endpoints");
+        assert!(e.message.contains("--features etcd"), "{}", e.message);
+        assert_eq!(EtcdConfig::from_options(&Options::default()), Ok(None));
+    }
+
     use super::*;
 
     #[test]
@@ -156,6 +150,7 @@ mod tests {
         assert_eq!(check_ttl(10).unwrap(), 10);
     }
 
+    #[cfg(feature = "etcd")]
     #[test]
     fn absent_without_endpoints() {
         assert_eq!(EtcdConfig::from_options(&Options::default()), Ok(None));

@@ -10,8 +10,8 @@ use std::time::Duration;
 use etcd_client::{Client, EventType, GetOptions, WatchOptions, WatchResponse};
 use tokio_util::sync::CancellationToken;
 
+use super::client::timed;
 use super::fleet::{Fleet, FleetOps, Outcome};
-use super::settings::timed;
 use crate::backoff::ExponentialBackoff;
 
 /// Reconnect backoff: 100 ms doubling to 2 s.

@@ -198,7 +198,7 @@ pub async fn routers(state: &AppState) -> Response<RouterBody> {
     let Some(d) = state.discovery.get() else {
         return ApiError::not_found("not_found", "/routers needs --etcd-endpoints").into_response();
     };
-    match crate::discovery::routers::routers_json(d).await {
+    match d.routers_json().await {
         Ok(v) => json(StatusCode::OK, &v),
         Err(e) => {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "etcd_unavailable", e).into_response()

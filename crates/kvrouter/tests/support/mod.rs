@@ -11,6 +11,7 @@
 
 pub mod admin;
 pub mod captured;
+#[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod fake_publisher;
 pub mod http;
