@@ -333,10 +333,15 @@ fn dockerfile_builds_in_stages_runs_unprivileged_and_starts_what_it_copies() {
     };
     assert!(of("FROM").len() >= 2, "a builder and a runtime stage");
     assert!(
+        of("RUN").iter().any(|r| r
+            .contains("cargo build --release --locked -p kvrouter --features etcd --bin router")),
+        "the builder builds the router binary with etcd discovery"
+    );
+    assert!(
         of("RUN")
             .iter()
-            .any(|r| r.contains("cargo build --release --locked -p kvrouter --bin router")),
-        "the builder builds the router binary"
+            .any(|r| r.contains("objcopy --strip-all") && r.contains("/out/router")),
+        "the shipped binary is stripped"
     );
 
     // The last USER of the final stage is neither root nor uid 0.
