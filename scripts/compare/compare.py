@@ -34,7 +34,7 @@ from kvcompare import fleet as fleet_mod  # noqa: E402
 from kvcompare import measure as measure_mod  # noqa: E402
 from kvcompare.pressure import render as pressure_render  # noqa: E402
 from kvcompare.pressure import run as pressure_run  # noqa: E402
-from kvcompare import overhead, procs, procstat, report, routers, runenv, textmodel, venvs, workloads  # noqa: E402
+from kvcompare import overhead, portable, procs, procstat, report, routers, runenv, textmodel, venvs, workloads  # noqa: E402
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -73,7 +73,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="existing venv with sglang-router 0.3.2 (default: create under --venv-root)")
     ap.add_argument("--smg-venv", default=os.environ.get("COMPARE_SMG_VENV"),
                     help="existing venv with smg 1.13 (default: create under --venv-root)")
-    ap.add_argument("--trace", default=str(workloads.TRACE), help="Mooncake-format trace for the trace workload")
+    ap.add_argument("--trace", default=str(workloads.TRACE),
+                    help="Mooncake-format trace for the trace workload (default: $KVROUTER_TRACE, else "
+                         "../shared/traces/conversation_trace.jsonl beside the checkout)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--slow-workers", type=int, default=0,
                     help="pressure: run the last N mocks of every fleet --slow-factor times slower (heterogeneous fleet)")
@@ -174,6 +176,7 @@ def overhead_run(a, selected, launch: routers.Launch, mock_bin: Path, out: Path)
 # --- orchestration ------------------------------------------------------------------------------
 
 def write_outputs(res: dict, out: Path, update_docs: bool) -> None:
+    res = portable.tree(res)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(res, indent=1))
     try:
@@ -207,6 +210,7 @@ def run(a) -> int:
         "runs": []}
     print(f"[compare] out={out} size={a.size} routers={', '.join(r.name for r in selected)}", flush=True)
 
+    portable.register(a.trace, "$TRACE")
     wanted = [w.strip() for w in a.workloads.split(",") if w.strip()]
     wls = [w for w in workloads.build(a.size, Path(a.trace), a.seed, str(launch.model_dir)) if w.name in wanted]
     if a.overhead_only:
@@ -236,7 +240,7 @@ def run(a) -> int:
                               f"p99={report._f(s.get('ttft_p99_ms'), '.1f')} ms "
                               f"req/s={report._f(s.get('req_per_s'), '.1f')} "
                               f"cpu={rec.get('router_cpu_s', 0):.2f}s ({time.monotonic() - t0:.0f}s)", flush=True)
-                    (out / "results.json").write_text(json.dumps(res, indent=1))
+                    (out / "results.json").write_text(json.dumps(portable.tree(res), indent=1))
         finally:
             fl.stop()
         if a.no_reference:
@@ -253,7 +257,7 @@ def run(a) -> int:
                 if not rec.get("error"):
                     print(f"[run] {w.name:6} {'one shared cache':24} hit={report._f(rec['summary'].get('hit_rate'), '.1%'):>6}",
                           flush=True)
-                (out / "results.json").write_text(json.dumps(res, indent=1))
+                (out / "results.json").write_text(json.dumps(portable.tree(res), indent=1))
         finally:
             cf.stop()
     res["meta"]["loadavg_before_overhead"] = os.getloadavg()

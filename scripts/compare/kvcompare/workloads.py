@@ -4,12 +4,16 @@ to read loadgen's summary JSON tolerantly."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .fleet import FleetSpec
 
-TRACE = Path("/work/shared/traces/conversation_trace.jsonl")
+# The Mooncake FAST'25 conversation trace (kvcache-ai/Mooncake, `FAST25-release/traces/`): by
+# default `../shared/traces/` next to the checkout, or wherever $KVROUTER_TRACE (or --trace) says.
+REPO = Path(__file__).resolve().parent.parent.parent.parent
+TRACE = Path(os.environ.get("KVROUTER_TRACE") or REPO.parent / "shared" / "traces" / "conversation_trace.jsonl")
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import report, runenv
+from .. import portable, report, runenv
 from . import suite
 from . import targets as targets_mod
 
@@ -187,6 +187,7 @@ def write_outputs(res: dict, out: Path, update_docs: bool) -> bool:
     """Writes pressure.json, pressure.md and the charts (OUT/img); with `update_docs` also the charts
     into docs/img/ and the block into docs/benchmarks.md. False when the report did not render."""
     from . import charts
+    res = portable.tree(res)
     out.mkdir(parents=True, exist_ok=True)
     (out / "pressure.json").write_text(json.dumps(res, indent=1))
     try:

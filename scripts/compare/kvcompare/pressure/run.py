@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .. import fleet as fleet_mod
-from .. import routers, runenv
+from .. import portable, routers, runenv
 from ..measure import measure
 from . import render, suite
 
@@ -62,6 +62,7 @@ def run(a) -> int:
     unknown = [w for w in wanted if w not in known]
     if unknown:
         raise SystemExit(f"--workloads: unknown {unknown} (known: {', '.join(known)})")
+    portable.register(a.trace, "$TRACE")
     cases = [c for c in suite.build(size, Path(a.trace), a.seed, a.trace_requests)
              if c.workload in wanted or c.key in wanted]
     selected = routers.select(a.only, routers.PRESSURE_QUICK if size == "quick" else routers.PRESSURE)
@@ -114,12 +115,12 @@ def run(a) -> int:
                                           c.timeout_s, base)
                             res["runs"].append(rec)
                             print(render.progress_line(rec, time.monotonic() - t0), flush=True)
-                            results.write_text(json.dumps(res, indent=1))
+                            results.write_text(json.dumps(portable.tree(res), indent=1))
                 finally:
                     fl.stop()
     res["meta"]["loadavg_end"] = os.getloadavg()
     res["meta"]["wall_s"] = time.monotonic() - t_start
-    results.write_text(json.dumps(res, indent=1))
+    results.write_text(json.dumps(portable.tree(res), indent=1))
     ok = render.write_outputs(res, out, a.update_docs)
     print((out / "pressure.md").read_text())
     bad = failed_rows(res)
