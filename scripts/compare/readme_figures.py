@@ -60,6 +60,7 @@ def _run_name(row: dict, runs: dict[str, dict], meta: dict) -> str:
 
 
 def _run_legend(names: dict[str, dict]) -> str:
+    """Each run as the checkout's commit when it ran (`-dirty`: uncommitted changes) and its date."""
     return "; ".join(f"`{g}` {m.get('date', '?')}" for g, m in sorted(names.items(), key=lambda kv: kv[1].get("date", "")))
 
 
@@ -98,7 +99,7 @@ def pressure_block() -> str:
             _triple([s.get("hit_rate") for s in sums], ".1f", False, 100.0),
             _triple([per[n].get("balance_max_over_mean") for n in names], ".2f", True),
             f"{_run_name(per[KV], runs, meta)} / " + ", ".join(f"`{g}`" for g in sorted(peer_runs))]) + " |")
-    lines.append("\nHit rate in %. Runs (kvrouter commit measured, date): " + _run_legend(used) + ".")
+    lines.append("\nHit rate in %. Runs: " + _run_legend(used) + ".")
     return "\n".join(lines) + "\n"
 
 
@@ -135,7 +136,7 @@ def side_by_side_block() -> str:
             _triple([s.get("hit_rate") for s in sums], ".1f", False, 100.0),
             _triple([per[n].get("balance_max_over_mean") for n in names], ".2f", True),
             f"{_run_name(per[KV], runs, meta)} / " + ", ".join(f"`{g}`" for g in sorted(peer_runs))]) + " |")
-    lines.append("\nHit rate in %. Runs (kvrouter commit measured, date): " + _run_legend(used) + ".\n")
+    lines.append("\nHit rate in %. Runs: " + _run_legend(used) + ".\n")
     ov = ov_file.get("overhead") or {}
     ov_meta = ov_file.get("meta", {})
     rows = {r["router"]: r for r in ov.get("routers", []) if not r.get("error")}
