@@ -116,7 +116,7 @@ def side_by_side_block() -> str:
     workers = sorted({str(r.get("fleet", "?")).split(" x ")[0] for wl in per_wl.values() for r in wl.values()
                       if r.get("family") != "reference"})
     lines = [f"Side by side: `docs/results/compare-full.json`, {' or '.join(workers)} simulated workers (real time), "
-             f"each cell {ORDER}.\n",
+             f"each cell {ORDER} (best in bold).\n",
              "| workload | TTFT p50 (ms) | TTFT p99 (ms) | hit rate | busiest worker / mean | runs (kvrouter / peers) |",
              "|---|---:|---:|---:|---:|---|"]
     for wl, per in per_wl.items():
@@ -143,7 +143,7 @@ def side_by_side_block() -> str:
     names = [KV, *PEERS]
     if all(n in rows for n in names):
         lines += [f"Proxy overhead: `docs/results/compare-overhead.json`, `{ov_meta.get('git', '?')}` "
-                  f"{ov_meta.get('date', '?')}, {ov.get('fleet', '?')}, `wrk`, each cell {ORDER}.\n",
+                  f"{ov_meta.get('date', '?')}, {ov.get('fleet', '?')}, `wrk`, each cell {ORDER} (best in bold).\n",
                   "| added latency p50 at 1 connection (us) | max req/s "
                   f"({ov.get('max_conns', '?')} connections) | router CPU per request (us) |",
                   "|---:|---:|---:|",
