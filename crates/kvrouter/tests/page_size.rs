@@ -33,8 +33,9 @@ fn kv_mock_at(page: &str, speedup: &str) -> Proc {
     ])
 }
 
-/// A kv-mode router at `--page-size 16` over `workers`, waiting until all are routable.
-async fn kv_router_16(workers: &[&str], extra: &[&str]) -> Proc {
+/// A kv-mode router at `--page-size 16` over `workers` (admin key set, for `/debug/index`),
+/// waiting until it subscribed to every worker's events (all registered).
+async fn kv_router_16(c: &reqwest::Client, workers: &[&str]) -> Proc {
     let mut args = vec![
         "--mode",
         "kv",
@@ -43,15 +44,20 @@ async fn kv_router_16(workers: &[&str], extra: &[&str]) -> Proc {
         "--admin-api-key",
         ADMIN,
     ];
-    args.extend_from_slice(extra);
-    router_with(workers, &args).await
+    for w in workers {
+        args.extend(["--worker-urls", w]);
+    }
+    let r = procs::router(&args);
+    wait_sources(c, &r.url, workers.len() as u64).await;
+    r
 }
 
 /// Sends small distinct prompts (two router blocks each) straight to `worker` until the
 /// router's index shows its blocks: its event subscription is live and folding.
 async fn warm(c: &reqwest::Client, router: &str, worker: &str) {
     let deadline = Deadline::after(Duration::from_secs(30));
-    let mut seed = 60_000;
+    // prompt() repeats with a period of 30000 seeds: stay clear of the tests' own seeds.
+    let mut seed = 45_000;
     loop {
         seed += 1;
         let _ = generate(c, worker, &prompt(seed, 40), 1).await;
@@ -110,9 +116,8 @@ async fn a_page_size_one_fleet_is_served_in_round_robin_and_least_load() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn page_size_one_workers_are_kv_routed_with_prefix_affinity() {
     let (a, b) = (kv_mock_at("1", "0"), kv_mock_at("1", "0"));
-    let router = kv_router_16(&[&a.url, &b.url], &[]).await;
     let c = client();
-    wait_sources(&c, &router.url, 2).await;
+    let router = kv_router_16(&c, &[&a.url, &b.url]).await;
     for w in [&a.url, &b.url] {
         warm(&c, &router.url, w).await;
     }
@@ -143,9 +148,8 @@ async fn page_size_one_workers_are_kv_routed_with_prefix_affinity() {
 async fn page_size_one_siblings_share_one_prefill_under_predict_on_route() {
     let mocks: Vec<Proc> = (0..3).map(|_| kv_mock_at("1", "1")).collect();
     let urls: Vec<&str> = mocks.iter().map(|m| m.url.as_str()).collect();
-    let router = kv_router_16(&urls, &[]).await;
     let c = client();
-    wait_sources(&c, &router.url, 3).await;
+    let router = kv_router_16(&c, &urls).await;
     for w in &urls {
         warm(&c, &router.url, w).await;
     }
