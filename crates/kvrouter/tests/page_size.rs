@@ -218,8 +218,8 @@ fn enc(url: &str) -> String {
 async fn the_mock_at_page_size_one_publishes_one_page_per_token() {
     use support::sglang_wire::Ev;
     use support::zmq::{kv_config, synced_sub};
-    let cfg = serde_json::json!({"publisher": "zmq", "endpoint": "tcp://*:0", "topic": "kv"})
-        .to_string();
+    let cfg =
+        serde_json::json!({"publisher": "zmq", "endpoint": "tcp://*:0", "topic": "kv"}).to_string();
     let m = procs::mock(&[
         "--page-size",
         "1",

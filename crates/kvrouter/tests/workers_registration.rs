@@ -8,8 +8,7 @@ mod support;
 use std::time::Duration;
 
 use kvrouter::workers::{
-    AddWorkerError, HealthConfig, PageSizeRule, Registry, RegistryConfig, RegistryEvent,
-    WorkerSpec,
+    AddWorkerError, HealthConfig, PageSizeRule, Registry, RegistryConfig, RegistryEvent, WorkerSpec,
 };
 
 /// A kv-mode registry whose periodic checks stay out of the way (tests drive checks themselves).

@@ -161,12 +161,7 @@ impl PageFold {
     ) -> Result<Vec<KvEvent>, FoldError> {
         let mut prev_slot = match parent {
             None => None,
-            Some(p) => Some(
-                self.pages
-                    .get(&p)
-                    .ok_or(FoldError::UnknownParent(p))?
-                    .slot,
-            ),
+            Some(p) => Some(self.pages.get(&p).ok_or(FoldError::UnknownParent(p))?.slot),
         };
         let mut prev = parent;
         let mut out: Vec<KvEvent> = Vec::new();
@@ -185,7 +180,13 @@ impl PageFold {
                 .slot;
             if slot + 1 == self.per_block {
                 if let Some((block_parent, block_tokens)) = self.complete(*hash) {
-                    push_block(&mut out, block_parent, *hash, block_tokens, self.router_page());
+                    push_block(
+                        &mut out,
+                        block_parent,
+                        *hash,
+                        block_tokens,
+                        self.router_page(),
+                    );
                 }
             }
             prev = Some(*hash);
@@ -359,7 +360,11 @@ mod tests {
     #[test]
     fn a_page_entry_stays_small() {
         // docs/events.md quotes ~100 B per held page (this entry, its key, the map's slack).
-        assert!(std::mem::size_of::<Page>() <= 80, "{}", std::mem::size_of::<Page>());
+        assert!(
+            std::mem::size_of::<Page>() <= 80,
+            "{}",
+            std::mem::size_of::<Page>()
+        );
     }
 
     #[test]
