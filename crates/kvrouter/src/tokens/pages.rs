@@ -5,7 +5,7 @@
 /// Whether `worker_page`-token pages fold into `router_page`-token blocks: smaller than
 /// the router's page, and a divisor of it (SGLang's default page size 1 always is).
 pub fn folds_into(worker_page: u32, router_page: u32) -> bool {
-    worker_page > 0 && worker_page < router_page && router_page % worker_page == 0
+    worker_page > 0 && worker_page < router_page && router_page.is_multiple_of(worker_page)
 }
 
 #[cfg(test)]
