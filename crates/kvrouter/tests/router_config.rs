@@ -21,7 +21,7 @@ fn run_expect_failure(args: &[&str], envs: &[(&str, &str)]) -> String {
 
 #[test]
 fn invalid_configuration_fails_naming_the_field() {
-    let err = run_expect_failure(&["--page-size", "1"], &[]);
+    let err = run_expect_failure(&["--page-size", "0"], &[]);
     assert!(err.contains("page_size"), "{err}");
     let err = run_expect_failure(&["--mode", "fastest"], &[]);
     assert!(err.contains("mode"), "{err}");

@@ -7,12 +7,14 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use kvrouter::workers::{HealthConfig, Registry, RegistryConfig, RegistryEvent, WorkerSpec};
+use kvrouter::workers::{
+    HealthConfig, PageSizeRule, Registry, RegistryConfig, RegistryEvent, WorkerSpec,
+};
 use support::Proc;
 
 fn registry(interval: Duration) -> Registry {
     Registry::new(RegistryConfig {
-        page_size: 16,
+        page_size: PageSizeRule::Folds { router: 16 },
         health: HealthConfig {
             interval,
             timeout: Duration::from_secs(2),

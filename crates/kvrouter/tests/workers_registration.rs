@@ -8,13 +8,13 @@ mod support;
 use std::time::Duration;
 
 use kvrouter::workers::{
-    AddWorkerError, HealthConfig, Registry, RegistryConfig, RegistryEvent, WorkerSpec,
+    AddWorkerError, HealthConfig, PageSizeRule, Registry, RegistryConfig, RegistryEvent, WorkerSpec,
 };
 
-/// A registry whose periodic checks stay out of the way (tests drive checks themselves).
+/// A kv-mode registry whose periodic checks stay out of the way (tests drive checks themselves).
 fn registry(page_size: u32) -> Registry {
     Registry::new(RegistryConfig {
-        page_size,
+        page_size: PageSizeRule::Folds { router: page_size },
         health: HealthConfig {
             interval: Duration::from_secs(3600),
             ..HealthConfig::default()
@@ -105,7 +105,8 @@ async fn registration_reads_page_dp_tp_kv_events_and_version() {
 
 #[tokio::test]
 async fn page_size_mismatch_is_refused_naming_both_sizes() {
-    let mock = support::mock(&["--page-size", "1"]);
+    // 24 does not divide 16: its pages cannot be folded into router blocks.
+    let mock = support::mock(&["--page-size", "24"]);
     let reg = registry(16);
     let err = reg
         .add_worker(&mock.url, WorkerSpec::default())
@@ -116,13 +117,13 @@ async fn page_size_mismatch_is_refused_naming_both_sizes() {
             worker_page_size,
             router_page_size,
             ..
-        } => assert_eq!((*worker_page_size, *router_page_size), (1, 16)),
+        } => assert_eq!((*worker_page_size, *router_page_size), (24, 16)),
         other => panic!("expected PageSizeMismatch, got {other:?}"),
     }
     assert_eq!(err.status_code(), 400);
     let msg = err.to_string();
     assert!(
-        msg.contains("page size 1") && msg.contains("--page-size 16"),
+        msg.contains("page size 24") && msg.contains("--page-size 16"),
         "{msg}"
     );
     assert!(reg.snapshot().is_empty(), "never registered");

@@ -187,10 +187,10 @@ impl Config {
         let (mode, policy_warning) = Config::mode(&o, mode_given)?;
         let etcd = crate::discovery::EtcdConfig::from_options(&o)?;
         let page_size = o.page_size;
-        if page_size < 2 {
+        if page_size < 1 {
             return Err(invalid(
                 "page_size",
-                format!("must be at least 2 (got {page_size})"),
+                format!("must be at least 1 (got {page_size})"),
             ));
         }
         let mut worker_allow_cidr = Vec::new();

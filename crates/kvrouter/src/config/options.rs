@@ -32,7 +32,9 @@ pub struct Options {
     /// Routing mode: kv | round-robin | random | least-load.
     #[arg(long, env = "KVROUTER_MODE", default_value = "kv")]
     pub mode: String,
-    /// Tokens per KV page; every worker must report the same page size or it is refused.
+    /// Tokens per KV page (router block size, at least 1). Any worker page size is served;
+    /// in kv mode a worker's must equal it or divide it (smaller pages are folded into router
+    /// blocks, e.g. SGLang's default 1), others are refused.
     #[arg(long, env = "KVROUTER_PAGE_SIZE", default_value_t = 16)]
     pub page_size: u32,
     /// Workers registered at start (space- or comma-separated; in the background, requests

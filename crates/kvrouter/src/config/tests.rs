@@ -17,6 +17,14 @@ fn defaults_are_valid() {
 }
 
 #[test]
+fn page_size_one_is_sglangs_default_and_valid() {
+    let c = Config::from_sources(cli(&["--page-size", "1"]), FileConfig::default()).unwrap();
+    assert_eq!(c.page_size, 1);
+    let file = FileConfig::parse("page_size = 1").unwrap();
+    assert_eq!(Config::from_sources(cli(&[]), file).unwrap().page_size, 1);
+}
+
+#[test]
 fn cli_beats_file_and_file_beats_default() {
     let file = FileConfig::parse("page_size = 64\nport = 9\nmode = \"random\"").unwrap();
     let c = Config::from_sources(cli(&["--page-size", "32"]), file).unwrap();
@@ -37,7 +45,7 @@ fn worker_urls_are_normalised_and_split() {
 
 #[test]
 fn errors_name_the_field() {
-    let e = Config::from_sources(cli(&["--page-size", "1"]), FileConfig::default()).unwrap_err();
+    let e = Config::from_sources(cli(&["--page-size", "0"]), FileConfig::default()).unwrap_err();
     assert_eq!(e.field, "page_size");
     let e = Config::from_sources(cli(&["--mode", "fastest"]), FileConfig::default()).unwrap_err();
     assert_eq!(e.field, "mode");

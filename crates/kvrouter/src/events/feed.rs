@@ -1,5 +1,6 @@
 //! One (worker, rank) event stream: sequence cursor, decoding, page-size and
-//! medium checks, and application to the sink. Transport-agnostic and synchronous;
+//! medium checks, the page fold of a worker whose pages divide the router's
+//! (`fold.rs`), and application to the sink. Transport-agnostic and synchronous;
 //! the ZMQ and NATS sources drive it (and perform replays it asks for).
 
 use std::sync::Arc;
@@ -9,10 +10,11 @@ use tracing::{error, info, warn};
 
 use super::cursor::{SeqCursor, Verdict};
 use super::dynamo_wire::{DynamoData, DynamoEvent};
+use super::fold::PageFold;
 use super::metrics::metrics;
 use super::sglang_wire::{decode_batch, WireEvent};
 use super::sink::{Absorbed, KvEventSink};
-use crate::index::KvEvent;
+use crate::index::{EngineHash, KvEvent};
 use crate::workers::{Rank, WorkerId};
 
 /// The storage medium SGLang names the GPU (device) tier.
@@ -90,6 +92,12 @@ pub struct RankFeed {
     /// Blocks of the GPU stores offered to the sink so far (a size estimate for
     /// [`KvEventSink::reserve`]; duplicates and later removals included).
     stored_blocks: u64,
+    /// The worker's pages folded into router blocks, once its stores carry a `block_size`
+    /// that divides the router's page size; dropped whenever the rank is cleared.
+    fold: Option<PageFold>,
+    /// The most worker pages `fold` may hold (the rank's cap times pages per block; read
+    /// from the sink when first exceeded, 0 until then).
+    fold_cap: usize,
 }
 
 impl RankFeed {
@@ -115,6 +123,8 @@ impl RankFeed {
             pending_reset: None,
             warned: Warned::default(),
             stored_blocks: 0,
+            fold: None,
+            fold_cap: 0,
         }
     }
 
@@ -210,6 +220,7 @@ impl RankFeed {
 
     /// Clears the rank in the sink and records why (for the relay).
     fn clear(&mut self, reason: ResetReason) {
+        self.drop_fold();
         self.sink.apply(self.worker, self.rank, KvEvent::Cleared);
         self.pending_reset = Some(reason);
         self.set_recovering(reason == ResetReason::Gap);
@@ -235,14 +246,91 @@ impl RankFeed {
         if let Absorbed::OverCap { blocks, cap } =
             self.sink.apply_checked(self.worker, self.rank, event)
         {
-            let m = metrics();
-            m.index_cap_exceeded.with_label_values(&[&self.label]).inc();
-            m.recoveries.inc();
-            if !self.recovering {
-                warn!(worker = %self.label, rank = self.rank, blocks, cap,
-                    "kv events: rank holds more blocks than its KV capacity allows, rank cleared and recovering");
+            self.over_cap("blocks", blocks, cap);
+        }
+    }
+
+    /// The rank went past its cap (the sink cleared it, or the caller did): count it, forget
+    /// the fold, mark the rank recovering.
+    fn over_cap(&mut self, what: &str, held: usize, cap: usize) {
+        self.drop_fold();
+        let m = metrics();
+        m.index_cap_exceeded.with_label_values(&[&self.label]).inc();
+        m.recoveries.inc();
+        if !self.recovering {
+            warn!(worker = %self.label, rank = self.rank, held, cap, what,
+                "kv events: rank holds more than its KV capacity allows, rank cleared and recovering");
+        }
+        self.set_recovering(true);
+    }
+
+    fn drop_fold(&mut self) {
+        self.fold = None;
+        self.fold_cap = 0;
+    }
+
+    /// A store of `block_size`-token pages, `block_size` not the router's page size: folded
+    /// into router blocks when it divides it, refused (counted, logged once) otherwise.
+    fn fold_stored(
+        &mut self,
+        parent: Option<EngineHash>,
+        hashes: &[EngineHash],
+        tokens: &[u32],
+        block_size: u32,
+    ) {
+        if self
+            .fold
+            .as_ref()
+            .is_none_or(|f| f.worker_page() != block_size)
+        {
+            self.drop_fold();
+            self.fold = PageFold::new(block_size, self.page_size);
+        }
+        let Some(fold) = self.fold.as_mut() else {
+            self.page_size_mismatch(block_size, hashes.len(), tokens.len());
+            return;
+        };
+        let folded = fold.stored(parent, hashes, tokens);
+        let (held, per_block) = (fold.len(), fold.pages_per_block());
+        match folded {
+            Ok(events) => {
+                for event in events {
+                    if let KvEvent::Stored { block_hashes, .. } = &event {
+                        self.stored_blocks += block_hashes.len() as u64;
+                    }
+                    self.absorb(event);
+                }
             }
-            self.set_recovering(true);
+            Err(e) => {
+                metrics()
+                    .ignored
+                    .with_label_values(&["fold_unknown_parent"])
+                    .inc();
+                tracing::debug!(worker = %self.label, rank = self.rank, error = %e, "kv events: store not folded");
+            }
+        }
+        if held > self.fold_cap {
+            let cap = self.sink.unit_cap(self.worker, self.rank);
+            self.fold_cap = cap.saturating_mul(per_block as usize);
+            if held > self.fold_cap {
+                let cap = self.fold_cap;
+                self.sink.apply(self.worker, self.rank, KvEvent::Cleared);
+                self.over_cap("worker pages", held, cap);
+            }
+        }
+    }
+
+    fn page_size_mismatch(&mut self, block_size: u32, blocks: usize, tokens: usize) {
+        let m = metrics();
+        m.page_size_mismatches.inc();
+        m.ignored.with_label_values(&["page_size"]).inc();
+        if !std::mem::replace(&mut self.warned.page_size, true) {
+            error!(
+                worker = %self.label, rank = self.rank, configured_page_size = self.page_size,
+                event_block_size = block_size, blocks, tokens,
+                "kv events: page size mismatch, BlockStored events of this worker are NOT applied; \
+                 start the worker with --page-size equal to the router's or a divisor of it"
+            );
         }
     }
 
@@ -286,17 +374,12 @@ impl RankFeed {
                     return;
                 }
                 let expected_tokens = block_hashes.len() * block_size as usize;
-                if block_size != self.page_size || token_ids.len() != expected_tokens {
-                    m.page_size_mismatches.inc();
-                    m.ignored.with_label_values(&["page_size"]).inc();
-                    if !std::mem::replace(&mut self.warned.page_size, true) {
-                        error!(
-                            worker = %self.label, rank = self.rank, configured_page_size = self.page_size,
-                            event_block_size = block_size, blocks = block_hashes.len(), tokens = token_ids.len(),
-                            "kv events: page size mismatch, BlockStored events of this worker are NOT applied; \
-                             start the worker with --page-size equal to the router's"
-                        );
-                    }
+                if token_ids.len() != expected_tokens {
+                    self.page_size_mismatch(block_size, block_hashes.len(), token_ids.len());
+                    return;
+                }
+                if block_size != self.page_size {
+                    self.fold_stored(parent, &block_hashes, &token_ids, block_size);
                     return;
                 }
                 self.stored_blocks += block_hashes.len() as u64;
@@ -316,11 +399,18 @@ impl RankFeed {
                     m.ignored.with_label_values(&["medium"]).inc();
                     return;
                 }
-                self.sink
-                    .apply(self.worker, self.rank, KvEvent::Removed { block_hashes });
+                let block_hashes = match self.fold.as_mut() {
+                    Some(fold) => fold.removed(&block_hashes),
+                    None => block_hashes,
+                };
+                if self.fold.is_none() || !block_hashes.is_empty() {
+                    self.sink
+                        .apply(self.worker, self.rank, KvEvent::Removed { block_hashes });
+                }
             }
             WireEvent::Cleared => {
                 m.received.with_label_values(&["cleared"]).inc();
+                self.drop_fold();
                 self.sink.apply(self.worker, self.rank, KvEvent::Cleared);
                 self.set_recovering(false);
             }
@@ -587,6 +677,158 @@ mod tests {
         );
         assert!(sink.events().is_empty());
         assert!(metrics().page_size_mismatches.get() >= before + 2);
+    }
+
+    /// `BlockStored` of single-token pages chained after `parent`.
+    fn stored_pages(hashes: &[i64], parent: Option<i64>, tokens: &[i64]) -> V {
+        V::Array(vec![
+            V::from("BlockStored"),
+            V::Array(hashes.iter().map(|h| V::from(*h)).collect()),
+            parent.map_or(V::Nil, V::from),
+            V::Array(tokens.iter().map(|t| V::from(*t)).collect()),
+            V::from(1),
+            V::Nil,
+            V::from("GPU"),
+        ])
+    }
+
+    fn removed_pages(hashes: &[i64]) -> V {
+        V::Array(vec![
+            V::from("BlockRemoved"),
+            V::Array(hashes.iter().map(|h| V::from(*h)).collect()),
+            V::from("GPU"),
+        ])
+    }
+
+    #[test]
+    fn single_token_pages_are_folded_into_router_blocks() {
+        let sink = RecordingSink::new();
+        let mut f = RankFeed::new(WorkerId(1), 0, "http://w".into(), 4, 0, sink.clone());
+        // SGLang at page size 1: one BlockStored per token, each chained to the previous.
+        let events: Vec<V> = (1..=6)
+            .map(|h| stored_pages(&[h], (h > 1).then_some(h - 1), &[10 + h]))
+            .collect();
+        f.offer(0, Payload::Sglang(&batch(events)), false);
+        assert_eq!(
+            sink.events(),
+            vec![(
+                WorkerId(1),
+                0,
+                KvEvent::Stored {
+                    parent: None,
+                    block_hashes: vec![4],
+                    token_ids: vec![11, 12, 13, 14],
+                    block_size: 4
+                }
+            )]
+        );
+        assert_eq!(f.stored_blocks(), 1);
+        // Two more tokens complete the second block, chained to the first.
+        f.offer(
+            1,
+            Payload::Sglang(&batch(vec![stored_pages(&[7, 8], Some(6), &[17, 18])])),
+            false,
+        );
+        // Evicting the tail page removes the block it belongs to.
+        f.offer(2, Payload::Sglang(&batch(vec![removed_pages(&[8])])), false);
+        let events = sink.events();
+        assert_eq!(
+            events[1].2,
+            KvEvent::Stored {
+                parent: Some(4),
+                block_hashes: vec![8],
+                token_ids: vec![15, 16, 17, 18],
+                block_size: 4
+            }
+        );
+        assert_eq!(
+            events[2].2,
+            KvEvent::Removed {
+                block_hashes: vec![8]
+            }
+        );
+        assert_eq!(events.len(), 3);
+        // A removal inside no complete block changes nothing downstream.
+        f.offer(3, Payload::Sglang(&batch(vec![removed_pages(&[7])])), false);
+        assert_eq!(sink.events().len(), 3);
+    }
+
+    #[test]
+    fn the_fold_restarts_with_the_rank() {
+        let sink = RecordingSink::new();
+        let mut f = RankFeed::new(WorkerId(1), 0, "http://w".into(), 2, 0, sink.clone());
+        f.offer(
+            0,
+            Payload::Sglang(&batch(vec![stored_pages(&[1], None, &[5])])),
+            false,
+        );
+        // Cleared: the pending page is forgotten, so its child cannot complete a block.
+        let cleared = V::Array(vec![V::from("AllBlocksCleared")]);
+        f.offer(1, Payload::Sglang(&batch(vec![cleared])), false);
+        f.offer(
+            2,
+            Payload::Sglang(&batch(vec![stored_pages(&[2], Some(1), &[6])])),
+            false,
+        );
+        assert_eq!(sink.events(), vec![(WorkerId(1), 0, KvEvent::Cleared)]);
+        // After a restart (sequence back to 0) the worker starts over: fold from scratch.
+        f.offer(
+            0,
+            Payload::Sglang(&batch(vec![stored_pages(&[1, 2], None, &[5, 6])])),
+            false,
+        );
+        let events = sink.events();
+        assert_eq!(events[1].2, KvEvent::Cleared, "restart clears the rank");
+        assert_eq!(
+            events[2].2,
+            KvEvent::Stored {
+                parent: None,
+                block_hashes: vec![2],
+                token_ids: vec![5, 6],
+                block_size: 2
+            }
+        );
+    }
+
+    #[test]
+    fn pages_that_do_not_divide_the_router_page_are_refused() {
+        let sink = RecordingSink::new();
+        let mut f = RankFeed::new(WorkerId(1), 0, "http://w".into(), 16, 0, sink.clone());
+        let before = metrics().page_size_mismatches.get();
+        let tokens: Vec<i64> = (0..24).collect();
+        f.offer(
+            0,
+            Payload::Sglang(&batch(vec![stored(1, &tokens, 24)])),
+            false,
+        );
+        assert!(sink.events().is_empty());
+        assert!(metrics().page_size_mismatches.get() > before);
+    }
+
+    #[test]
+    fn a_fold_past_its_capacity_clears_the_rank() {
+        let index = Arc::new(crate::index::KvIndex::new(4));
+        // 4 tokens: cap 1 + 0 + 64 = 65 router blocks = 260 single-token pages.
+        index.set_worker_capacity(WorkerId(1), Some(4));
+        let sink: Arc<dyn KvEventSink> = index.clone();
+        let mut f = RankFeed::new(WorkerId(1), 0, "http://fold-capped".into(), 4, 0, sink);
+        // 260 root-level pages (each its own sequence of one token): none completes a block.
+        let pages: Vec<V> = (0..260).map(|h| stored_pages(&[h], None, &[h])).collect();
+        f.offer(0, Payload::Sglang(&batch(pages)), false);
+        assert!(!f.is_recovering());
+        f.offer(
+            1,
+            Payload::Sglang(&batch(vec![stored_pages(&[999], None, &[1])])),
+            false,
+        );
+        assert!(f.is_recovering(), "the 261st page is past the cap");
+        assert_eq!(
+            metrics()
+                .index_cap_exceeded
+                .with_label_values(&["http://fold-capped"])
+                .get(),
+            1
+        );
     }
 
     #[test]

@@ -16,7 +16,8 @@ pub struct EventMetrics {
     /// Payloads that could not be decoded, by `format` (sglang, dynamo, envelope, frames).
     pub decode_errors: IntCounterVec,
     /// Events decoded but deliberately not applied, by `reason`
-    /// (medium: not the GPU tier; unknown_tag; page_size: page-size mismatch).
+    /// (medium: not the GPU tier; unknown_tag; page_size: page-size mismatch;
+    /// fold_unknown_parent: a folded store whose parent page is unknown).
     pub ignored: IntCounterVec,
     /// Sequence gaps detected (missing sequence numbers).
     pub gaps: IntCounter,

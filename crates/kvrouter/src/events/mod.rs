@@ -1,7 +1,8 @@
 //! KV-event ingestion: turns worker event streams (SGLang ZMQ batches, relayed
 //! batches and Dynamo `RouterEvent`s on NATS) into typed [`KvEvent`]s for a
 //! [`KvEventSink`], checking a sequence cursor per (worker, rank) on the way
-//! (gap -> replay, or clear + recovering; restart -> clear). See docs/events.md.
+//! (gap -> replay, or clear + recovering; restart -> clear), and folding the pages of a
+//! worker whose page size divides the router's into router blocks. See docs/events.md.
 //!
 //! Entry points: [`ZmqSource::spawn`] per (worker, rank), [`NatsConsumer::start`]
 //! once per router with NATS, [`NatsRelay::start`] in relay mode; with JetStream
@@ -14,6 +15,7 @@ pub mod cursor;
 pub mod dynamo_wire;
 pub mod endpoint;
 pub mod feed;
+pub mod fold;
 pub mod handle;
 pub mod jetstream;
 mod js_relay;

@@ -35,6 +35,13 @@ pub trait KvEventSink: Send + Sync + 'static {
     /// work that only queries need; once told `false` it must have applied everything.
     fn set_catching_up(&self, _worker: WorkerId, _catching_up: bool) {}
 
+    /// The most blocks `(worker, rank)` may hold (its KV capacity in router pages, plus
+    /// slack; see `index::cap`). A feed folding smaller worker pages bounds the pages it
+    /// holds by this times the worker pages per router block.
+    fn unit_cap(&self, _worker: WorkerId, _rank: Rank) -> usize {
+        crate::index::DEFAULT_UNIT_CAP_BLOCKS
+    }
+
     /// A feed replaying a backlog expects `(worker, rank)` to hold about `blocks` blocks
     /// soon: the sink may size its tables for them at once instead of growing step by step.
     fn reserve(&self, _worker: WorkerId, _rank: Rank, _blocks: usize) {}
@@ -52,6 +59,9 @@ impl<S: KvEventSink + ?Sized> KvEventSink for Arc<S> {
     }
     fn set_catching_up(&self, worker: WorkerId, catching_up: bool) {
         (**self).set_catching_up(worker, catching_up)
+    }
+    fn unit_cap(&self, worker: WorkerId, rank: Rank) -> usize {
+        (**self).unit_cap(worker, rank)
     }
     fn reserve(&self, worker: WorkerId, rank: Rank, blocks: usize) {
         (**self).reserve(worker, rank, blocks)

@@ -13,7 +13,7 @@ use crate::refit::{RefitConfig, RefitState};
 use crate::routing::assembly::{self, IndexView};
 use crate::routing::{Policy, Selector, StickyTable};
 use crate::text::TextRouting;
-use crate::workers::{HealthConfig, Registry, RegistryConfig};
+use crate::workers::{HealthConfig, PageSizeRule, Registry, RegistryConfig};
 
 /// Shared per-process router state.
 pub struct AppState {
@@ -40,7 +40,12 @@ pub struct AppState {
 /// The fleet registry settings derived from the router configuration.
 pub fn registry_config(config: &Config) -> RegistryConfig {
     RegistryConfig {
-        page_size: config.page_size,
+        page_size: match config.mode {
+            Mode::Kv => PageSizeRule::Folds {
+                router: config.page_size,
+            },
+            _ => PageSizeRule::Any,
+        },
         health: HealthConfig {
             interval: config.health_check_interval,
             timeout: config.health_check_timeout,

@@ -5,12 +5,15 @@
 //! - [`hash::local_hash`] / [`hash::chain`]: the two primitive hashes;
 //! - [`hash::seq_hashes`]: one-shot hashing of a prompt;
 //! - [`hasher::BlockHasher`]: incremental hashing that extends a previous chain
-//!   with only the new tokens (the next turn of a session).
+//!   with only the new tokens (the next turn of a session);
+//! - [`pages::folds_into`]: which worker page sizes tile the router's pages.
 
 pub mod hash;
 pub mod hasher;
+pub mod pages;
 
 pub use hash::{
     chain, local_hash, next_seq, seq_hashes, seq_hashes_into, BlockHash, SeqHash, XXH3_SEED,
 };
 pub use hasher::BlockHasher;
+pub use pages::folds_into;

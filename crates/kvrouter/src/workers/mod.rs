@@ -38,7 +38,7 @@ pub use health::{HealthConfig, HealthTransition};
 pub use id::{Rank, WorkerId};
 pub use info::{KvEventsConfig, WorkerInfo};
 pub use load::parse_load;
-pub use probe::AddWorkerError;
+pub use probe::{AddWorkerError, PageSizeRule};
 pub use registry::{AddAccepted, Registry, RegistryConfig, RegistryEvent, Snapshot};
 pub use spec::{WorkerConfigRequest, WorkerSpec};
 pub use worker::Worker;

@@ -1,6 +1,6 @@
 //! The registration probe: wait for `/health`, read `/server_info` (fallback
-//! `/get_server_info`) and `/model_info` (fallback `/get_model_info`), and refuse a
-//! worker whose page size differs from the router's.
+//! `/get_server_info`) and `/model_info` (fallback `/get_model_info`), and, in kv mode,
+//! refuse a worker whose page size the router cannot fold into its own ([`PageSizeRule`]).
 
 use std::time::{Duration, Instant};
 
@@ -23,7 +23,7 @@ pub enum AddWorkerError {
     },
     #[error("worker {url} answers neither /server_info nor /get_server_info ({reason}); its page size is unknown")]
     ServerInfoUnavailable { url: String, reason: String },
-    #[error("worker {url} uses page size {worker_page_size} but this router uses --page-size {router_page_size}; refusing it (KV-aware routing would mis-hash every block)")]
+    #[error("worker {url} uses page size {worker_page_size} but this router uses --page-size {router_page_size}; refusing it: in kv mode a worker's page size must equal the router's or divide it (its pages are then folded into router blocks). Start SGLang with --page-size {router_page_size} (or a divisor of it), or give the router --page-size {}", suggested_router_page(.worker_page_size, .router_page_size))]
     PageSizeMismatch {
         url: String,
         worker_page_size: u32,
@@ -65,6 +65,42 @@ impl AddWorkerError {
     }
 }
 
+/// Which worker page sizes registration accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageSizeRule {
+    /// Any (round-robin, random, least-load: routing never hashes the worker's blocks).
+    Any,
+    /// kv mode with `--page-size router`: the router's page size, or a divisor of it (the
+    /// worker's events are folded into router blocks, `events/fold.rs`).
+    Folds { router: u32 },
+}
+
+impl PageSizeRule {
+    /// Whether a worker with pages of `worker` tokens can be registered.
+    pub fn accepts(self, worker: u32) -> bool {
+        match self {
+            PageSizeRule::Any => true,
+            PageSizeRule::Folds { router } => {
+                worker == router || crate::tokens::folds_into(worker, router)
+            }
+        }
+    }
+}
+
+/// The smallest router page size that keeps a worker of `worker` tokens per page and
+/// every worker that fits `router` (a multiple of both).
+fn suggested_router_page(worker: &u32, router: &u32) -> u64 {
+    fn gcd(a: u64, b: u64) -> u64 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let (w, r) = (u64::from((*worker).max(1)), u64::from((*router).max(1)));
+    w / gcd(w, r) * r
+}
+
 /// Timeouts of one registration probe.
 #[derive(Debug, Clone, Copy)]
 pub struct ProbeTimeouts {
@@ -80,11 +116,11 @@ pub async fn probe_worker(
     client: &HttpClient,
     url: &str,
     api_key: Option<&str>,
-    router_page_size: u32,
+    page_sizes: PageSizeRule,
     timeouts: ProbeTimeouts,
 ) -> Result<WorkerInfo, AddWorkerError> {
     wait_healthy(client, url, api_key, timeouts).await?;
-    read_info(client, url, api_key, router_page_size, timeouts.request).await
+    read_info(client, url, api_key, page_sizes, timeouts.request).await
 }
 
 /// Retries `GET /health` with a growing backoff until it answers 2xx or `startup` passes.
@@ -124,7 +160,7 @@ pub async fn read_info(
     client: &HttpClient,
     url: &str,
     api_key: Option<&str>,
-    router_page_size: u32,
+    page_sizes: PageSizeRule,
     timeout: Duration,
 ) -> Result<WorkerInfo, AddWorkerError> {
     let server_info = get_with_fallback(
@@ -157,19 +193,25 @@ pub async fn read_info(
         }
     };
     let info = WorkerInfo::from_json(&server_info, model_info.as_ref());
-    check_page_size(url, &info, router_page_size)?;
+    check_page_size(url, &info, page_sizes)?;
     Ok(info)
 }
 
-/// Refuses a page size that differs from the router's, loudly.
+/// Refuses a page size `page_sizes` does not accept, loudly.
 pub fn check_page_size(
     url: &str,
     info: &WorkerInfo,
-    router_page_size: u32,
+    page_sizes: PageSizeRule,
 ) -> Result<(), AddWorkerError> {
-    if info.page_size == router_page_size {
+    if page_sizes.accepts(info.page_size) {
         return Ok(());
     }
+    let PageSizeRule::Folds {
+        router: router_page_size,
+    } = page_sizes
+    else {
+        return Ok(());
+    };
     let err = AddWorkerError::PageSizeMismatch {
         url: url.to_string(),
         worker_page_size: info.page_size,
@@ -207,20 +249,44 @@ async fn get_with_fallback(
 mod tests {
     use super::*;
 
-    #[test]
-    fn mismatch_names_both_sizes() {
-        let info = WorkerInfo {
-            page_size: 1,
+    fn info(page_size: u32) -> WorkerInfo {
+        WorkerInfo {
+            page_size,
             ..WorkerInfo::default()
-        };
-        let err = check_page_size("http://w:1", &info, 16).expect_err("must refuse");
+        }
+    }
+
+    #[test]
+    fn mismatch_names_both_sizes_and_what_to_change() {
+        let kv = PageSizeRule::Folds { router: 16 };
+        let err = check_page_size("http://w:1", &info(24), kv).expect_err("must refuse");
         let msg = err.to_string();
         assert!(
-            msg.contains("page size 1") && msg.contains("--page-size 16"),
+            msg.contains("page size 24") && msg.contains("--page-size 16"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("Start SGLang with --page-size 16")
+                && msg.contains("give the router --page-size 48"),
             "{msg}"
         );
         assert_eq!(err.status_code(), 400);
         assert_eq!(err.code(), "page_size_mismatch");
-        assert!(check_page_size("http://w:1", &WorkerInfo::default(), 1).is_ok());
+        let err = check_page_size("http://w:1", &info(32), kv).expect_err("larger: refused");
+        assert!(err.to_string().contains("--page-size 32"), "{err}");
+    }
+
+    #[test]
+    fn kv_mode_takes_divisors_and_other_modes_take_anything() {
+        let kv = PageSizeRule::Folds { router: 16 };
+        for ok in [1, 2, 4, 8, 16] {
+            assert!(check_page_size("http://w:1", &info(ok), kv).is_ok(), "{ok}");
+        }
+        for refused in [3, 6, 24, 32, 64] {
+            assert!(!kv.accepts(refused), "{refused}");
+        }
+        for any in [1, 3, 24, 32, 64] {
+            assert!(check_page_size("http://w:1", &info(any), PageSizeRule::Any).is_ok());
+        }
     }
 }

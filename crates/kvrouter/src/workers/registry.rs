@@ -17,7 +17,7 @@ use super::http::{authorization, new_client, HttpClient};
 use super::id::WorkerId;
 use super::job::{Job, JobStatus};
 use super::metrics::FleetMetrics;
-use super::probe::{probe_worker, read_info, AddWorkerError, ProbeTimeouts};
+use super::probe::{probe_worker, read_info, AddWorkerError, PageSizeRule, ProbeTimeouts};
 use super::spec::WorkerSpec;
 use super::url::{
     check_worker_host, check_worker_literal, parse_worker_address, worker_url_key, Credentials,
@@ -32,8 +32,9 @@ pub type Snapshot = Arc<Vec<Arc<Worker>>>;
 /// Registry settings (built by `config`).
 #[derive(Debug, Clone)]
 pub struct RegistryConfig {
-    /// The router's `--page-size`; workers with another page size are refused.
-    pub page_size: u32,
+    /// Which worker page sizes are registered (kv mode: the router's `--page-size` or a
+    /// divisor of it; other modes: any).
+    pub page_size: PageSizeRule,
     /// Periodic health checks.
     pub health: HealthConfig,
     /// Deadline of each HTTP call of the registration probe (also the connect timeout).
@@ -63,7 +64,7 @@ pub struct RegistryConfig {
 impl Default for RegistryConfig {
     fn default() -> Self {
         RegistryConfig {
-            page_size: 16,
+            page_size: PageSizeRule::Folds { router: 16 },
             health: HealthConfig::default(),
             probe_timeout: Duration::from_secs(10),
             idle_timeout: super::http::WORKER_IDLE_TIMEOUT,

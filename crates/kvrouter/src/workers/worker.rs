@@ -171,7 +171,7 @@ impl Worker {
     }
 
     /// True when new requests may be sent here: healthy, not draining, not paused,
-    /// not awaiting refit, and compatible (page size still matches after a restart).
+    /// not awaiting refit, and compatible (page size still accepted after a restart).
     pub fn is_routable(&self) -> bool {
         self.is_healthy()
             && !self.draining.load(Ordering::Acquire)
@@ -208,7 +208,8 @@ impl Worker {
         self.awaiting_refit.store(awaiting, Ordering::SeqCst);
     }
 
-    /// Restarted with a page size that differs from the router's: never routed to.
+    /// Restarted with a page size the router's mode does not accept (kv mode: neither its
+    /// `--page-size` nor a divisor of it): never routed to.
     pub fn is_incompatible(&self) -> bool {
         self.incompatible.load(Ordering::Acquire)
     }

@@ -42,6 +42,10 @@ impl KvEventSink for KvIndex {
         self.set_bulk_load(worker, catching_up);
     }
 
+    fn unit_cap(&self, worker: WorkerId, rank: Rank) -> usize {
+        KvIndex::unit_cap(self, worker, rank)
+    }
+
     fn reserve(&self, worker: WorkerId, rank: Rank, blocks: usize) {
         KvIndex::reserve(self, worker, rank, blocks);
     }
