@@ -6,7 +6,7 @@
 
 mod support;
 
-use kvrouter::config::compat::{warning, IGNORED};
+use kvrouter::config::compat::{warning, PEER_FLAGS};
 use serde_json::json;
 use support::captured::Captured;
 use support::http::client;
@@ -34,7 +34,7 @@ fn plain(line: &str) -> String {
 
 /// Runs the scenario at `level` and returns the router's stderr, ANSI-stripped.
 async fn run(level: &str) -> Vec<String> {
-    let ignored = IGNORED
+    let ignored = PEER_FLAGS
         .iter()
         .find(|i| i.flag == "cache-threshold")
         .unwrap();

@@ -1,8 +1,11 @@
 //! The command line and `KVROUTER_*` environment as one source: [`Cli`] is the parsed
 //! [`Options`] plus the names of the options given explicitly (flag or variable), so that the
-//! `--config` file fills only the others. The options themselves are declared in `options.rs`.
+//! `--config` file fills only the others. The options themselves are declared in `options.rs`,
+//! the sgl-router / SMG flags in `compat.rs`: parsing adds them, refuses the refused ones and
+//! words clap's unknown-argument error without its misleading "similar argument" tip.
 
 use std::collections::BTreeSet;
+use std::ffi::OsString;
 use std::path::Path;
 
 use clap::parser::ValueSource;
@@ -18,8 +21,8 @@ pub struct Cli {
     pub options: Options,
     /// Option names (snake_case, as in the file) set by a flag or an environment variable.
     explicit: BTreeSet<String>,
-    /// The accepted-and-ignored sgl-router flags given (compat.rs), in table order.
-    pub ignored: Vec<&'static super::compat::Ignored>,
+    /// The accepted-and-ignored sgl-router / SMG flags given (compat.rs), in table order.
+    pub ignored: Vec<&'static super::compat::PeerFlag>,
 }
 
 impl Cli {
@@ -47,15 +50,18 @@ fn explicit_ids(m: &ArgMatches) -> impl Iterator<Item = String> + '_ {
 
 impl CommandFactory for Cli {
     fn command() -> Command {
-        super::compat::with_ignored(Options::command())
+        super::compat::with_peer_flags(Options::command())
     }
     fn command_for_update() -> Command {
-        super::compat::with_ignored(Options::command_for_update())
+        super::compat::with_peer_flags(Options::command_for_update())
     }
 }
 
 impl FromArgMatches for Cli {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        if let Some(e) = super::compat::refusal(m) {
+            return Err(e);
+        }
         Ok(Cli {
             options: Options::from_arg_matches(m)?,
             explicit: explicit_ids(m).collect(),
@@ -63,6 +69,9 @@ impl FromArgMatches for Cli {
         })
     }
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        if let Some(e) = super::compat::refusal(m) {
+            return Err(e);
+        }
         self.options.update_from_arg_matches(m)?;
         self.explicit.extend(explicit_ids(m));
         self.ignored.extend(super::compat::given(m));
@@ -70,4 +79,31 @@ impl FromArgMatches for Cli {
     }
 }
 
-impl Parser for Cli {}
+/// clap's provided `parse*` methods, with the peer-flag errors (`compat::explain_unknown`,
+/// `compat::refusal`) in their place; `--help` / `--version` unchanged.
+impl Parser for Cli {
+    fn try_parse_from<I, T>(itr: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let mut cmd = Self::command();
+        let m = cmd
+            .try_get_matches_from_mut(itr)
+            .map_err(|e| super::compat::explain_unknown(e, &mut cmd))?;
+        Self::from_arg_matches(&m).map_err(|e| e.format(&mut cmd))
+    }
+    fn parse_from<I, T>(itr: I) -> Self
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        Self::try_parse_from(itr).unwrap_or_else(|e| e.exit())
+    }
+    fn try_parse() -> Result<Self, clap::Error> {
+        Self::try_parse_from(std::env::args_os())
+    }
+    fn parse() -> Self {
+        Self::parse_from(std::env::args_os())
+    }
+}

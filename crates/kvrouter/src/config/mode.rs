@@ -1,4 +1,4 @@
-//! The routing mode named by `--mode`.
+//! The routing mode named by `--mode`, and the sgl-router / SMG `--policy` names mapped onto it.
 
 use std::fmt;
 use std::str::FromStr;
@@ -47,14 +47,20 @@ impl Mode {
             "cache_aware" => Ok((Mode::Kv, None)),
             "round_robin" => Ok((Mode::RoundRobin, None)),
             "random" => Ok((Mode::Random, None)),
+            "least_load" => Ok((Mode::LeastLoad, None)),
+            "passthrough" => Ok((
+                Mode::RoundRobin,
+                Some("--policy passthrough maps to --mode round-robin (SMG sends everything to the first healthy worker; with one worker they agree)".into()),
+            )),
             "power_of_two" => Ok((
                 Mode::LeastLoad,
                 Some("--policy power_of_two maps to --mode least-load (least-loaded of all workers, not of two sampled)".into()),
             )),
             "manual" | "consistent_hashing" | "prefix_hash" => Ok((Mode::LeastLoad, sticky(&p))),
             _ => Err(format!(
-                "unknown policy {policy:?} (expected cache_aware, round_robin, random, power_of_two, \
-                 manual, consistent_hashing or prefix_hash)"
+                "unknown policy {policy:?} (expected cache_aware, round_robin, random, least_load, \
+                 power_of_two, passthrough, manual, consistent_hashing or prefix_hash; bucket is \
+                 PD-only)"
             )),
         }
     }
@@ -82,6 +88,9 @@ mod tests {
         assert_eq!(m("cache_aware"), (Mode::Kv, None));
         assert_eq!(m("round_robin"), (Mode::RoundRobin, None));
         assert_eq!(m("random"), (Mode::Random, None));
+        assert_eq!(m("least_load"), (Mode::LeastLoad, None));
+        assert_eq!(m("least-load"), (Mode::LeastLoad, None));
+        assert_eq!(m("passthrough").0, Mode::RoundRobin);
         assert_eq!(m("power_of_two").0, Mode::LeastLoad);
         for sticky in ["manual", "consistent_hashing", "prefix_hash"] {
             let (mode, warning) = m(sticky);

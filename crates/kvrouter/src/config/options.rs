@@ -156,12 +156,7 @@ pub struct Options {
     )]
     pub stream_idle_timeout_secs: f64,
     /// Idle seconds after which an `X-SMG-Routing-Key` sticky entry expires.
-    #[arg(
-        long,
-        env = "KVROUTER_STICKY_TTL_SECS",
-        default_value_t = 14400.0,
-        alias = "max-idle-secs"
-    )]
+    #[arg(long, env = "KVROUTER_STICKY_TTL_SECS", default_value_t = 14400.0)]
     pub sticky_ttl_secs: f64,
     /// Bearer token required on data-plane routes (/generate, /v1/*).
     #[arg(long, env = "KVROUTER_API_KEY")]
@@ -231,9 +226,11 @@ pub struct Options {
     /// KV-mode options (flags at top level, `[kv]` table in the file; see src/config/kv.rs).
     #[command(flatten)]
     pub kv: super::kv::KvOptions,
-    // sgl-router / SMG compatible options (see also compat.rs for the accepted-and-ignored ones).
-    /// sgl-router policy name, mapped onto `mode`: cache_aware -> kv, round_robin -> round-robin,
-    /// random -> random, power_of_two -> least-load, manual | consistent_hashing | prefix_hash ->
+    // sgl-router / SMG compatible options (compat.rs: every peer flag, its aliases here, the
+    // accepted-and-ignored and the refused ones).
+    /// sgl-router / SMG policy name, mapped onto `mode`: cache_aware -> kv, round_robin ->
+    /// round-robin, random -> random, least_load | power_of_two -> least-load, passthrough ->
+    /// round-robin, manual | consistent_hashing | prefix_hash ->
     /// least-load (strict `X-SMG-Routing-Key` stickiness, new keys to the least-loaded worker).
     /// An error if `--mode` is also given and disagrees.
     #[arg(long, env = "KVROUTER_POLICY")]

@@ -182,5 +182,74 @@ fn ignored_flags_become_one_warning_each() {
     .unwrap();
     assert_eq!(c.port, 1, "values after ignored flags are consumed");
     assert_eq!(c.warnings.len(), 3, "{:?}", c.warnings);
-    assert!(c.warnings[0].starts_with("--cache-threshold "));
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.starts_with("--cache-threshold ")),
+        "{:?}",
+        c.warnings
+    );
+}
+
+/// SMG's names for kvrouter options (compat.rs `Kind::Same`) set those options.
+#[test]
+fn smg_names_set_kvrouter_options() {
+    let c = load(
+        &[
+            "--log-json",
+            "--policy",
+            "least_load",
+            "--model",
+            "/models/qwen3",
+            "--block-size",
+            "32",
+            "--sticky-key-idle-secs",
+            "60",
+            "--enable-rl",
+        ],
+        "",
+    )
+    .unwrap();
+    assert!(c.json_log);
+    assert_eq!(c.mode, Mode::LeastLoad);
+    assert_eq!(
+        c.tokenizer_path.as_deref(),
+        Some(std::path::Path::new("/models/qwen3"))
+    );
+    assert_eq!(c.page_size, 32);
+    assert_eq!(c.sticky_ttl, Duration::from_secs(60));
+    assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+    assert!(
+        c.warnings[0].starts_with("--enable-rl "),
+        "{:?}",
+        c.warnings
+    );
+}
+
+/// A refused peer flag is a parse error naming why, not clap's "unexpected argument".
+#[test]
+fn refused_flags_say_why() {
+    use clap::Parser;
+    let e = Cli::try_parse_from([
+        "router",
+        "--pd-disaggregation",
+        "--prefill",
+        "http://p:1",
+        "9000",
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("--pd-disaggregation") && e.contains("issue 24"),
+        "{e}"
+    );
+    assert!(!e.contains("unexpected argument"), "{e}");
+    let e = Cli::try_parse_from(["router", "--prefil"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("neither a kvrouter flag nor an sgl-router"),
+        "{e}"
+    );
+    assert!(!e.contains("similar") && !e.contains("tip:"), "{e}");
 }
