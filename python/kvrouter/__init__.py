@@ -1,7 +1,9 @@
 """kvrouter: the KV-cache-aware router for SGLang workers, packaged as a wheel.
 
 The wheel installs the Rust binary ``router`` into the environment's scripts directory;
-``binary()`` finds it and ``kvrouter`` / ``python -m kvrouter`` run it (see ``__main__``).
+``binary()`` finds it and ``kvrouter`` / ``python -m kvrouter`` run it (see ``__main__``);
+``kvrouter.launch_router`` is sgl-router's in-process launcher shape (``RouterArgs``,
+``launch_router``) for frameworks that start their router from Python (miles, slime).
 """
 
 import os

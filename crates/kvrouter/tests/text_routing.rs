@@ -1,8 +1,9 @@
 //! Text routing in KV mode against real `sglang-mock` processes in real-tokenizer mode
 //! (`--tokenizer-path`, the same tokenizer.json and chat template as the router): an agent
 //! chat session sent as OpenAI messages only lands on one worker and every turn's
-//! `cached_tokens` equals the overlap the router predicted; without a tokenizer text requests
-//! are routed by load and counted; a worker's local model path is picked up.
+//! `cached_tokens` equals the overlap the router predicted; without a tokenizer, identical and
+//! prefix-sharing text prompts keep their worker through approximate text pages (shorter ones
+//! are routed by load) and each path is counted; a worker's local model path is picked up.
 #![allow(clippy::unwrap_used)] // tests: an unwrap is an assertion
 
 mod support;
@@ -167,17 +168,14 @@ async fn a_text_chat_session_stays_on_one_worker_and_cached_tokens_match_the_pre
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_a_tokenizer_text_is_routed_by_load_and_counted() {
+async fn without_a_tokenizer_short_text_is_routed_by_load_and_counted() {
     let a = kv_mock(&["--speedup", "0"]);
     let router = kv_router(&[&a.url], &[]);
     let c = client();
     wait_sources(&c, &router.url, 1).await;
-    let (_, _, _, _, _) = turn(
-        &c,
-        &router.url,
-        &[json!({"role": "user", "content": "hello"})],
-    )
-    .await;
+    // The chat body's messages JSON fills a text page (4 tokens of 4 bytes); the generate
+    // text is shorter than one: nothing to hash, routed by load.
+    let (_, _, _, _, _) = turn(&c, &router.url, &[json!({"role": "user", "content": ""})]).await;
     let resp = c
         .post(format!("{}/generate", router.url))
         .json(&json!({"text": "hello there", "sampling_params": {"max_new_tokens": 2}}))
@@ -191,7 +189,18 @@ async fn without_a_tokenizer_text_is_routed_by_load_and_counted() {
             &page,
             "kvrouter_kv_no_tokens_total{reason=\"no_token_ids\"}"
         ),
-        2
+        1
+    );
+    assert_eq!(
+        series(&page, "kvrouter_routing_input_total{source=\"none\"}"),
+        1
+    );
+    assert_eq!(
+        series(
+            &page,
+            "kvrouter_routing_input_total{source=\"text_approx\"}"
+        ),
+        1
     );
     assert_eq!(metric_sum(&page, "kvrouter_text_requests_total"), 2);
     assert_eq!(
@@ -200,6 +209,105 @@ async fn without_a_tokenizer_text_is_routed_by_load_and_counted() {
             "kvrouter_text_requests_total{kind=\"chat\",outcome=\"no_tokenizer\"}"
         ),
         1
+    );
+}
+
+/// Deterministic text of about `chars` bytes from `seed` (distinct seeds differ from the start).
+fn text(seed: u32, chars: usize) -> String {
+    let mut s = format!("s{seed}:");
+    let mut i = 0u32;
+    while s.len() < chars {
+        s.push_str(&format!(" w{}", (seed * 7919 + i * 31) % 10_000));
+        i += 1;
+    }
+    s
+}
+
+/// Sends `body` to `path` through the router; the worker it went to.
+async fn routed(c: &reqwest::Client, router: &str, path: &str, body: &Value) -> String {
+    let resp = c
+        .post(format!("{router}{path}"))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "{path}");
+    resp.headers()["x-kvrouter-worker"]
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+fn generate_text(t: &str) -> Value {
+    json!({"text": t, "sampling_params": {"max_new_tokens": 2}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_tokenizer_text_prompts_keep_their_worker_by_approximate_text_pages() {
+    let a = kv_mock(&["--speedup", "0"]);
+    let b = kv_mock(&["--speedup", "0"]);
+    let router = kv_router(&[&a.url, &b.url], &[]);
+    let c = client();
+    wait_sources(&c, &router.url, 2).await;
+    let shared = text(1, 600);
+    let chat = json!({"model": "m", "max_tokens": 2,
+                      "messages": [{"role": "user", "content": text(2, 600)}]});
+    let completion = json!({"model": "m", "max_tokens": 2, "prompt": text(3, 600)});
+    let mut sent = 0;
+    for (path, body) in [
+        ("/generate", generate_text(&shared)),
+        ("/v1/chat/completions", chat),
+        ("/v1/completions", completion),
+    ] {
+        let mut workers = std::collections::BTreeSet::new();
+        for _ in 0..12 {
+            workers.insert(routed(&c, &router.url, path, &body).await);
+            sent += 1;
+        }
+        assert_eq!(
+            workers.len(),
+            1,
+            "12 identical {path} prompts went to {workers:?}"
+        );
+    }
+    // Prompts that extend the shared text follow it.
+    let home = routed(&c, &router.url, "/generate", &generate_text(&shared)).await;
+    sent += 1;
+    for i in 0..6 {
+        let longer = format!("{shared} then question {i}: {}", text(100 + i, 60));
+        let worker = routed(&c, &router.url, "/generate", &generate_text(&longer)).await;
+        assert_eq!(worker, home, "prefix-sharing prompt {i}");
+        sent += 1;
+    }
+    // Distinct prompts (no shared page) are spread by load.
+    let distinct = (0..12u32).map(|i| {
+        let (c, url) = (c.clone(), router.url.clone());
+        async move { routed(&c, &url, "/generate", &generate_text(&text(1000 + i, 600))).await }
+    });
+    let workers: std::collections::BTreeSet<String> = futures::future::join_all(distinct)
+        .await
+        .into_iter()
+        .collect();
+    sent += 12;
+    assert_eq!(
+        workers.len(),
+        2,
+        "12 distinct prompts all went to {workers:?}"
+    );
+    let page = metrics(&c, &router.url).await;
+    assert_eq!(
+        series(
+            &page,
+            "kvrouter_routing_input_total{source=\"text_approx\"}"
+        ),
+        sent
+    );
+    assert_eq!(
+        series(
+            &page,
+            "kvrouter_kv_no_tokens_total{reason=\"no_token_ids\"}"
+        ),
+        0
     );
 }
 

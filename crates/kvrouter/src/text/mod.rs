@@ -20,7 +20,8 @@ pub mod tokenizer;
 pub use source::{TextMetrics, TextRouting};
 pub use tokenizer::TextTokenizer;
 
-/// Why a text request could not be tokenized (it is then routed by load and counted).
+/// Why a text request could not be tokenized (it is then routed by approximate text pages
+/// and counted).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TextError {
     #[error("cannot load tokenizer: {0}")]

@@ -3,8 +3,9 @@
 //! The tokenizer comes from `--tokenizer-path` / `--model-path` (loaded at start), else from
 //! the `model_path` a worker reports, when that is a local directory holding a
 //! `tokenizer.json` (loaded on the first text request that finds one). Nothing is ever
-//! downloaded. Without a tokenizer, text requests are routed by load and counted by the KV
-//! policy (`kvrouter_kv_no_tokens_total{reason="no_token_ids"}`), with one warning.
+//! downloaded. Without a tokenizer, the KV policy routes text requests by approximate text
+//! pages (`routing/input/approx.rs`) and counts them
+//! (`kvrouter_routing_input_total{source="text_approx"}`), with one warning.
 //!
 //! Tokenization (and loading) runs in `tokio::task::spawn_blocking`, never on the async
 //! executor threads; its duration and outcome are exported here.
@@ -94,7 +95,7 @@ impl TextPrompt {
 
 impl TextRouting {
     /// With `configured` (`--tokenizer-path`, else `--model-path`) loaded now; a failure is
-    /// logged once and text requests are then routed by load. Without it, the start-up
+    /// logged once and text requests are then routed by approximate text pages. Without it, the start-up
     /// warning says text requests wait for a worker's local model path.
     pub fn new(configured: Option<&Path>, cache_bytes: usize) -> TextRouting {
         let state = match configured {
@@ -109,13 +110,13 @@ impl TextRouting {
                     State::Ready(Arc::new(t))
                 }
                 Err(e) => {
-                    tracing::warn!("text routing disabled: {e}; text requests are routed by load");
+                    tracing::warn!("text routing disabled: {e}; text requests are routed by approximate text pages");
                     State::Unavailable
                 }
             },
             None => {
                 tracing::warn!(
-                    "no --model-path/--tokenizer-path: text requests are routed by load until a \
+                    "no --model-path/--tokenizer-path: text requests are routed by approximate text pages until a \
                      worker reports a local model directory with a tokenizer.json"
                 );
                 State::Pending
@@ -172,7 +173,7 @@ impl TextRouting {
                 tracing::warn!(
                     model_path = %path,
                     "a worker's model path is not a local directory with a tokenizer.json: \
-                     text requests are routed by load (set --model-path or --tokenizer-path)"
+                     text requests are routed by approximate text pages (set --model-path or --tokenizer-path)"
                 );
                 continue;
             }

@@ -7,6 +7,7 @@
 //! are serde's. Texts and rids are decoded lazily, only when a policy asks for them. The body
 //! itself is never re-serialised: the proxy forwards the original bytes.
 
+pub mod approx;
 mod fields;
 mod ids;
 mod scan;
@@ -226,6 +227,12 @@ impl<'a> RoutingInput<'a> {
                 message: e.to_string(),
             }),
         )
+    }
+
+    /// True when [`RoutingInput::token_ids`] hands out the ids the model's tokenizer made from
+    /// the text prompt ([`text`]) rather than ids the body carries.
+    pub fn ids_from_tokenizer(&self) -> bool {
+        self.input_ids.is_none() && self.text_ids.is_set()
     }
 
     /// Token ids of every prompt of a batch `input_ids` (`[[..],[..]]`), decoded on demand.

@@ -26,6 +26,10 @@ impl TextIds {
         self.0.lock().ok()?.as_ref().map(|ids| ids.to_vec())
     }
 
+    pub(super) fn is_set(&self) -> bool {
+        self.0.lock().is_ok_and(|slot| slot.is_some())
+    }
+
     fn set(&self, ids: Vec<u32>) {
         if let Ok(mut slot) = self.0.lock() {
             *slot = Some(ids.into());

@@ -5,7 +5,8 @@
 //!   before prefill: prediction cancelled),
 //! - its share of the unit's load (requests, context blocks), released on drop,
 //! - a read-only scan of the relayed bytes for the worker-reported `cached_tokens` (exported
-//!   next to the router's own prediction when the response ends) and timings, which feed the
+//!   next to the router's own prediction when the response ends; not for approximate text
+//!   routes, whose tokens the router never knew) and timings, which feed the
 //!   unit's learned rates (`rates.rs`) when a successful response ends.
 
 use super::load::LoadGuard;
@@ -19,8 +20,9 @@ use crate::routing::observer::RequestObserver;
 pub struct KvAttachment {
     booking: Option<index::IndexBooking>,
     _load: LoadGuard,
-    predicted_tokens: u64,
-    prompt_tokens: u64,
+    /// (predicted hit tokens, prompt tokens); `None` for an approximate text route, whose
+    /// tokens the router never knew (kept out of the hit counters).
+    hits: Option<(u64, u64)>,
     scan: MetaScan,
     rates: Option<RateProbe>,
     first_byte: bool,
@@ -31,15 +33,13 @@ impl KvAttachment {
     pub(super) fn new(
         booking: Option<index::IndexBooking>,
         load: LoadGuard,
-        predicted_tokens: u64,
-        prompt_tokens: u64,
+        hits: Option<(u64, u64)>,
         rates: Option<RateProbe>,
     ) -> KvAttachment {
         KvAttachment {
             booking,
             _load: load,
-            predicted_tokens,
-            prompt_tokens,
+            hits,
             scan: MetaScan::default(),
             rates,
             first_byte: false,
@@ -70,9 +70,9 @@ impl KvAttachment {
         }
     }
 
-    /// Prefix-hit tokens the router expected for this request.
-    pub fn predicted_tokens(&self) -> u64 {
-        self.predicted_tokens
+    /// Prefix-hit tokens the router expected for this request (`None`: approximate route).
+    pub fn predicted_tokens(&self) -> Option<u64> {
+        self.hits.map(|(predicted, _)| predicted)
     }
 
     /// The `cached_tokens` the worker reported so far, if any.
@@ -109,12 +109,15 @@ impl Drop for KvAttachment {
         if let Some(r) = &self.rates {
             r.finish(&self.scan);
         }
+        let Some((predicted, prompt)) = self.hits else {
+            return;
+        };
         let m = KvMetrics::get();
         match self.scan.cached_tokens() {
             Some(actual) => {
-                m.predicted_hit_tokens.inc_by(self.predicted_tokens);
+                m.predicted_hit_tokens.inc_by(predicted);
                 m.actual_hit_tokens.inc_by(actual);
-                m.prompt_tokens.inc_by(self.prompt_tokens);
+                m.prompt_tokens.inc_by(prompt);
                 m.hit_reports.with_label_values(&["reported"]).inc();
             }
             None => m.hit_reports.with_label_values(&["missing"]).inc(),

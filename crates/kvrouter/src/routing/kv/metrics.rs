@@ -11,6 +11,37 @@ use prometheus::{
 
 use crate::metrics::register;
 
+/// What a KV decision hashed (`kvrouter_routing_input_total{source}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputSource {
+    /// Token ids the request carries.
+    Tokens,
+    /// Token ids the model's tokenizer produced from the text prompt.
+    Tokenizer,
+    /// Approximate text pages (no tokenizer; `routing/input/approx.rs`).
+    TextApprox,
+    /// Nothing to hash: routed by load (`kvrouter_kv_no_tokens_total` says why).
+    None,
+}
+
+impl InputSource {
+    pub const ALL: [InputSource; 4] = [
+        InputSource::Tokens,
+        InputSource::Tokenizer,
+        InputSource::TextApprox,
+        InputSource::None,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            InputSource::Tokens => "tokens",
+            InputSource::Tokenizer => "tokenizer",
+            InputSource::TextApprox => "text_approx",
+            InputSource::None => "none",
+        }
+    }
+}
+
 /// Handles registered once per process.
 #[derive(Clone)]
 pub struct KvMetrics {
@@ -33,6 +64,9 @@ pub struct KvMetrics {
     pub hit_reports: IntCounterVec,
     /// `kvrouter_kv_no_tokens_total{reason}`: routed by load (no token ids).
     pub no_tokens: IntCounterVec,
+    /// `kvrouter_routing_input_total{source}`: what each KV decision hashed, the handles of
+    /// [`InputSource::ALL`] in order.
+    pub input_source: [IntCounter; 4],
     /// `kvrouter_kv_sticky_total{result=kept|yielded}`.
     pub sticky: IntCounterVec,
     /// `kvrouter_kv_unit_prefill_seconds_per_block{worker,rank}` (learned).
@@ -77,7 +111,18 @@ impl KvMetrics {
                 )
                 .expect("valid metric"),
             );
+            let input_source = register(
+                IntCounterVec::new(
+                    Opts::new(
+                        "kvrouter_routing_input_total",
+                        "KV-mode routing decisions by what they hashed: token ids in the request (tokens), ids from the model's tokenizer (tokenizer), text pages without a tokenizer (text_approx), nothing (none: routed by load)",
+                    ),
+                    &["source"],
+                )
+                .expect("valid metric"),
+            );
             KvMetrics {
+                input_source: InputSource::ALL.map(|s| input_source.with_label_values(&[s.label()])),
                 stages: ["hash", "match", "score"].map(|s| stage.with_label_values(&[s])),
                 stage,
                 request_blocks: register(

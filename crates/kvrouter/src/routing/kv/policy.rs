@@ -7,7 +7,9 @@
 //! blocks in the index (`KvIndex::book`).
 //! Blind requests (the index cannot tell the units apart) are placed by `blind.rs` instead of
 //! the cost model's random tie-break, so that replicas agree.
-//! Requests without token ids are scored by load alone and counted.
+//! A text prompt no tokenizer could read is hashed as approximate text pages instead
+//! (`routing/input/approx.rs`: matched only against this router's own predictions); requests
+//! with neither are scored by load alone. Each decision counts what it hashed.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,7 +19,7 @@ use super::blind::{self, BlindSettings, BlindUnit};
 use super::cost::{cost, pick, wait, CostWeights, UnitInputs};
 use super::hook::{chain, BookingHook, BookingMade};
 use super::load::UnitLoads;
-use super::metrics::KvMetrics;
+use super::metrics::{InputSource, KvMetrics};
 use super::pressure::UnitPressure;
 use super::rates::{RateProbe, Speed, UnitRates};
 use super::siblings::SiblingLocks;
@@ -132,19 +134,33 @@ impl KvPolicy {
         let m = KvMetrics::get();
         let page = self.index.page_size() as usize;
         let t0 = Instant::now();
-        let tokens = match input.token_ids() {
-            Some(Ok(t)) => t,
-            other => {
-                let reason = match other {
-                    Some(Err(_)) => "invalid_token_ids",
-                    _ if input.is_batch() => "batch",
-                    _ => "no_token_ids",
+        let (tokens, seqs, source) = match input.token_ids() {
+            Some(Ok(t)) => {
+                let seqs = seq_hashes(&t, page);
+                let source = if input.ids_from_tokenizer() {
+                    InputSource::Tokenizer
+                } else {
+                    InputSource::Tokens
                 };
-                m.no_tokens.with_label_values(&[reason]).inc();
-                Vec::new()
+                (t, seqs, source)
             }
+            other => match (&other, input.approx_text_blocks(page)) {
+                // No tokenizer: the text's own pages, in their namespace (`input/approx.rs`).
+                (None, Some(seqs)) if !seqs.is_empty() => {
+                    (Vec::new(), seqs, InputSource::TextApprox)
+                }
+                _ => {
+                    let reason = match &other {
+                        Some(Err(_)) => "invalid_token_ids",
+                        _ if input.is_batch() => "batch",
+                        _ => "no_token_ids",
+                    };
+                    m.no_tokens.with_label_values(&[reason]).inc();
+                    (Vec::new(), Vec::new(), InputSource::None)
+                }
+            },
         };
-        let seqs = seq_hashes(&tokens, page);
+        m.input_source[source as usize].inc();
         // Identical prompts (siblings) share a prefill and their KV: tell their load apart.
         let prompt_key = seqs.last().copied();
         // Until this request is booked (end of this function), a sibling waits to score.
@@ -281,7 +297,8 @@ impl KvPolicy {
             }),
             _ => None,
         };
-        let attachment = KvAttachment::new(booking, load, predicted, tokens.len() as u64, probe);
+        let hits = (source != InputSource::TextApprox).then_some((predicted, tokens.len() as u64));
+        let attachment = KvAttachment::new(booking, load, hits, probe);
         Some(Choice {
             index: chosen.candidate,
             rank: (worker.info.dp_size > 1).then_some(chosen.rank),
