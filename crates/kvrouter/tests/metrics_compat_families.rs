@@ -3,7 +3,8 @@
 //! alert rules and Helm chart) is on `/metrics` of a real router under `--metrics-compat
 //! smg` / `sgl-router`, with the peer's type and exactly its label names, and every `model`
 //! label names the model the workers serve (never `unknown`). Traffic: a KV fleet (cache
-//! hits, tokens, streamed TTFT, chat), a round-robin fleet whose 503 worker is retried away,
+//! hits, tokens, streamed TTFT, chat), a round-robin fleet whose 503 worker is retried away (and a
+//! body that is not JSON),
 //! and two 503 workers with no retry allowed (retries exhausted, worker errors).
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
 
@@ -164,6 +165,15 @@ async fn scrape_after_traffic(flavor: &str) -> Scrape {
             200
         );
     }
+    // A body that is not JSON: the router's own 400 (a non-retryable error).
+    let bad = c
+        .post(format!("{}/generate", rr.url))
+        .header("content-type", "application/json")
+        .body("{")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status().as_u16(), 400);
     scrape.add(&get_text(&c, &format!("{}/metrics", rr.url)).await);
 
     // Two 503 workers and no retry allowed: the one attempt asks for a retry (retries
