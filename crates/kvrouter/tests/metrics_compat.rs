@@ -10,7 +10,7 @@ mod support;
 use serde_json::{json, Value};
 use support::http::{client, get_text};
 use support::kv::warm_kv_pair;
-use support::procs::{fast_mock, router_with};
+use support::procs::{mock, router_with};
 use support::stub::{Behaviour, Stub};
 use support::wait::wait_for;
 
@@ -22,10 +22,11 @@ async fn post_ok(c: &reqwest::Client, url: String, body: Value) {
 }
 
 /// `/metrics` of a round-robin router over a 503 stub and a mock after plain, streamed and
-/// chat requests (the stub's 503 is retried on the mock).
+/// chat requests (the stub's 503 is retried on the mock). Both serve the model `stub` (the
+/// stub's name), which the `smg_*` series carry as `model`.
 async fn fleet_metrics(extra: &[&str]) -> (String, String) {
     let stub = Stub::start(Behaviour::Status(503)).await;
-    let m = fast_mock();
+    let m = mock(&["--speedup", "0", "--served-model-name", "stub"]);
     let mut args = vec!["--mode", "round-robin"];
     args.extend_from_slice(extra);
     let router = router_with(&[&stub.url, &m.url], &args).await;
@@ -129,16 +130,16 @@ async fn smg_series_are_served() {
         &[
             "smg_http_requests_total{method=\"POST\",path=\"/generate\"} 6".to_string(),
             "smg_http_requests_total{method=\"POST\",path=\"/v1/chat/completions\"} 2".to_string(),
-            format!("smg_router_requests_total{{{router},endpoint=\"generate\",model=\"unknown\",router_type=\"http\",streaming=\"true\"}} 2"),
-            format!("smg_router_requests_total{{{router},endpoint=\"chat\",model=\"unknown\",router_type=\"http\",streaming=\"false\"}} 2"),
+            format!("smg_router_requests_total{{{router},endpoint=\"generate\",model=\"stub\",router_type=\"http\",streaming=\"true\"}} 2"),
+            format!("smg_router_requests_total{{{router},endpoint=\"chat\",model=\"stub\",router_type=\"http\",streaming=\"false\"}} 2"),
             format!("smg_router_request_duration_seconds_bucket{{{router},endpoint=\"generate\","),
             "smg_http_request_duration_seconds_bucket{method=\"POST\",path=\"/generate\",".to_string(),
-            "smg_router_ttft_seconds_count{backend_type=\"regular\",endpoint=\"generate\",model=\"unknown\",router_type=\"http\"} 2".to_string(),
+            "smg_router_ttft_seconds_count{backend_type=\"regular\",endpoint=\"generate\",model=\"stub\",router_type=\"http\"} 2".to_string(),
             "smg_worker_retries_total{endpoint=\"generate\",worker_type=\"regular\"} ".to_string(),
-            "smg_worker_selection_total{connection_mode=\"http\",model=\"unknown\",policy=\"round_robin\",worker_type=\"regular\"} ".to_string(),
+            "smg_worker_selection_total{connection_mode=\"http\",model=\"stub\",policy=\"round_robin\",worker_type=\"regular\"} ".to_string(),
             format!("smg_worker_requests_active{{{worker}}} 0"),
             format!("smg_worker_health{{{worker}}} 1"),
-            "smg_worker_pool_size{connection_mode=\"http\",model=\"unknown\",worker_type=\"regular\"} 2".to_string(),
+            "smg_worker_pool_size{connection_mode=\"http\",model=\"stub\",worker_type=\"regular\"} 2".to_string(),
         ],
     );
     assert!(!text.contains("sgl_router_"), "only the chosen flavour");

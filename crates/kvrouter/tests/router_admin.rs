@@ -245,7 +245,13 @@ async fn info_and_fanout_endpoints() {
             text.contains(&format!("worker_addr=\"{m}\"")),
             "{m} missing in {text}"
         );
+        // Names as sgl-router 0.3.2 serves them: `sglang:` -> `sglang_` (miles' dashboard).
+        assert!(
+            text.contains(&format!("sglang_num_running_reqs{{worker_addr=\"{m}\"")),
+            "sglang_num_running_reqs for {m} in {text}"
+        );
     }
+    assert!(!text.contains("sglang:"), "no colon names: {text}");
 
     let resp = c
         .post(format!("{}/generate", r.url))

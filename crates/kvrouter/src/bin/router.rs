@@ -6,12 +6,25 @@ use kvrouter::config::example::example_config;
 use kvrouter::config::{Cli, Config};
 use kvrouter::server::{self, AppState};
 
+/// Colour only for a terminal that wants it: never in a file or pipe, never with `NO_COLOR`
+/// set to anything non-empty (<https://no-color.org>).
+fn log_colour(stderr_is_terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
 fn init_logging(config: &Config) {
+    use std::io::IsTerminal;
+    // `Config` validated the level words already; an unknown part cannot reach here.
     let directive = kvrouter::config::log_level::filter_directive(&config.log_level);
     let filter = tracing_subscriber::EnvFilter::try_new(&directive)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = log_colour(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR"),
+    );
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     if config.json_log {
         builder.json().init();
@@ -49,5 +62,18 @@ async fn main() {
     if let Err(e) = server::run(state).await {
         eprintln!("router: {e:#}");
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_colour;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(log_colour(true, None));
+        assert!(log_colour(true, Some("".into())));
+        assert!(!log_colour(true, Some("1".into())));
+        assert!(!log_colour(false, None));
     }
 }

@@ -262,12 +262,7 @@ impl Config {
             ));
         }
         let log_level = o.log_level;
-        if tracing_subscriber::EnvFilter::try_new(&log_level).is_err() {
-            return Err(invalid(
-                "log_level",
-                format!("{log_level:?} is not a log filter"),
-            ));
-        }
+        log_level::validated(&log_level).map_err(|e| invalid("log_level", e))?;
         Ok(Config {
             mode,
             page_size,

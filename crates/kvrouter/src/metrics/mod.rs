@@ -3,9 +3,10 @@
 //! Every concern defines its own handles (counters, gauges, histograms named
 //! `kvrouter_*`) in its own folder and registers them here with [`registry`], so
 //! `/metrics` renders everything from one place. `compat/` adds the sgl-router / SMG
-//! series of `--metrics-compat`.
+//! series of `--metrics-compat`; `request_end` records a finished request (its debug line, its tokens).
 
 pub mod compat;
+pub mod request_end;
 
 use std::sync::OnceLock;
 

@@ -152,8 +152,13 @@ impl RelayBody {
             return;
         }
         self.finished = true;
-        self.booking = None;
         let secs = self.ctx.started.elapsed().as_secs_f64();
+        crate::metrics::request_end::relayed(
+            self.ctx.route,
+            self.ctx.stream,
+            secs,
+            self.booking.take(),
+        );
         let m = ProxyMetrics::get();
         match m.route_by_label(self.ctx.route) {
             Some(r) => r.duration[usize::from(self.ctx.stream)].observe(secs),

@@ -19,6 +19,8 @@ pub struct Booking {
     worker: Arc<Worker>,
     rank: Option<Rank>,
     observer: Option<Box<dyn RequestObserver>>,
+    /// The status relayed to the client, once its head was sent.
+    status: Option<StatusCode>,
 }
 
 impl Booking {
@@ -33,6 +35,7 @@ impl Booking {
             worker,
             rank,
             observer,
+            status: None,
         }
     }
 
@@ -43,6 +46,7 @@ impl Booking {
 
     /// Tells the policy's observer the status relayed to the client.
     pub fn on_response_head(&mut self, status: StatusCode) {
+        self.status = Some(status);
         if let Some(o) = self.observer.as_mut() {
             o.on_response_head(status);
         }
@@ -65,6 +69,16 @@ impl Booking {
             }
             _ => None,
         }
+    }
+
+    /// The status relayed to the client (`None` before the response head).
+    pub fn status(&self) -> Option<StatusCode> {
+        self.status
+    }
+
+    /// The KV policy's predicted and reported prefix hits for this request, in KV mode.
+    pub fn kv_outcome(&self) -> Option<super::observer::KvOutcome> {
+        self.observer.as_ref().and_then(|o| o.kv_outcome())
     }
 
     /// The DP rank chosen by the policy, if any.

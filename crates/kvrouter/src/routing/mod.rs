@@ -19,7 +19,7 @@ pub mod sticky;
 
 pub use booking::Booking;
 pub use input::{Endpoint, InputError, RoutingInput};
-pub use observer::RequestObserver;
+pub use observer::{KvOutcome, RequestObserver};
 pub use policy::{Choice, Policy};
 pub use selector::{policy_for, Selector};
 pub use sticky::StickyTable;

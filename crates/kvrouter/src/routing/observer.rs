@@ -13,4 +13,19 @@ pub trait RequestObserver: Send + Sync {
     fn on_response_head(&mut self, _status: StatusCode) {}
     /// One relayed body chunk, read only (never altered).
     fn on_data(&mut self, _chunk: &[u8]) {}
+    /// What the KV policy expected and the worker reported, for the per-request log line.
+    fn kv_outcome(&self) -> Option<KvOutcome> {
+        None
+    }
+}
+
+/// A KV-routed request's prompt and prefix-hit tokens: predicted at routing, reported by the
+/// worker (`cached_tokens`) when its response said so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvOutcome {
+    pub prompt_tokens: u64,
+    /// Output tokens the worker reported (`completion_tokens`), if it did.
+    pub completion_tokens: Option<u64>,
+    pub predicted_hit_tokens: u64,
+    pub reported_hit_tokens: Option<u64>,
 }

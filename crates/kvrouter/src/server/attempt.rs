@@ -98,7 +98,11 @@ impl RetryHooks<RetryReason> for RetryMetrics {
             .retries
             .with_label_values(&[self.route, reason.label()])
             .inc();
-        crate::metrics::compat::retry(self.route);
+        crate::metrics::compat::retry(self.route, attempt, delay);
+    }
+
+    fn on_exhausted(&mut self, _attempts: u32, _reason: &RetryReason) {
+        crate::metrics::compat::retries_exhausted(self.route);
     }
 }
 
@@ -241,7 +245,7 @@ impl Attempts for WorkerAttempts<'_> {
             Err(refused) => return refused,
         };
         let worker = booking.worker().clone();
-        crate::metrics::compat::selection(state.selector.policy_name(), &worker.url);
+        crate::metrics::compat::selection(state.selector.policy_name(), &worker);
         self.rid_guard = state
             .refit
             .rids
@@ -294,6 +298,7 @@ impl Attempts for WorkerAttempts<'_> {
         match result {
             Ok(resp) => {
                 let status = resp.status();
+                crate::metrics::compat::upstream_response(self.endpoint.label(), status.as_u16());
                 if status.is_server_error() {
                     worker.record_failure();
                     failures

@@ -93,7 +93,10 @@ pub(super) fn record(
         .requests
         .with_label_values(&[route, status.as_str(), worker])
         .inc();
-    crate::metrics::compat::request_done(route, stream, status.as_u16(), from_worker);
+    crate::metrics::compat::request_done(route, stream, status.as_u16(), from_worker, worker);
+    if !from_worker {
+        crate::metrics::request_end::answered_by_router(route, stream, status.as_u16(), worker);
+    }
 }
 
 pub(super) fn error(route: &'static str, e: ApiError) -> Response<RouterBody> {

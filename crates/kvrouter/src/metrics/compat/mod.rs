@@ -4,15 +4,22 @@
 //! Request-level series (requests, errors, durations, TTFT, retries, worker selections) are
 //! recorded by the hooks below, which the data plane calls next to its own metrics; each hook is
 //! one atomic load when no flavour is enabled. Fleet-level series (running requests and health
-//! per worker, pool size, cache hits/misses) are refreshed at scrape time from the `kvrouter_*`
-//! families they mirror (`derive.rs`). Names and labels come from sgl-router 0.2.x
-//! `src/metrics.rs` (`sgl_router_*`) and SMG 1.13 / sgl-router 0.3.x
-//! `model_gateway/src/observability/metrics.rs` (`smg_*`); docs/metrics.md has the tables.
+//! per worker, pool size, cache hits/misses, health checks, admission refusals) are refreshed
+//! at scrape time from the `kvrouter_*` families they mirror (`derive.rs`); the circuit-breaker
+//! series are fed by the `circuit_*` functions (`circuit.rs`) and the `model` label by
+//! `model.rs`. Names and labels come from sgl-router 0.2.x `src/metrics.rs` (`sgl_router_*`)
+//! and SMG 1.13 / sgl-router 0.3.x `src/observability/metrics.rs` (`smg_*`); the families the
+//! peers' dashboards and alerts query are listed in `tests/data/metrics_compat_families.tsv`
+//! and docs/metrics.md.
 
+mod circuit;
 mod declare;
 mod derive;
+pub mod model;
 mod sgl_router;
 mod smg;
+
+pub use circuit::CircuitCode;
 
 use std::sync::OnceLock;
 
@@ -107,12 +114,27 @@ pub(crate) fn policy_name(policy: &str) -> &'static str {
     }
 }
 
-/// A data-plane request answered with `status` (by a worker, or by the router when
-/// `from_worker` is false).
-pub fn request_done(route: &'static str, stream: bool, status: u16, from_worker: bool) {
+/// A data-plane request answered with `status` (by `worker`, or by the router when
+/// `from_worker` is false; `worker` may then be empty).
+pub fn request_done(
+    route: &'static str,
+    stream: bool,
+    status: u16,
+    from_worker: bool,
+    worker: &str,
+) {
     match active().map(|a| &a.series) {
-        Some(Series::SglRouter(s)) => s.request_done(route, status),
-        Some(Series::Smg(s)) => s.request_done(route, stream, status, from_worker),
+        Some(Series::SglRouter(s)) => s.request_done(route, status, from_worker, worker),
+        Some(Series::Smg(s)) => s.request_done(route, stream, status, from_worker, worker),
+        None => {}
+    }
+}
+
+/// A worker answered one attempt with `status` (retried or relayed).
+pub fn upstream_response(route: &'static str, status: u16) {
+    match active().map(|a| &a.series) {
+        Some(Series::SglRouter(s)) => s.upstream_response(route, status),
+        Some(Series::Smg(s)) => s.upstream_response(status),
         None => {}
     }
 }
@@ -133,20 +155,58 @@ pub fn first_token(route: &'static str, secs: f64) {
     }
 }
 
-/// An attempt is repeated on another worker.
-pub fn retry(route: &'static str) {
+/// A KV-routed request ended: its prompt tokens and the worker-reported output tokens.
+pub fn tokens(route: &'static str, input: u64, output: Option<u64>) {
+    if let Some(Series::Smg(s)) = active().map(|a| &a.series) {
+        s.tokens(route, input, output);
+    }
+}
+
+/// Attempt `attempt` (0-based) is repeated on another worker after `delay`.
+pub fn retry(route: &'static str, attempt: u32, delay: std::time::Duration) {
+    let secs = delay.as_secs_f64();
     match active().map(|a| &a.series) {
-        Some(Series::SglRouter(s)) => s.retry(route),
-        Some(Series::Smg(s)) => s.retry(route),
+        Some(Series::SglRouter(s)) => s.retry(route, attempt, secs),
+        Some(Series::Smg(s)) => s.retry(route, attempt, secs),
+        None => {}
+    }
+}
+
+/// Every allowed attempt asked for a retry.
+pub fn retries_exhausted(route: &'static str) {
+    match active().map(|a| &a.series) {
+        Some(Series::SglRouter(s)) => s.retries_exhausted(route),
+        Some(Series::Smg(s)) => s.retries_exhausted(route),
         None => {}
     }
 }
 
 /// `policy` (a kvrouter policy name) picked `worker` for an attempt.
-pub fn selection(policy: &str, worker: &str) {
+pub fn selection(policy: &str, worker: &crate::workers::Worker) {
+    model::seen(worker);
     match active().map(|a| &a.series) {
-        Some(Series::SglRouter(s)) => s.selection(policy_name(policy), worker),
+        Some(Series::SglRouter(s)) => s.selection(policy_name(policy), &worker.url),
         Some(Series::Smg(s)) => s.selection(policy_name(policy)),
+        None => {}
+    }
+}
+
+/// The circuit breaker of `worker` is now `state`, after `failures` consecutive failures or
+/// `successes` consecutive successes (for the router's breaker to call on every change; a
+/// worker never reported is shown closed).
+pub fn circuit_state(worker: &str, state: CircuitCode, failures: u32, successes: u32) {
+    match active().map(|a| &a.series) {
+        Some(Series::SglRouter(s)) => s.circuit_state(worker, state),
+        Some(Series::Smg(s)) => s.circuit_state(worker, state, failures, successes),
+        None => {}
+    }
+}
+
+/// The circuit breaker of `worker` moved `from` -> `to` (call with [`circuit_state`]).
+pub fn circuit_transition(worker: &str, from: CircuitCode, to: CircuitCode) {
+    match active().map(|a| &a.series) {
+        Some(Series::SglRouter(s)) => s.circuit_transition(worker, from, to),
+        Some(Series::Smg(s)) => s.circuit_transition(worker, from, to),
         None => {}
     }
 }

@@ -2,12 +2,15 @@
 //! `RouterMetrics`), with its names, labels and recording rules: `requests_total{route}` counts
 //! successful requests and `request_errors_total{route,error_type="non_retryable_error"}` the
 //! others that were not retried away (`routers/http/router.rs::route_typed_request`).
+//! `max_load` / `min_load` mirror the most and least in-flight requests on one worker at the
+//! scrape (sgl-router set them from the same per-worker counts at its load-balancing checks).
 
 use prometheus::{
     Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
     Registry,
 };
 
+use super::circuit::{self, CircuitCode};
 use super::declare::Declare;
 use super::derive::{raise_to, Fleet};
 use super::{route_path, DURATION_BUCKETS};
@@ -25,6 +28,14 @@ pub(super) struct Series {
     active_workers: IntGauge,
     cache_hits: IntCounter,
     cache_misses: IntCounter,
+    upstream: IntCounterVec,
+    retries_exhausted: IntCounterVec,
+    backoff: HistogramVec,
+    http_requests: IntCounter,
+    http_responses: IntCounterVec,
+    max_load: IntGauge,
+    min_load: IntGauge,
+    circuit: circuit::Series,
 }
 
 #[allow(clippy::expect_used)] // constant, valid metric declarations
@@ -99,11 +110,60 @@ impl Series {
                 IntCounter::new("sgl_router_cache_misses_total", "Total cache misses")
                     .expect("valid metric"),
             ),
+            upstream: counter(
+                "sgl_router_upstream_http_responses_total",
+                "Total number of upstream engine HTTP responses by status code",
+                &["route", "status_code"],
+            ),
+            retries_exhausted: counter(
+                "sgl_router_retries_exhausted_total",
+                "Total number of requests that exhausted retries by route",
+                &["route"],
+            ),
+            backoff: d.histogram(
+                "sgl_router_retry_backoff_duration_seconds",
+                "Backoff duration in seconds by attempt index",
+                &["attempt"],
+            ),
+            http_requests: d.reg(
+                IntCounter::new(
+                    "sgl_router_http_requests_total",
+                    "Total number of HTTP requests",
+                )
+                .expect("valid metric"),
+            ),
+            http_responses: counter(
+                "sgl_router_http_responses_total",
+                "Total number of HTTP responses by status code",
+                &["status_code"],
+            ),
+            max_load: d.reg(
+                IntGauge::new("sgl_router_max_load", "Maximum worker load").expect("valid metric"),
+            ),
+            min_load: d.reg(
+                IntGauge::new("sgl_router_min_load", "Minimum worker load").expect("valid metric"),
+            ),
+            circuit: circuit::Series::new(
+                &d,
+                &circuit::Names {
+                    state: "sgl_router_cb_state",
+                    transitions: "sgl_router_cb_state_transitions_total",
+                    outcomes: "sgl_router_cb_outcomes_total",
+                    consecutive: None,
+                },
+            ),
         }
     }
 
-    pub(super) fn request_done(&self, route: &str, status: u16) {
+    pub(super) fn request_done(&self, route: &str, status: u16, from_worker: bool, worker: &str) {
         let path = route_path(route);
+        self.http_requests.inc();
+        self.http_responses
+            .with_label_values(&[status.to_string().as_str()])
+            .inc();
+        if from_worker && !worker.is_empty() {
+            self.circuit.outcome(worker, (200..300).contains(&status));
+        }
         if (200..300).contains(&status) {
             self.requests.with_label_values(&[path]).inc();
         } else if !matches!(status, 502 | 503) {
@@ -120,8 +180,31 @@ impl Series {
         self.generate_duration.observe(secs);
     }
 
-    pub(super) fn retry(&self, route: &str) {
+    pub(super) fn retry(&self, route: &str, attempt: u32, secs: f64) {
         self.retries.with_label_values(&[route_path(route)]).inc();
+        self.backoff
+            .with_label_values(&[attempt.to_string().as_str()])
+            .observe(secs);
+    }
+
+    pub(super) fn retries_exhausted(&self, route: &str) {
+        self.retries_exhausted
+            .with_label_values(&[route_path(route)])
+            .inc();
+    }
+
+    pub(super) fn upstream_response(&self, route: &str, status: u16) {
+        self.upstream
+            .with_label_values(&[route_path(route), status.to_string().as_str()])
+            .inc();
+    }
+
+    pub(super) fn circuit_state(&self, worker: &str, code: CircuitCode) {
+        self.circuit.state(worker, code, 0, 0);
+    }
+
+    pub(super) fn circuit_transition(&self, worker: &str, from: CircuitCode, to: CircuitCode) {
+        self.circuit.transition(worker, from, to);
     }
 
     pub(super) fn selection(&self, policy: &str, worker: &str) {
@@ -143,6 +226,10 @@ impl Series {
             raise_to(&self.cache_hits, hits);
             raise_to(&self.cache_misses, misses);
         }
+        let loads = fleet.in_flight.iter().map(|(_, v)| *v as i64);
+        self.max_load.set(loads.clone().max().unwrap_or(0));
+        self.min_load.set(loads.min().unwrap_or(0));
+        self.circuit.refresh(&fleet.worker_urls());
     }
 }
 
@@ -154,17 +241,21 @@ mod tests {
     fn records_under_sgl_router_names_and_labels() {
         let r = Registry::new();
         let s = Series::new(&r);
-        s.request_done("generate", 200);
-        s.request_done("chat_completions", 400);
-        s.request_done("generate", 503);
+        s.request_done("generate", 200, true, "http://a");
+        s.request_done("chat_completions", 400, true, "http://a");
+        s.request_done("generate", 503, false, "");
         s.duration("generate", 0.2);
-        s.retry("generate");
+        s.retry("generate", 1, 0.1);
+        s.retries_exhausted("generate");
+        s.upstream_response("generate", 503);
         s.selection("cache_aware", "http://a");
         s.refresh(&Fleet {
             workers: 1.0,
             in_flight: vec![("http://a".into(), 2.0)],
             healthy: vec![("http://a".into(), 1.0)],
             cache: Some((3, 1)),
+            health_checks: (0, 0),
+            admission_refused: 0,
         });
         let text = crate::metrics::compat::tests_support::encode(&r);
         for line in [
@@ -180,6 +271,15 @@ mod tests {
             "sgl_router_active_workers 1",
             "sgl_router_cache_hits_total 3",
             "sgl_router_cache_misses_total 1",
+            "sgl_router_upstream_http_responses_total{route=\"/generate\",status_code=\"503\"} 1",
+            "sgl_router_retries_exhausted_total{route=\"/generate\"} 1",
+            "sgl_router_retry_backoff_duration_seconds_count{attempt=\"1\"} 1",
+            "sgl_router_http_requests_total 3",
+            "sgl_router_http_responses_total{status_code=\"503\"} 1",
+            "sgl_router_max_load 2",
+            "sgl_router_min_load 2",
+            "sgl_router_cb_state{worker=\"http://a\"} 0",
+            "sgl_router_cb_outcomes_total{outcome=\"failure\",worker=\"http://a\"} 1",
         ] {
             assert!(text.contains(line), "{line} in\n{text}");
         }

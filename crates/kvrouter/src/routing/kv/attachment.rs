@@ -92,6 +92,18 @@ impl RequestObserver for KvAttachment {
     fn on_data(&mut self, chunk: &[u8]) {
         self.observe(chunk);
     }
+
+    fn kv_outcome(&self) -> Option<crate::routing::observer::KvOutcome> {
+        Some(crate::routing::observer::KvOutcome {
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self
+                .scan
+                .get(super::scan::Field::CompletionTokens)
+                .map(|v| v as u64),
+            predicted_hit_tokens: self.predicted_tokens,
+            reported_hit_tokens: self.scan.cached_tokens(),
+        })
+    }
 }
 
 impl Drop for KvAttachment {

@@ -46,6 +46,10 @@ impl RequestObserver for Both {
         self.0.on_data(chunk);
         self.1.on_data(chunk);
     }
+
+    fn kv_outcome(&self) -> Option<crate::routing::observer::KvOutcome> {
+        self.0.kv_outcome().or_else(|| self.1.kv_outcome())
+    }
 }
 
 /// `first`, followed by `extra` when there is one.
