@@ -1,12 +1,13 @@
 //! sgl-router 0.3 / SMG launch flags that `router` accepts and ignores, in one table.
 //!
 //! miles, slime and NeMo-RL launch sgl-router (SMG) with flags that kvrouter has no use for
-//! (the radix-tree knobs of `cache_aware`, the circuit breaker, the rate limiter, the
+//! (the radix-tree knobs of `cache_aware`, the token-bucket rate limiter, the
 //! OpenAI/gRPC-mode tokenizer settings...). So that such a command line starts `router`
 //! unchanged, every flag in [`IGNORED`] is parsed (its value or values consumed, as the real
 //! flag takes them) and dropped, and the router logs ONE warning line per flag at start naming
 //! the kvrouter equivalent. Flags with a kvrouter meaning (`--policy`, `--disable-retries`,
-//! `--max-concurrent-requests`, `--queue-size`, `--health-check-endpoint`,
+//! `--retry-*`, `--cb-*`, `--disable-circuit-breaker`, `--max-concurrent-requests`,
+//! `--queue-size`, `--queue-timeout-secs`, `--health-check-endpoint`,
 //! `--worker-startup-timeout-secs`, `--dp-aware`, `--prometheus-host/-port`, `--max-idle-secs`)
 //! are real options in `options.rs` instead.
 //! PD disaggregation flags (`--pd-disaggregation`, `--prefill`, `--decode`) are deliberately
@@ -36,11 +37,10 @@ pub struct Ignored {
 }
 
 const KV_COST: &str = "KV cost weights --kv-prefill-weight/--kv-decode-weight/--kv-queue-weight (and --temperature) in --mode kv";
-const HEALTH: &str = "health thresholds --health-failure-threshold/--health-success-threshold";
 const LOAD: &str = "--mode kv/least-load balance by load; no separate threshold";
 const NO_TOKENIZER: &str = "none: kvrouter forwards the request unchanged (it tokenizes text only for routing, with --model-path / --tokenizer-path)";
 const ADMISSION: &str =
-    "--max-concurrent-requests/--queue-size (a concurrency limit with a bounded queue; no token-bucket rate, no queue timeout)";
+    "--max-concurrent-requests/--queue-size/--queue-timeout-secs (a concurrency limit with a bounded queue; no token-bucket rate)";
 
 /// Every accepted-and-ignored sgl-router / SMG flag.
 pub const IGNORED: &[Ignored] = &[
@@ -54,16 +54,8 @@ pub const IGNORED: &[Ignored] = &[
     Ignored { flag: "prefix-token-count", takes: Takes::One, equivalent: KV_COST },
     Ignored { flag: "prefix-hash-load-factor", takes: Takes::One, equivalent: KV_COST },
     Ignored { flag: "bucket-adjust-interval-secs", takes: Takes::One, equivalent: LOAD },
-    Ignored { flag: "cb-failure-threshold", takes: Takes::One, equivalent: HEALTH },
-    Ignored { flag: "cb-success-threshold", takes: Takes::One, equivalent: HEALTH },
-    Ignored { flag: "cb-timeout-duration-secs", takes: Takes::One, equivalent: "--health-check-interval-secs" },
-    Ignored { flag: "cb-window-duration-secs", takes: Takes::One, equivalent: "--health-check-interval-secs" },
-    Ignored { flag: "disable-circuit-breaker", takes: Takes::Nothing, equivalent: HEALTH },
     Ignored { flag: "disable-health-check", takes: Takes::Nothing, equivalent: "none: health checks always run (tune --health-check-interval-secs)" },
     Ignored { flag: "worker-startup-check-interval", takes: Takes::One, equivalent: "--health-check-interval-secs" },
-    Ignored { flag: "retry-backoff-multiplier", takes: Takes::One, equivalent: "fixed x2 between --retry-initial-backoff-ms and --retry-max-backoff-ms" },
-    Ignored { flag: "retry-jitter-factor", takes: Takes::One, equivalent: "fixed +-20% jitter" },
-    Ignored { flag: "queue-timeout-secs", takes: Takes::One, equivalent: ADMISSION },
     Ignored { flag: "rate-limit-tokens-per-second", takes: Takes::One, equivalent: ADMISSION },
     Ignored { flag: "request-id-headers", takes: Takes::Many, equivalent: "none: request headers are forwarded to the worker unchanged" },
     Ignored { flag: "cors-allowed-origins", takes: Takes::Many, equivalent: "none: no CORS handling" },
@@ -145,8 +137,8 @@ mod tests {
             .try_get_matches_from([
                 "--cache-threshold",
                 "0.3",
-                "--disable-circuit-breaker",
-                "--queue-timeout-secs",
+                "--disable-health-check",
+                "--rate-limit-tokens-per-second",
                 "60",
                 "--cors-allowed-origins",
                 "a",
@@ -158,8 +150,8 @@ mod tests {
             flags,
             [
                 "cache-threshold",
-                "disable-circuit-breaker",
-                "queue-timeout-secs",
+                "disable-health-check",
+                "rate-limit-tokens-per-second",
                 "cors-allowed-origins"
             ]
         );

@@ -163,7 +163,7 @@ fn ignored_flags_become_one_warning_each() {
         &[
             "--cache-threshold",
             "0.3",
-            "--cb-failure-threshold",
+            "--balance-abs-threshold",
             "10",
             "--enable-igw",
             "--port",
