@@ -294,11 +294,19 @@ pub struct Options {
     #[arg(long, env = "KVROUTER_CB_SUCCESS_THRESHOLD", default_value_t = 3)]
     pub cb_success_threshold: u32,
     /// Seconds an open circuit stays open before it lets trial requests through (half-open).
-    #[arg(long, env = "KVROUTER_CB_TIMEOUT_DURATION_SECS", default_value_t = 60.0)]
+    #[arg(
+        long,
+        env = "KVROUTER_CB_TIMEOUT_DURATION_SECS",
+        default_value_t = 60.0
+    )]
     pub cb_timeout_duration_secs: f64,
     /// Accepted and validated as in sgl-router, whose breaker does not use it either: failures
     /// are counted consecutively, without a time window.
-    #[arg(long, env = "KVROUTER_CB_WINDOW_DURATION_SECS", default_value_t = 120.0)]
+    #[arg(
+        long,
+        env = "KVROUTER_CB_WINDOW_DURATION_SECS",
+        default_value_t = 120.0
+    )]
     pub cb_window_duration_secs: f64,
     /// No circuit breaker (every worker's circuit stays closed).
     #[arg(long, env = "KVROUTER_DISABLE_CIRCUIT_BREAKER", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
