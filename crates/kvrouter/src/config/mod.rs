@@ -103,7 +103,8 @@ pub struct Config {
     pub dp_aware: bool,
     /// `--prometheus-host:--prometheus-port`: a second listener serving only `/metrics`.
     pub prometheus: Option<(String, u16)>,
-    /// `--prometheus-port` was given (flag, environment or file): a busy port stops the
+    /// `--prometheus-port` was given (flag or environment, or another port than 29000 in the
+    /// file): a busy port stops the
     /// start; at the default port (29000) it is a warning, as several routers on one host
     /// (and tests) would otherwise clash over it.
     pub prometheus_port_given: bool,
@@ -159,9 +160,11 @@ impl Config {
     /// Merges CLI/env values over file values over defaults, then validates.
     pub fn from_sources(cli: Cli, file: FileConfig) -> Result<Config, ConfigError> {
         let mode_given = cli.is_explicit("mode") || file.has("mode");
-        let prometheus_port_given =
-            cli.is_explicit("prometheus_port") || file.has("prometheus_port");
-        let mut config = Config::validate(file.under(&cli)?, mode_given)?;
+        let merged = file.under(&cli)?;
+        // A file value equal to the default (the example file's) still counts as the default.
+        let prometheus_port_given = cli.is_explicit("prometheus_port")
+            || merged.prometheus_port != Options::default().prometheus_port;
+        let mut config = Config::validate(merged, mode_given)?;
         config.prometheus_port_given = prometheus_port_given;
         config
             .warnings
