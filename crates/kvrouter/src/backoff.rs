@@ -12,15 +12,19 @@ pub enum InvalidBackoff {
     MinAboveMax { min: Duration, max: Duration },
     #[error("backoff jitter {0} is not in [0, 1]")]
     Jitter(f64),
+    #[error("backoff multiplier {0} is not a number of at least 1")]
+    Multiplier(f64),
 }
 
-/// `min * 2^attempt`, capped at `max`, then scaled by a random factor in
-/// `[1 - jitter, 1 + jitter]` and capped at `max` again.
+/// `min * multiplier^attempt` (x2 unless [`ExponentialBackoff::with_multiplier`] says
+/// otherwise), capped at `max`, then scaled by a random factor in `[1 - jitter, 1 + jitter]`
+/// and capped at `max` again.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ExponentialBackoff {
     min: Duration,
     max: Duration,
     jitter: f64,
+    multiplier: f64,
 }
 
 impl ExponentialBackoff {
@@ -32,7 +36,21 @@ impl ExponentialBackoff {
         if !(0.0..=1.0).contains(&jitter) {
             return Err(InvalidBackoff::Jitter(jitter));
         }
-        Ok(ExponentialBackoff { min, max, jitter })
+        Ok(ExponentialBackoff {
+            min,
+            max,
+            jitter,
+            multiplier: 2.0,
+        })
+    }
+
+    /// The same schedule growing by `multiplier` per attempt (sgl-router's
+    /// `--retry-backoff-multiplier`); validated finite and at least 1.
+    pub fn with_multiplier(self, multiplier: f64) -> Result<Self, InvalidBackoff> {
+        if !(multiplier.is_finite() && multiplier >= 1.0) {
+            return Err(InvalidBackoff::Multiplier(multiplier));
+        }
+        Ok(ExponentialBackoff { multiplier, ..self })
     }
 
     /// A fixed schedule without jitter, for constants: `min <= max` is checked when the
@@ -43,6 +61,7 @@ impl ExponentialBackoff {
             min,
             max,
             jitter: 0.0,
+            multiplier: 2.0,
         }
     }
 
@@ -58,10 +77,14 @@ impl ExponentialBackoff {
 
     /// Delay after failure number `attempt` (0-based).
     pub fn delay(&self, attempt: u32) -> Duration {
-        let base = self
-            .min
-            .saturating_mul(1u32 << attempt.min(20))
-            .min(self.max);
+        let base = if self.multiplier == 2.0 {
+            self.min.saturating_mul(1u32 << attempt.min(20))
+        } else {
+            // Capped exponent: 1.0^n stays 1, and any multiplier > 1 passes `max` long before.
+            let factor = self.multiplier.powi(attempt.min(64) as i32);
+            Duration::try_from_secs_f64(self.min.as_secs_f64() * factor).unwrap_or(self.max)
+        }
+        .min(self.max);
         if self.jitter == 0.0 {
             return base;
         }
@@ -134,6 +157,27 @@ mod tests {
             assert!(b.delay(1) >= ms(16));
             assert!(b.delay(10) >= ms(28));
             assert!(b.delay(30) <= ms(35));
+        }
+    }
+
+    #[test]
+    fn multiplier_grows_by_its_factor() {
+        let b = ExponentialBackoff::new(ms(100), ms(30_000), 0.0)
+            .and_then(|b| b.with_multiplier(1.5))
+            .expect("valid");
+        let want = [100_000, 150_000, 225_000, 337_500];
+        for (n, micros) in want.into_iter().enumerate() {
+            let got = b.delay(n as u32).as_secs_f64() * 1e6;
+            assert!((got - micros as f64).abs() < 1.0, "delay({n}) = {got} us");
+        }
+        assert_eq!(b.delay(1000), ms(30_000));
+        let flat = b.with_multiplier(1.0).expect("valid");
+        assert_eq!(flat.delay(50), ms(100));
+        for bad in [0.5, f64::NAN, f64::INFINITY] {
+            assert!(matches!(
+                b.with_multiplier(bad),
+                Err(InvalidBackoff::Multiplier(_))
+            ));
         }
     }
 

@@ -155,7 +155,9 @@ async fn scrape_after_traffic(flavor: &str) -> Scrape {
     // Round robin over a 503 worker and a mock: the 503 is retried on the mock.
     let stub = Stub::start(Behaviour::Status(503)).await;
     let m = fast_mock();
-    let mut args = vec!["--mode", "round-robin"];
+    // One failure opens a circuit: the 503 worker's breaker moves closed -> open (the
+    // transitions counters).
+    let mut args = vec!["--mode", "round-robin", "--cb-failure-threshold", "1"];
     args.extend_from_slice(&compat);
     let rr = router_with(&[&stub.url, &m.url], &args).await;
     let body = json!({"text": "hi", "sampling_params": {"max_new_tokens": 1}});

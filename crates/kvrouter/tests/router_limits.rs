@@ -1,6 +1,7 @@
 //! Resource limits of the router's HTTP server (docs/router.md, "Limits"): a client that
 //! never finishes its headers or stops sending its body is cut off, connections beyond
-//! `--max-connections` wait in the backlog, `--max-concurrent-requests` queues then answers 429,
+//! `--max-connections` wait in the backlog, `--max-concurrent-requests` queues then answers 429
+//! (408 after `--queue-timeout-secs` in the queue),
 //! oversized bodies get 413, HTTP/2 streams per connection are capped, an HTTP/2 rapid-reset
 //! flood does not stop service, and each trip is counted in `kvrouter_limit_trips_total`.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
@@ -142,6 +143,52 @@ async fn max_concurrent_requests_queues_then_answers_429() {
     first.abort();
     second.abort();
     third.abort();
+}
+
+/// A request that waits in the queue longer than `--queue-timeout-secs` gets 408 (sgl-router's
+/// status) and never reaches the worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_queued_beyond_queue_timeout_gets_408() {
+    let stub = Stub::start(Behaviour::Hang).await;
+    let r = router_with(
+        &[&stub.url],
+        &[
+            "--max-concurrent-requests",
+            "1",
+            "--queue-size",
+            "4",
+            "--queue-timeout-secs",
+            "0.2",
+        ],
+    )
+    .await;
+    let url = format!("{}/generate", r.url);
+    let u = url.clone();
+    let first = tokio::spawn(async move {
+        client()
+            .post(u)
+            .json(&json!({"text": "first"}))
+            .send()
+            .await
+    });
+    support::wait::wait_for("the first request reaches the worker", || {
+        let n = stub.received.lock().len();
+        async move { n == 1 }
+    })
+    .await;
+    let queued = client()
+        .post(&url)
+        .json(&json!({"text": "second"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(queued.status(), 408);
+    let body: serde_json::Value = queued.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "queue_timeout", "{body}");
+    assert_eq!(body["error"]["type"], "Request Timeout", "{body}");
+    assert_eq!(stub.received.lock().len(), 1, "the timed-out one never ran");
+    assert!(trips(&r.url, "queue_timeout").await >= 1);
+    first.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,7 +2,8 @@
 //! started with `--api-key` (they answer 401 without `Authorization: Bearer <key>`) serves
 //! traffic, `/get_loads`, `/engine_metrics`, a full refit (pause, flush, weight-update group,
 //! update, version, continue) and an abort-all through the router, and the key never appears
-//! in the router's log (debug level) or in an answer to the client.
+//! in the router's log (debug level) or in an answer to the client. A worker probed without
+//! its key stays pending with one warning until the key is given.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
 
 mod support;
@@ -37,6 +38,7 @@ async fn call(
 ) -> (u16, String) {
     let mut req = match method {
         "GET" => c.get(url),
+        "DELETE" => c.delete(url),
         _ => c.post(url).json(&body),
     };
     if let Some(k) = key {
@@ -257,4 +259,69 @@ async fn router_key_is_the_default_worker_key() {
     let answers = drive_fleet(&c, Some(ROUTER_KEY), &router, &[&a.url, &b.url]).await;
     let log = r.stderr_until("router started").to_vec();
     assert_never_shown(ROUTER_KEY, &log, &answers);
+}
+
+/// A worker that wants a key the router does not have: the probe's 401 is retried (not
+/// failed at once), with one warning saying so and how to give the key; the registration
+/// stays pending until the key is given (here: the pending one removed, re-added with it).
+#[tokio::test]
+async fn a_probe_refused_for_want_of_a_key_is_retried_with_a_warning() {
+    let a = mock(&["--speedup", "0", "--api-key", WORKER_KEY]);
+    let c = client();
+    let mut r = Captured::start(FAST);
+    let router = r.url.clone();
+    let (s, text) = call(
+        &c,
+        None,
+        "POST",
+        &format!("{router}/workers"),
+        json!({ "url": a.url }),
+    )
+    .await;
+    assert_eq!(s, 202, "{text}");
+    let wanted = "worker wants an API key";
+    let log = r.stderr_until(wanted).to_vec();
+    let line = log
+        .iter()
+        .find(|l| l.contains(wanted))
+        .expect("the warning names the problem");
+    assert!(
+        line.contains(&a.url) && line.contains("no key was sent"),
+        "{line}"
+    );
+    assert_eq!(
+        log.iter().filter(|l| l.contains(wanted)).count(),
+        1,
+        "one warning"
+    );
+    let hostport = a.url.trim_start_matches("http://");
+    let (_, job) = call(
+        &c,
+        None,
+        "GET",
+        &format!("{router}/workers/{hostport}"),
+        Value::Null,
+    )
+    .await;
+    let job: Value = serde_json::from_str(&job).unwrap();
+    assert_eq!(job["job_status"]["status"], "pending", "{job}");
+    let (s, text) = call(
+        &c,
+        None,
+        "DELETE",
+        &format!("{router}/workers/{hostport}"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(s, 202, "{text}");
+    let (s, text) = call(
+        &c,
+        None,
+        "POST",
+        &format!("{router}/workers"),
+        json!({"url": a.url, "api_key": WORKER_KEY}),
+    )
+    .await;
+    assert_eq!(s, 202, "{text}");
+    wait_healthy(&c, None, &router, 1).await;
 }

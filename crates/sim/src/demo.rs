@@ -181,6 +181,8 @@ impl Fleet {
             format!("--mode={mode}"),
             "--page-size=16".into(),
             "--log-level=warn".into(),
+            // One in-process router per mode: no second listener on the default 29000.
+            "--prometheus-port=0".into(),
         ];
         argv.extend(self.urls.iter().map(|u| format!("--worker-urls={u}")));
         let cli = RouterCli::try_parse_from(argv).context("demo router arguments")?;

@@ -77,11 +77,10 @@ use Takes::{Any, Many, Nothing, One};
 const KV_COST: &str = "KV cost weights --kv-prefill-weight/--kv-decode-weight/--kv-queue-weight (and --temperature) in --mode kv";
 const LOAD: &str = "--mode kv/least-load balance by load; no separate threshold";
 const INDEX: &str = "none: the KV index follows worker KV events (no approximate tree to evict)";
-const HEALTH: &str = "health thresholds --health-failure-threshold/--health-success-threshold";
 const STALL: &str = "--stream-idle-timeout-secs (stalled requests to unhealthy workers are aborted) and the health checks";
 const NO_TOKENIZER: &str = "none: kvrouter forwards the request unchanged (it tokenizes text only for routing, with --model-path / --tokenizer-path)";
 const TOKENIZER_CACHE: &str = "--tokenizer-cache-mb (the per-session tokenization cache, in MiB)";
-const ADMISSION: &str = "--max-concurrent-requests/--queue-size (a concurrency limit with a bounded queue; no token-bucket rate, no queue timeout)";
+const ADMISSION: &str = "--max-concurrent-requests/--queue-size/--queue-timeout-secs (a concurrency limit with a bounded queue; no token-bucket rate)";
 const TENANTS: &str =
     "none: no tenants (one --api-key for the data plane, --admin-api-key for admin routes)";
 const STORAGE: &str =
@@ -212,17 +211,17 @@ pub const PEER_FLAGS: &[PeerFlag] = &[
     same("retry-initial-backoff-ms", One, "retry_initial_backoff_ms"),
     same("retry-max-backoff-ms", One, "retry_max_backoff_ms"),
     same("disable-retries", Nothing, "disable_retries"),
-    ignored("retry-backoff-multiplier", One, "fixed x2 between --retry-initial-backoff-ms and --retry-max-backoff-ms"),
-    ignored("retry-jitter-factor", One, "fixed +-20% jitter"),
-    ignored("cb-failure-threshold", One, HEALTH),
-    ignored("cb-success-threshold", One, HEALTH),
-    ignored("cb-timeout-duration-secs", One, "--health-check-interval-secs"),
-    ignored("cb-window-duration-secs", One, "--health-check-interval-secs"),
-    ignored("disable-circuit-breaker", Nothing, HEALTH),
+    same("retry-backoff-multiplier", One, "retry_backoff_multiplier"),
+    same("retry-jitter-factor", One, "retry_jitter_factor"),
+    same("cb-failure-threshold", One, "cb_failure_threshold"),
+    same("cb-success-threshold", One, "cb_success_threshold"),
+    same("cb-timeout-duration-secs", One, "cb_timeout_duration_secs"),
+    same("cb-window-duration-secs", One, "cb_window_duration_secs"),
+    same("disable-circuit-breaker", Nothing, "disable_circuit_breaker"),
     // Admission.
     same("max-concurrent-requests", One, "max_concurrent_requests"),
     same("queue-size", One, "queue_size"),
-    ignored("queue-timeout-secs", One, ADMISSION),
+    same("queue-timeout-secs", One, "queue_timeout_secs"),
     ignored("rate-limit-tokens-per-second", One, ADMISSION),
     ignored("max-background-responses", One, "none: no background Responses API mode (requests go to the workers)"),
     ignored("priority-scheduler-enabled", Nothing, ADMISSION),
@@ -512,7 +511,7 @@ mod tests {
             .try_get_matches_from([
                 "--cache-threshold",
                 "0.3",
-                "--disable-circuit-breaker",
+                "--disable-health-check",
                 "--cors-allowed-origins",
                 "a",
                 "b",
@@ -529,7 +528,7 @@ mod tests {
             [
                 "enable-rl",
                 "cache-threshold",
-                "disable-circuit-breaker",
+                "disable-health-check",
                 "request-id-headers",
                 "cors-allowed-origins"
             ]

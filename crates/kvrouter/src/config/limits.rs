@@ -19,6 +19,8 @@ pub struct Limits {
     pub max_concurrent_requests: Option<usize>,
     /// Requests waiting for a slot beyond `max_concurrent_requests` (0: 429 at once).
     pub queue_size: usize,
+    /// Longest wait in that queue (beyond: 408).
+    pub queue_timeout: Duration,
     pub http2_max_concurrent_streams: u32,
     /// `None`: no keep-alive PINGs.
     pub http2_keep_alive_interval: Option<Duration>,
@@ -61,6 +63,7 @@ impl Limits {
             },
             max_concurrent_requests,
             queue_size: o.queue_size,
+            queue_timeout: secs("queue_timeout_secs", o.queue_timeout_secs)?,
             http2_max_concurrent_streams: o.http2_max_concurrent_streams,
             http2_keep_alive_interval,
             stream_idle_timeout: secs("stream_idle_timeout_secs", o.stream_idle_timeout_secs)?,

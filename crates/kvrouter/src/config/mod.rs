@@ -14,6 +14,7 @@ pub mod limits;
 pub mod log_level;
 mod mode;
 pub mod options;
+mod resilience;
 
 use std::time::Duration;
 
@@ -62,10 +63,13 @@ pub struct Config {
     pub health_check_timeout: Duration,
     pub health_failure_threshold: u32,
     pub health_success_threshold: u32,
-    /// Extra attempts after the first one (0 = no retry).
+    /// Extra attempts after the first one (0 = no retry; `--retry-max-retries` counts the
+    /// first attempt too, as sgl-router does).
     pub retry_max_retries: u32,
-    pub retry_initial_backoff: Duration,
-    pub retry_max_backoff: Duration,
+    /// The wait between attempts (`--retry-*-backoff-ms`, multiplier, jitter).
+    pub retry_backoff: crate::backoff::ExponentialBackoff,
+    /// Every worker's circuit breaker (`--cb-*`, `--disable-circuit-breaker`).
+    pub circuit_breaker: crate::workers::BreakerConfig,
     pub max_payload_size: usize,
     /// Server and data-plane resource limits (docs/router.md, "Limits").
     pub limits: Limits,
@@ -99,6 +103,11 @@ pub struct Config {
     pub dp_aware: bool,
     /// `--prometheus-host:--prometheus-port`: a second listener serving only `/metrics`.
     pub prometheus: Option<(String, u16)>,
+    /// `--prometheus-port` was given (flag or environment, or another port than 29000 in the
+    /// file): a busy port stops the
+    /// start; at the default port (29000) it is a warning, as several routers on one host
+    /// (and tests) would otherwise clash over it.
+    pub prometheus_port_given: bool,
     /// `--metrics-compat`: sgl-router / SMG series served beside `kvrouter_*`.
     pub metrics_compat: Option<crate::metrics::compat::Flavor>,
     /// etcd discovery (`--etcd-endpoints`; None when not given), see `crate::discovery`.
@@ -151,7 +160,12 @@ impl Config {
     /// Merges CLI/env values over file values over defaults, then validates.
     pub fn from_sources(cli: Cli, file: FileConfig) -> Result<Config, ConfigError> {
         let mode_given = cli.is_explicit("mode") || file.has("mode");
-        let mut config = Config::validate(file.under(&cli)?, mode_given)?;
+        let merged = file.under(&cli)?;
+        // A file value equal to the default (the example file's) still counts as the default.
+        let prometheus_port_given = cli.is_explicit("prometheus_port")
+            || merged.prometheus_port != Options::default().prometheus_port;
+        let mut config = Config::validate(merged, mode_given)?;
+        config.prometheus_port_given = prometheus_port_given;
         config
             .warnings
             .extend(cli.ignored.iter().map(|i| compat::warning(i)));
@@ -184,6 +198,9 @@ impl Config {
 
     fn validate(o: Options, mode_given: bool) -> Result<Config, ConfigError> {
         let limits = Limits::from_options(&o)?;
+        let retry_backoff = resilience::retry_backoff(&o)?;
+        let circuit_breaker = resilience::circuit_breaker(&o)?;
+        let retry_max_retries = resilience::retries_after_first(&o);
         let (mode, policy_warning) = Config::mode(&o, mode_given)?;
         let etcd = crate::discovery::EtcdConfig::from_options(&o)?;
         let page_size = o.page_size;
@@ -234,14 +251,6 @@ impl Config {
         if o.health_success_threshold == 0 {
             return Err(invalid("health_success_threshold", "must be at least 1"));
         }
-        let retry_initial_backoff = Duration::from_millis(o.retry_initial_backoff_ms);
-        let retry_max_backoff = Duration::from_millis(o.retry_max_backoff_ms);
-        if retry_max_backoff < retry_initial_backoff {
-            return Err(invalid(
-                "retry_max_backoff_ms",
-                "must not be smaller than retry_initial_backoff_ms",
-            ));
-        }
         if o.max_payload_size == 0 {
             return Err(invalid("max_payload_size", "must be at least 1 byte"));
         }
@@ -281,13 +290,9 @@ impl Config {
             health_check_timeout: secs("health_check_timeout_secs", o.health_check_timeout_secs)?,
             health_failure_threshold: o.health_failure_threshold,
             health_success_threshold: o.health_success_threshold,
-            retry_max_retries: if o.disable_retries {
-                0
-            } else {
-                o.retry_max_retries
-            },
-            retry_initial_backoff,
-            retry_max_backoff,
+            retry_max_retries,
+            retry_backoff,
+            circuit_breaker,
             max_payload_size: o.max_payload_size,
             limits,
             sticky_ttl: secs("sticky_ttl_secs", o.sticky_ttl_secs)?,
@@ -309,6 +314,7 @@ impl Config {
                 o.worker_startup_timeout_secs,
             )?,
             dp_aware: o.dp_aware,
+            prometheus_port_given: o.prometheus_port != Options::default().prometheus_port,
             prometheus: (o.prometheus_port != 0).then_some((o.prometheus_host, o.prometheus_port)),
             metrics_compat: o
                 .metrics_compat

@@ -90,15 +90,17 @@ pub struct Options {
     /// Consecutive successful checks before an unhealthy worker returns.
     #[arg(long, env = "KVROUTER_HEALTH_SUCCESS_THRESHOLD", default_value_t = 2)]
     pub health_success_threshold: u32,
-    /// Extra attempts on another worker when one fails before its first response byte
-    /// (exponential backoff, x2 per retry, +-20% jitter, capped).
-    #[arg(long, env = "KVROUTER_RETRY_MAX_RETRIES", default_value_t = 2)]
+    /// Attempts in all for a request whose worker fails before its first response byte (a
+    /// 408/429/500/502/503/504 answer, a refused or broken connection), each on a newly picked
+    /// worker, the failed ones last (sgl-router's count: 5 = up to 5 attempts; 0 and 1 = no
+    /// retry). Waits the backoff in between, never beyond `request_timeout_secs`.
+    #[arg(long, env = "KVROUTER_RETRY_MAX_RETRIES", default_value_t = 5)]
     pub retry_max_retries: u32,
-    /// Backoff before the first retry, in milliseconds (doubles per retry).
+    /// Backoff before the first retry, in milliseconds (x `retry_backoff_multiplier` per retry).
     #[arg(long, env = "KVROUTER_RETRY_INITIAL_BACKOFF_MS", default_value_t = 50)]
     pub retry_initial_backoff_ms: u64,
     /// Upper bound of the retry backoff, in milliseconds.
-    #[arg(long, env = "KVROUTER_RETRY_MAX_BACKOFF_MS", default_value_t = 2000)]
+    #[arg(long, env = "KVROUTER_RETRY_MAX_BACKOFF_MS", default_value_t = 30000)]
     pub retry_max_backoff_ms: u64,
     /// Largest accepted request body, in bytes (413 above; sgl-router's default is 512 MiB).
     #[arg(long, env = "KVROUTER_MAX_PAYLOAD_SIZE", default_value_t = 64 * 1024 * 1024)]
@@ -246,11 +248,12 @@ pub struct Options {
         default_value = "/health"
     )]
     pub health_check_endpoint: String,
-    /// How long a registering worker may take to answer its first health probe, in seconds.
+    /// How long a registering worker may take to answer its first health probe, in seconds
+    /// (a worker loading a large model takes minutes; sgl-router's default).
     #[arg(
         long,
         env = "KVROUTER_WORKER_STARTUP_TIMEOUT_SECS",
-        default_value_t = 30.0
+        default_value_t = 1800.0
     )]
     pub worker_startup_timeout_secs: f64,
     /// Accepted for sgl-router compatibility: the router always reads each worker's DP size
@@ -261,15 +264,52 @@ pub struct Options {
     /// Address of the second listener serving only `/metrics` (with `prometheus_port`).
     #[arg(long, env = "KVROUTER_PROMETHEUS_HOST", default_value = "127.0.0.1")]
     pub prometheus_host: String,
-    /// Port of a second listener serving only `/metrics` (0: none; `/metrics` is always on the
-    /// main port too).
-    #[arg(long, env = "KVROUTER_PROMETHEUS_PORT", default_value_t = 0)]
+    /// Port of a second listener serving only `/metrics` (sgl-router's 29000; 0: none;
+    /// `/metrics` is always on the main port too). When the port is busy, the router logs a
+    /// warning and runs without it, unless the port was given explicitly (then it exits).
+    #[arg(long, env = "KVROUTER_PROMETHEUS_PORT", default_value_t = 29000)]
     pub prometheus_port: u16,
     /// Also serve the series sgl-router / SMG dashboards query, under their names, on
     /// `/metrics`: `sgl-router` (`sgl_router_*`, sgl-router <= 0.2) or `smg` (`smg_*`,
     /// sgl-router 0.3 / SMG). Unset: only `kvrouter_*` (docs/metrics.md).
     #[arg(long, env = "KVROUTER_METRICS_COMPAT", value_parser = ["sgl-router", "smg"])]
     pub metrics_compat: Option<String>,
+    // Retry backoff, queue timeout and circuit breaker (sgl-router's flags and defaults).
+    /// Growth of the retry backoff per retry.
+    #[arg(long, env = "KVROUTER_RETRY_BACKOFF_MULTIPLIER", default_value_t = 1.5)]
+    pub retry_backoff_multiplier: f64,
+    /// Each retry delay is scaled by a random factor in [1 - this, 1 + this] (0 to 1).
+    #[arg(long, env = "KVROUTER_RETRY_JITTER_FACTOR", default_value_t = 0.2)]
+    pub retry_jitter_factor: f64,
+    /// Seconds a request may wait in the `queue_size` queue for a `max_concurrent_requests`
+    /// slot; beyond, 408.
+    #[arg(long, env = "KVROUTER_QUEUE_TIMEOUT_SECS", default_value_t = 60.0)]
+    pub queue_timeout_secs: f64,
+    /// Consecutive failed attempts on a worker (no response head, or a non-2xx one) that
+    /// open its circuit: it gets no requests for `cb_timeout_duration_secs`.
+    #[arg(long, env = "KVROUTER_CB_FAILURE_THRESHOLD", default_value_t = 10)]
+    pub cb_failure_threshold: u32,
+    /// Consecutive successes in the half-open state that close the circuit again.
+    #[arg(long, env = "KVROUTER_CB_SUCCESS_THRESHOLD", default_value_t = 3)]
+    pub cb_success_threshold: u32,
+    /// Seconds an open circuit stays open before it lets trial requests through (half-open).
+    #[arg(
+        long,
+        env = "KVROUTER_CB_TIMEOUT_DURATION_SECS",
+        default_value_t = 60.0
+    )]
+    pub cb_timeout_duration_secs: f64,
+    /// Accepted and validated as in sgl-router, whose breaker does not use it either: failures
+    /// are counted consecutively, without a time window.
+    #[arg(
+        long,
+        env = "KVROUTER_CB_WINDOW_DURATION_SECS",
+        default_value_t = 120.0
+    )]
+    pub cb_window_duration_secs: f64,
+    /// No circuit breaker (every worker's circuit stays closed).
+    #[arg(long, env = "KVROUTER_DISABLE_CIRCUIT_BREAKER", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
+    pub disable_circuit_breaker: bool,
 }
 
 /// The declared defaults of `cmd`'s arguments, ignoring the process environment and arguments.

@@ -156,6 +156,10 @@ fn sgl_router_working_flags() {
     assert_eq!(c.worker_startup_timeout, Duration::from_secs(600));
     assert_eq!(c.sticky_ttl, Duration::from_secs(60));
     assert_eq!(c.prometheus, Some(("127.0.0.1".into(), 29000)));
+    assert!(
+        c.prometheus_port_given,
+        "a busy port given explicitly stops the start"
+    );
     assert!(c.warnings.is_empty());
     assert_eq!(
         load(&["--health-check-endpoint", "health"], "")
@@ -171,7 +175,7 @@ fn ignored_flags_become_one_warning_each() {
         &[
             "--cache-threshold",
             "0.3",
-            "--cb-failure-threshold",
+            "--balance-abs-threshold",
             "10",
             "--enable-igw",
             "--port",
@@ -252,4 +256,71 @@ fn refused_flags_say_why() {
         "{e}"
     );
     assert!(!e.contains("similar") && !e.contains("tip:"), "{e}");
+}
+
+/// The options shared with sgl-router keep its defaults (docs/migration.md lists the
+/// deliberate differences).
+#[test]
+fn shared_options_default_to_sgl_routers_values() {
+    let c = load(&[], "").unwrap();
+    assert_eq!(c.worker_startup_timeout, Duration::from_secs(1800));
+    assert_eq!(
+        c.retry_max_retries, 4,
+        "--retry-max-retries 5: 5 attempts in all"
+    );
+    assert_eq!(c.retry_backoff.min(), Duration::from_millis(50));
+    assert_eq!(c.retry_backoff.max(), Duration::from_secs(30));
+    assert_eq!(c.prometheus, Some(("127.0.0.1".into(), 29000)));
+    assert!(!c.prometheus_port_given, "the default port may be busy");
+    assert_eq!(c.limits.queue_timeout, Duration::from_secs(60));
+    assert_eq!(c.circuit_breaker, crate::workers::BreakerConfig::default());
+    assert_eq!(c.request_timeout, Duration::from_secs(1800));
+    assert_eq!(c.shutdown_grace_period, Duration::from_secs(180));
+    assert_eq!(c.limits.queue_size, 100);
+}
+
+/// The `--cb-*`, `--queue-timeout-secs` and retry backoff flags are real options now.
+#[test]
+fn breaker_queue_and_backoff_flags_are_read() {
+    let c = load(
+        &[
+            "--cb-failure-threshold",
+            "4",
+            "--cb-success-threshold",
+            "1",
+            "--cb-timeout-duration-secs",
+            "5",
+            "--cb-window-duration-secs",
+            "30",
+            "--disable-circuit-breaker",
+            "--queue-timeout-secs",
+            "2.5",
+            "--retry-backoff-multiplier",
+            "2",
+            "--retry-jitter-factor",
+            "0",
+            "--retry-max-retries",
+            "2",
+        ],
+        "",
+    )
+    .unwrap();
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let b = c.circuit_breaker;
+    assert_eq!(
+        (
+            b.failure_threshold,
+            b.success_threshold,
+            b.timeout,
+            b.disabled
+        ),
+        (4, 1, Duration::from_secs(5), true)
+    );
+    assert_eq!(c.limits.queue_timeout, Duration::from_millis(2500));
+    assert_eq!(c.retry_max_retries, 1);
+    assert_eq!(c.retry_backoff.delay(2), Duration::from_millis(200));
+    assert_eq!(
+        load(&["--retry-jitter-factor", "2"], "").unwrap_err().field,
+        "retry_jitter_factor"
+    );
 }

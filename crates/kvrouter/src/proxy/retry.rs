@@ -3,12 +3,15 @@
 //! The loop is apart from the attempt (as in SMG's `routers/common/retry.rs`): an
 //! [`Attempts`] implementation makes one attempt and classifies its output (final, or worth
 //! another try and why); [`run`] repeats, sleeps the [`ExponentialBackoff`] between attempts,
-//! stops after `max_retries` retries with [`Retried::Exhausted`], and tells [`RetryHooks`]
-//! (metrics, logs). The data plane's attempts end at the response head, so nothing is ever
-//! retried after a byte reached the client.
+//! stops after `max_retries` retries, or when the next attempt could not start before the
+//! request's deadline, with [`Retried::Exhausted`], and tells [`RetryHooks`] (metrics, logs).
+//! The data plane's attempts end at the response head, so nothing is ever retried after a
+//! byte reached the client.
 
 use std::future::Future;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::backoff::ExponentialBackoff;
 
@@ -18,6 +21,8 @@ pub struct RetryPolicy {
     /// Retries after the first attempt (so at most `max_retries + 1` attempts).
     pub max_retries: u32,
     pub backoff: ExponentialBackoff,
+    /// No attempt starts at or after this instant (the request timeout).
+    pub deadline: Option<Instant>,
 }
 
 /// One kind of attempt, repeated by [`run`].
@@ -75,12 +80,13 @@ where
             let Some(reason) = attempts.should_retry(&output) else {
                 return Retried::Done(output);
             };
-            if n >= policy.max_retries {
+            let delay = policy.backoff.delay(n);
+            let late = policy.deadline.is_some_and(|d| Instant::now() + delay >= d);
+            if n >= policy.max_retries || late {
                 hooks.on_exhausted(n + 1, &reason);
                 return Retried::Exhausted(output);
             }
             drop(output);
-            let delay = policy.backoff.delay(n);
             hooks.on_retry(n, &reason, delay);
             delay
         };
@@ -89,15 +95,14 @@ where
     }
 }
 
-/// True for worker statuses that mean "not serving right now": retried on another worker.
+/// The worker statuses sgl-router retries (`is_retryable_status` in its `core/retry.rs`):
+/// 408, 429, 500, 502, 503, 504.
 pub fn is_retryable_status(status: http::StatusCode) -> bool {
-    matches!(status.as_u16(), 502 | 503)
+    matches!(status.as_u16(), 408 | 429 | 500 | 502 | 503 | 504)
 }
 
 #[cfg(test)]
 mod tests {
-    use tokio::time::Instant;
-
     use super::*;
 
     /// Outputs: `Ok(v)` final, `Err(true)` retryable, `Err(false)` final failure.
@@ -135,6 +140,7 @@ mod tests {
 
     fn policy(max_retries: u32) -> RetryPolicy {
         RetryPolicy {
+            deadline: None,
             max_retries,
             backoff: ExponentialBackoff::new(
                 Duration::from_millis(100),
@@ -190,6 +196,29 @@ mod tests {
             run(&policy(0), &mut script(vec![Err(true)]), &mut ()).await,
             Retried::Exhausted(Err(true))
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_attempt_starts_past_the_deadline() {
+        let mut s = script(vec![Err(true); 10]);
+        let mut seen = Seen::default();
+        let p = RetryPolicy {
+            deadline: Some(Instant::now() + Duration::from_millis(350)),
+            ..policy(9)
+        };
+        // Attempts at 0, 100 and 300 ms; the next (at 550) would pass the deadline.
+        let out = run(&p, &mut s, &mut seen).await;
+        assert_eq!(out, Retried::Exhausted(Err(true)));
+        assert_eq!(s.at.len(), 3);
+        assert_eq!(seen.exhausted, Some(3));
+    }
+
+    #[test]
+    fn retried_statuses_are_sgl_routers() {
+        let retried: Vec<u16> = (100..600)
+            .filter(|&c| http::StatusCode::from_u16(c).is_ok_and(is_retryable_status))
+            .collect();
+        assert_eq!(retried, [408, 429, 500, 502, 503, 504]);
     }
 
     #[tokio::test(start_paused = true)]

@@ -4,7 +4,9 @@
 //! returns its token when the handler returns). An outer `ConcurrencyLimit` of
 //! `max_concurrent_requests + queue_size` bounds running plus waiting requests; when it is
 //! full, tower's `LoadShed` refuses at once and the client gets 429. (tower's `Buffer` would
-//! hold one request more than its bound, so the queue is this second limit instead.)
+//! hold one request more than its bound, so the queue is this second limit instead.) A
+//! request that waits longer than `--queue-timeout-secs` for its slot gets 408, as in
+//! sgl-router.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -16,7 +18,7 @@ use tower::limit::ConcurrencyLimit;
 use tower::load_shed::error::Overloaded;
 use tower::load_shed::LoadShed;
 use tower::util::BoxCloneSyncService;
-use tower::{BoxError, ServiceExt};
+use tower::{BoxError, Service, ServiceExt};
 
 use super::body::RouterBody;
 use super::error::ApiError;
@@ -26,6 +28,11 @@ use crate::proxy::metrics::ProxyMetrics;
 use crate::routing::Endpoint;
 
 type Svc = BoxCloneSyncService<Request<Incoming>, Response<RouterBody>, BoxError>;
+
+/// A queued request found no slot within the queue timeout.
+#[derive(Debug, thiserror::Error)]
+#[error("no --max-concurrent-requests slot within --queue-timeout-secs ({0:?})")]
+struct QueueTimeout(std::time::Duration);
 
 /// The shared admission stack (clone per connection).
 #[derive(Clone)]
@@ -44,10 +51,23 @@ impl Admission {
             let state = state.clone();
             async move { Ok::<_, BoxError>(super::routes::handle(&state, req).await) }
         });
-        // Running: waits for one of `slots` inside the call (oneshot = ready, then call), so the
-        // outer layer sees a service that is always ready.
+        // Running: waits (at most `queue_timeout`) for one of `slots` inside the call (ready,
+        // then call), so the outer layer sees a service that is always ready.
         let running = ConcurrencyLimit::with_semaphore(inner, Arc::new(Semaphore::new(slots)));
-        let waits = tower::service_fn(move |req: Request<Incoming>| running.clone().oneshot(req));
+        let queue_timeout = limits.queue_timeout;
+        let waits = tower::service_fn(move |req: Request<Incoming>| {
+            let mut svc = running.clone();
+            async move {
+                let ready = tokio::time::timeout(queue_timeout, svc.ready())
+                    .await
+                    .map(|r| r.map(|_| ()));
+                match ready {
+                    Ok(Ok(())) => svc.call(req).await,
+                    Ok(Err(e)) => Err(e),
+                    Err(_) => Err(Box::new(QueueTimeout(queue_timeout)) as BoxError),
+                }
+            }
+        });
         let admitted = Arc::new(Semaphore::new(
             slots.saturating_add(limits.queue_size.min(Semaphore::MAX_PERMITS / 2)),
         ));
@@ -58,7 +78,7 @@ impl Admission {
     }
 
     /// Runs `req` (a data-plane request to `endpoint`) through the limit: the route's response,
-    /// or 429 when every slot and queue place is taken.
+    /// 429 when every slot and queue place is taken, 408 when no slot came in time.
     pub async fn handle(
         &self,
         endpoint: Endpoint,
@@ -75,6 +95,13 @@ impl Admission {
                         "too_many_requests",
                         "every --max-concurrent-requests slot and --queue-size place is taken",
                     ),
+                ))
+            }
+            Err(e) if e.is::<QueueTimeout>() => {
+                ProxyMetrics::limit_tripped("queue_timeout");
+                Ok(super::data_plane::error(
+                    endpoint.label(),
+                    ApiError::new(StatusCode::REQUEST_TIMEOUT, "queue_timeout", e.to_string()),
                 ))
             }
             Err(e) => Ok(super::data_plane::error(

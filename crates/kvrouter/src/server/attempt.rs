@@ -44,17 +44,15 @@ impl Drop for AbortIfDropped<'_> {
 
 /// How one attempt ended.
 pub(super) enum Tried {
-    /// The worker answered (any status). `alternatives`: another candidate was left.
+    /// The worker answered (any status).
     Answered {
         resp: Response<Incoming>,
         booking: Booking,
-        alternatives: bool,
     },
     /// No response head came back from `worker`.
     Failed {
         error: ForwardError,
         worker: Arc<Worker>,
-        alternatives: bool,
     },
     /// No attempt was made (no candidate left, gate refused); `worker`: the last one tried.
     Refused {
@@ -67,6 +65,8 @@ pub(super) enum Tried {
 pub(super) enum RetryReason {
     Status(StatusCode),
     Connect,
+    /// The connection broke after the request may have been sent (worker killed, reset).
+    Io,
     /// No response head from a worker the health checker marked unhealthy.
     Stalled,
 }
@@ -76,6 +76,7 @@ impl RetryReason {
         match self {
             RetryReason::Status(s) => s.as_str(),
             RetryReason::Connect => "connect",
+            RetryReason::Io => "io",
             RetryReason::Stalled => "stalled",
         }
     }
@@ -106,7 +107,8 @@ impl RetryHooks<RetryReason> for RetryMetrics {
     }
 }
 
-/// One request's attempts: each picks and books a worker not tried yet and forwards to it.
+/// One request's attempts: each picks and books a worker (one not tried yet while there is
+/// one, else any routable worker again, as sgl-router re-selects) and forwards to it.
 pub(super) struct WorkerAttempts<'a> {
     state: &'a AppState,
     endpoint: Endpoint,
@@ -116,6 +118,8 @@ pub(super) struct WorkerAttempts<'a> {
     routing_key: Option<&'a str>,
     rids: Vec<String>,
     started: Instant,
+    /// When the request timeout ends: each attempt waits for its response head until then.
+    deadline: tokio::time::Instant,
     tried: Vec<WorkerId>,
     /// Answered when no candidate is left: no workers, or the last connect failure.
     last_error: ApiError,
@@ -145,6 +149,7 @@ impl<'a> WorkerAttempts<'a> {
                 .filter(|k| !k.is_empty()),
             rids: input.rids(),
             started,
+            deadline: tokio::time::Instant::from_std(started) + state.config.request_timeout,
             tried: Vec::new(),
             last_error: ApiError::no_workers(),
             last_worker: None,
@@ -152,23 +157,29 @@ impl<'a> WorkerAttempts<'a> {
         }
     }
 
-    /// Books a worker among the routable ones not tried yet (waiting at the gate again if a
-    /// pause closed it for that worker); `Err` when there is none.
-    async fn book(&mut self) -> Result<(Booking, bool), Tried> {
+    /// The deadline of every attempt (`Instant` of [`RetryPolicy::deadline`]).
+    pub(super) fn deadline(&self) -> tokio::time::Instant {
+        self.deadline
+    }
+
+    /// Books a worker among the routable ones not tried yet, else among all routable ones
+    /// (waiting at the gate again if a pause closed it for that worker); `Err` when there is
+    /// none.
+    async fn book(&mut self) -> Result<Booking, Tried> {
         let state = self.state;
         loop {
             let snapshot = state.registry.snapshot();
-            let candidates = candidates(&snapshot, &self.tried);
-            let Some(booking) = state
-                .selector
-                .select(self.input, self.routing_key, &candidates)
-            else {
+            let mut pool = candidates(&snapshot, &self.tried);
+            if pool.is_empty() && !self.tried.is_empty() {
+                pool = candidates(&snapshot, &[]);
+            }
+            let Some(booking) = state.selector.select(self.input, self.routing_key, &pool) else {
                 let error = std::mem::replace(&mut self.last_error, ApiError::no_workers());
                 let worker = self.last_worker.clone();
                 return Err(Tried::Refused { error, worker });
             };
             if state.refit.still_admitted(booking.worker()) {
-                return Ok((booking, candidates.len() > 1));
+                return Ok(booking);
             }
             // A pause closed the gate after this request was admitted: wait again.
             drop(booking);
@@ -240,7 +251,7 @@ impl Attempts for WorkerAttempts<'_> {
 
     async fn attempt(&mut self, n: u32) -> Tried {
         let state = self.state;
-        let (booking, alternatives) = match self.book().await {
+        let booking = match self.book().await {
             Ok(b) => b,
             Err(refused) => return refused,
         };
@@ -263,7 +274,10 @@ impl Attempts for WorkerAttempts<'_> {
             rids: &self.rids,
         };
         let (headers, body) = upstream_request(self.headers, self.bytes, &booking);
-        let timeout = state.config.request_timeout;
+        // What is left of the request timeout (the backoff never starts an attempt past it).
+        let timeout = self
+            .deadline
+            .saturating_duration_since(tokio::time::Instant::now());
         let path = self.endpoint.path();
         let unhealthy = || !worker.is_healthy();
         let watch = StallWatch {
@@ -292,13 +306,16 @@ impl Attempts for WorkerAttempts<'_> {
         }
         guard.worker = None;
         drop(guard);
-        self.tried.push(worker.id);
+        if !self.tried.contains(&worker.id) {
+            self.tried.push(worker.id);
+        }
         self.last_worker = Some(worker.clone());
         let failures = &ProxyMetrics::get().upstream_failures;
         match result {
             Ok(resp) => {
                 let status = resp.status();
                 crate::metrics::compat::upstream_response(self.endpoint.label(), status.as_u16());
+                worker.record_outcome(!counts_as_failure(status));
                 if status.is_server_error() {
                     worker.record_failure();
                     failures
@@ -307,13 +324,10 @@ impl Attempts for WorkerAttempts<'_> {
                 } else {
                     worker.record_success();
                 }
-                Tried::Answered {
-                    resp,
-                    booking,
-                    alternatives,
-                }
+                Tried::Answered { resp, booking }
             }
             Err(error) => {
+                worker.record_outcome(false);
                 worker.record_failure();
                 failures
                     .with_label_values(&[worker.url.as_str(), error.kind()])
@@ -322,37 +336,35 @@ impl Attempts for WorkerAttempts<'_> {
                 if matches!(error, ForwardError::Connect { .. }) {
                     self.last_error = ApiError::from(&error);
                 }
-                Tried::Failed {
-                    error,
-                    worker,
-                    alternatives,
-                }
+                Tried::Failed { error, worker }
             }
         }
     }
 
-    /// Retried on another worker: a 502/503 answer, a connect failure (nothing was sent) or a
-    /// stall on an unhealthy worker (nothing came back), while another candidate is left.
+    /// Retried (sgl-router's rule): a 408/429/500/502/503/504 answer, a connect failure
+    /// (nothing was sent), a connection that broke before the response head, or a stall on an
+    /// unhealthy worker. A timeout is final: the request timeout is spent.
     fn should_retry(&self, tried: &Tried) -> Option<RetryReason> {
         match tried {
-            Tried::Answered {
-                resp,
-                alternatives: true,
-                ..
-            } if is_retryable_status(resp.status()) => Some(RetryReason::Status(resp.status())),
-            Tried::Failed {
-                error: ForwardError::Connect { .. },
-                alternatives: true,
-                ..
-            } => Some(RetryReason::Connect),
-            Tried::Failed {
-                error: ForwardError::Stalled { .. },
-                alternatives: true,
-                ..
-            } => Some(RetryReason::Stalled),
+            Tried::Answered { resp, .. } if is_retryable_status(resp.status()) => {
+                Some(RetryReason::Status(resp.status()))
+            }
+            Tried::Failed { error, .. } => match error {
+                ForwardError::Connect { .. } => Some(RetryReason::Connect),
+                ForwardError::Io { .. } => Some(RetryReason::Io),
+                ForwardError::Stalled { .. } => Some(RetryReason::Stalled),
+                ForwardError::Timeout { .. } | ForwardError::BadUrl { .. } => None,
+            },
             _ => None,
         }
     }
+}
+
+/// A response head the circuit breaker counts against the worker: a 5xx, or a 408/429 (the
+/// worker is overloaded). Other 4xx are the client's fault and count as successes (see
+/// docs/migration.md, "Behaviour differences": sgl-router counts every non-2xx).
+fn counts_as_failure(status: StatusCode) -> bool {
+    status.is_server_error() || is_retryable_status(status)
 }
 
 /// The routable workers not tried yet. The common case (first attempt, every worker routable)

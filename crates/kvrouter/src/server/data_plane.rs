@@ -2,8 +2,9 @@
 //!
 //! [`handle`] reads the body (bounded) and its routing inputs and waits at the refit gate;
 //! the retry driver ([`retry::run`]) then repeats `attempt::WorkerAttempts` (pick and book a worker,
-//! forward the original bytes) on another worker while nothing has come back yet. The
-//! worker's response (status, headers, body) is relayed unchanged.
+//! forward the original bytes), on another worker where there is one, while nothing has
+//! been relayed yet and the request timeout allows. The worker's response (status, headers,
+//! body) is relayed unchanged.
 
 use std::time::{Duration, Instant};
 
@@ -154,6 +155,7 @@ pub async fn handle(
     let policy = RetryPolicy {
         max_retries: state.config.retry_max_retries,
         backoff: state.backoff,
+        deadline: Some(attempts.deadline()),
     };
     let last = retry::run(&policy, &mut attempts, &mut RetryMetrics { route }).await;
     attempts.respond(last.into_inner())

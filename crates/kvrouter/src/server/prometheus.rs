@@ -20,15 +20,31 @@ fn handle<B>(req: &Request<B>) -> Response<RouterBody> {
     }
 }
 
-/// Binds `config.prometheus` (if set) and serves `/metrics` on it in the background.
+/// Binds `config.prometheus` (if set) and serves `/metrics` on it in the background. A bind
+/// failure is an error when the port was given, a warning at the default port (29000, as
+/// sgl-router): several routers on one host cannot all have it, and `/metrics` on the main
+/// port serves the same text.
 pub async fn spawn(config: &Config) -> anyhow::Result<()> {
     let Some((host, port)) = &config.prometheus else {
         return Ok(());
     };
     let addr = format!("{host}:{port}");
-    let listener = TcpListener::bind(&addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot bind prometheus listener {addr}: {e}"))?;
+    let listener = match TcpListener::bind(&addr).await {
+        Ok(l) => l,
+        Err(e) if !config.prometheus_port_given => {
+            tracing::warn!(
+                %addr, error = %e,
+                "cannot bind the default prometheus listener; running without it (/metrics is \
+                 on the main port; set --prometheus-port to another port, or 0 for none)"
+            );
+            return Ok(());
+        }
+        Err(e) => {
+            return Err(anyhow::anyhow!(
+                "cannot bind prometheus listener {addr}: {e}"
+            ))
+        }
+    };
     tracing::info!(addr = %listener.local_addr()?, "prometheus /metrics listener started");
     tokio::spawn(async move {
         let builder = auto::Builder::new(TokioExecutor::new());
@@ -48,4 +64,27 @@ pub async fn spawn(config: &Config) -> anyhow::Result<()> {
         }
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_busy_default_port_is_a_warning_and_a_given_one_an_error() {
+        let busy = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = busy.local_addr().expect("addr").port();
+        let mut config = Config {
+            prometheus: Some(("127.0.0.1".into(), port)),
+            prometheus_port_given: false,
+            ..Config::default()
+        };
+        assert!(
+            spawn(&config).await.is_ok(),
+            "default port busy: run without it"
+        );
+        config.prometheus_port_given = true;
+        let err = spawn(&config).await.expect_err("given port busy");
+        assert!(err.to_string().contains("prometheus"), "{err}");
+    }
 }

@@ -61,18 +61,14 @@ pub fn registry_config(config: &Config) -> RegistryConfig {
         allow_cidrs: config.worker_allow_cidr.clone(),
         credentials: config.worker_credentials.clone(),
         default_api_key: config.api_key.clone(),
+        breaker: config.circuit_breaker,
         ..RegistryConfig::default()
     }
 }
 
-/// The data-plane retry backoff: `retry_initial_backoff` doubling per retry up to
-/// `retry_max_backoff`, ±20% jitter. (Config validation keeps initial <= max; otherwise every
-/// delay is the max, as the cap always won.)
+/// The data-plane retry backoff (validated with the configuration).
 pub fn retry_backoff(config: &Config) -> ExponentialBackoff {
-    let max = config.retry_max_backoff;
-    let min = config.retry_initial_backoff.min(max);
-    ExponentialBackoff::new(min, max, 0.2)
-        .unwrap_or_else(|e| unreachable!("min <= max and a constant jitter: {e}"))
+    config.retry_backoff
 }
 
 /// The refit plane settings derived from the router configuration.

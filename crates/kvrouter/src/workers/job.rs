@@ -24,4 +24,7 @@ pub(super) struct Job {
     pub spec: WorkerSpec,
     pub status: JobStatus,
     pub since: SystemTime,
+    /// Cancelled when the pending job is removed, so its probe stops at once (it may
+    /// otherwise retry for the whole startup timeout).
+    pub cancel: tokio_util::sync::CancellationToken,
 }

@@ -20,6 +20,10 @@ pub(crate) struct FleetMetrics {
     pub registrations: IntCounterVec,
     /// `kvrouter_worker_restarts_total`: restarts detected behind a registered URL.
     pub restarts: IntCounter,
+    /// `kvrouter_worker_circuit_state{worker}`: 0 closed, 1 open, 2 half-open.
+    pub circuit_state: IntGaugeVec,
+    /// `kvrouter_worker_circuit_transitions_total{worker,from,to}`.
+    pub circuit_transitions: IntCounterVec,
 }
 
 impl FleetMetrics {
@@ -81,6 +85,26 @@ impl FleetMetrics {
                     )
                     .expect("valid metric"),
                 ),
+                circuit_state: register(
+                    IntGaugeVec::new(
+                        Opts::new(
+                            "kvrouter_worker_circuit_state",
+                            "Circuit breaker state of the worker: 0 closed, 1 open, 2 half-open",
+                        ),
+                        &["worker"],
+                    )
+                    .expect("valid metric"),
+                ),
+                circuit_transitions: register(
+                    IntCounterVec::new(
+                        Opts::new(
+                            "kvrouter_worker_circuit_transitions_total",
+                            "Circuit breaker state changes of the worker",
+                        ),
+                        &["worker", "from", "to"],
+                    )
+                    .expect("valid metric"),
+                ),
             }
         })
     }
@@ -93,10 +117,33 @@ impl FleetMetrics {
         )
     }
 
+    /// The circuit-state gauge for `url`.
+    pub fn circuit_gauge(&self, url: &str) -> IntGauge {
+        self.circuit_state.with_label_values(&[url])
+    }
+
+    /// Counts one circuit transition of `url`.
+    pub fn circuit_transition(&self, url: &str, t: super::breaker::Transition) {
+        self.circuit_transitions
+            .with_label_values(&[url, t.from.as_str(), t.to.as_str()])
+            .inc();
+    }
+
     /// Drops the per-worker series of a removed worker.
     pub fn forget_worker(&self, url: &str) {
         let _ = self.in_flight.remove_label_values(&[url]);
         let _ = self.healthy.remove_label_values(&[url]);
+        let _ = self.circuit_state.remove_label_values(&[url]);
+        for (from, to) in [
+            ("closed", "open"),
+            ("open", "half_open"),
+            ("half_open", "closed"),
+            ("half_open", "open"),
+        ] {
+            let _ = self
+                .circuit_transitions
+                .remove_label_values(&[url, from, to]);
+        }
     }
 
     pub fn health_check(&self, ok: bool) {

@@ -10,7 +10,8 @@
 //!
 //! 1. leaves: `id`, `spec`, `info`, `url` (worker URL validation and normalisation),
 //!    `load` (the `/get_load` parser), `http`, `metrics`, `health_state` (the
-//!    per-worker verdict and [`HealthConfig`]);
+//!    per-worker verdict and [`HealthConfig`]), `breaker` (the per-worker circuit
+//!    breaker and [`BreakerConfig`]);
 //! 2. `job` (id, spec) and `probe` (http, info);
 //! 3. `worker` (id, info, spec, url, health_state): the worker type;
 //! 4. `views` (worker, job): JSON renderings, including [`Worker::to_json`];
@@ -19,6 +20,7 @@
 //! 6. `registry` (everything above): owns the workers and jobs, implements
 //!    `CheckedFleet` and starts the checker.
 
+pub mod breaker;
 pub mod health;
 mod health_state;
 pub mod http;
@@ -34,6 +36,7 @@ pub mod url;
 pub mod views;
 pub mod worker;
 
+pub use breaker::{BreakerConfig, CircuitState};
 pub use health::{HealthConfig, HealthTransition};
 pub use id::{Rank, WorkerId};
 pub use info::{KvEventsConfig, WorkerInfo};

@@ -124,6 +124,8 @@ pub async fn probe_worker(
 }
 
 /// Retries `GET /health` with a growing backoff until it answers 2xx or `startup` passes.
+/// A 401/403 is retried too (the worker may still be starting, or its key may be given
+/// later), with one warning saying the worker wants a key and how to give it.
 pub async fn wait_healthy(
     client: &HttpClient,
     url: &str,
@@ -135,13 +137,22 @@ pub async fn wait_healthy(
     const BACKOFF: ExponentialBackoff =
         ExponentialBackoff::constant(Duration::from_millis(50), Duration::from_secs(1));
     let mut backoff = BACKOFF.start();
+    let mut key_warned = false;
     loop {
-        let last_error =
-            match http_get(client, &format!("{url}/health"), api_key, timeouts.request).await {
-                Ok((status, _)) if (200..300).contains(&status) => return Ok(()),
-                Ok((status, _)) => format!("/health answered HTTP {status}"),
-                Err(e) => format!("/health: {e}"),
-            };
+        let last_error = match http_get(client, &format!("{url}/health"), api_key, timeouts.request)
+            .await
+        {
+            Ok((status, _)) if (200..300).contains(&status) => return Ok(()),
+            Ok((status @ (401 | 403), _)) => {
+                if !key_warned {
+                    key_warned = true;
+                    warn_wants_key(url, status, api_key.is_some(), timeouts.startup);
+                }
+                format!("/health answered HTTP {status}: the worker wants a (different) API key")
+            }
+            Ok((status, _)) => format!("/health answered HTTP {status}"),
+            Err(e) => format!("/health: {e}"),
+        };
         let waited = start.elapsed();
         if waited + backoff.current() > timeouts.startup {
             return Err(AddWorkerError::Unreachable {
@@ -153,6 +164,24 @@ pub async fn wait_healthy(
         tracing::debug!(worker = url, %last_error, "waiting for worker to become healthy");
         tokio::time::sleep(backoff.next_delay()).await;
     }
+}
+
+/// The one warning of a registration whose probe is refused for want of a key.
+fn warn_wants_key(url: &str, status: u16, had_key: bool, startup: Duration) {
+    let sent = if had_key {
+        "the key sent was refused"
+    } else {
+        "no key was sent"
+    };
+    tracing::warn!(
+        worker = url,
+        status,
+        "worker wants an API key ({sent}): give it with --api-key (the default worker key), \
+         POST /workers {{\"url\", \"api_key\"}}, or credentials in the worker URL; the probe \
+         keeps retrying for --worker-startup-timeout-secs ({} s); to change the key now, \
+         DELETE /workers/<url> and add it again",
+        startup.as_secs()
+    );
 }
 
 /// Reads server and model info and checks the page size.

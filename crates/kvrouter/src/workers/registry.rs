@@ -12,6 +12,7 @@ use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
+use super::breaker::BreakerConfig;
 use super::health::{self, CheckedFleet, HealthConfig, HealthState};
 use super::http::{authorization, new_client, HttpClient};
 use super::id::WorkerId;
@@ -59,6 +60,8 @@ pub struct RegistryConfig {
     /// Worker key for workers registered without an `api_key` or URL credentials of their own
     /// (sgl-router's `--api-key` is both the router's key and the default worker key).
     pub default_api_key: Option<String>,
+    /// Every worker's circuit breaker (`--cb-*`).
+    pub breaker: BreakerConfig,
 }
 
 impl Default for RegistryConfig {
@@ -68,12 +71,13 @@ impl Default for RegistryConfig {
             health: HealthConfig::default(),
             probe_timeout: Duration::from_secs(10),
             idle_timeout: super::http::WORKER_IDLE_TIMEOUT,
-            startup_timeout: Duration::from_secs(30),
+            startup_timeout: Duration::from_secs(1800),
             drain_timeout: Duration::from_secs(60),
             hold_version_mismatch: false,
             allow_cidrs: Vec::new(),
             credentials: Vec::new(),
             default_api_key: None,
+            breaker: BreakerConfig::default(),
         }
     }
 }
@@ -331,6 +335,7 @@ impl Registry {
             spec,
             status: JobStatus::Pending,
             since: SystemTime::now(),
+            cancel: tokio_util::sync::CancellationToken::new(),
         };
         jobs.pending.push(job.clone());
         Ok(Begin::New(Box::new(job)))
@@ -496,7 +501,13 @@ impl Inner {
     fn cancel_job(&self, pred: impl Fn(&Job) -> bool) -> bool {
         let mut jobs = self.jobs.lock();
         let before = jobs.pending.len();
-        jobs.pending.retain(|j| !pred(j));
+        jobs.pending.retain(|j| {
+            let cancel = pred(j);
+            if cancel {
+                j.cancel.cancel();
+            }
+            !cancel
+        });
         before != jobs.pending.len()
     }
 
@@ -509,14 +520,19 @@ impl Inner {
         let probed = match self.check_resolved(&job.url).await {
             Ok(()) => {
                 let auth = authorization(job.spec.api_key.as_deref(), job.credentials.as_ref());
-                probe_worker(
+                let probe = probe_worker(
                     &self.client,
                     &job.url,
                     auth.as_deref(),
                     self.config.page_size,
                     timeouts,
-                )
-                .await
+                );
+                tokio::select! {
+                    r = probe => r,
+                    () = job.cancel.cancelled() => Err(AddWorkerError::Cancelled {
+                        url: job.url.clone(),
+                    }),
+                }
             }
             Err(e) => Err(e),
         };
@@ -543,6 +559,7 @@ impl Inner {
                     info,
                     health,
                     gauges: self.metrics.worker_gauges(&job.url),
+                    circuit: (self.config.breaker, self.metrics.circuit_gauge(&job.url)),
                 }));
                 let snap = self.snapshot();
                 self.hold_if_behind(&snap, &worker);

@@ -38,6 +38,7 @@ pub fn worker_json(w: &Worker) -> Value {
         // kvrouter additions
         "worker_key": w.id.to_string(),
         "routable": w.is_routable(),
+        "circuit_state": w.circuit_state().as_str(),
         "in_flight": w.in_flight(),
         "draining": w.is_draining(),
         "paused": w.is_paused(),

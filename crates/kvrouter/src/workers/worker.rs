@@ -1,5 +1,5 @@
-//! `Worker`: one registered SGLang worker and its live state (health, in-flight
-//! requests, draining/paused/refit flags, weight version, incarnation).
+//! `Worker`: one registered SGLang worker and its live state (health, circuit breaker,
+//! in-flight requests, draining/paused/refit flags, weight version, incarnation).
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::SystemTime;
@@ -8,6 +8,7 @@ use parking_lot::RwLock;
 use prometheus::IntGauge;
 use tokio::sync::Notify;
 
+use super::breaker::{BreakerConfig, CircuitBreaker, CircuitState, Transition};
 use super::health_state::{HealthConfig, HealthState, HealthTransition};
 use super::id::{Rank, WorkerId};
 use super::info::WorkerInfo;
@@ -36,6 +37,8 @@ pub struct Worker {
     /// `Authorization` sent on every call to this worker (sensitive; `Debug` prints `***`).
     authorization: Option<Secret>,
     pub(super) health: HealthState,
+    /// Data-plane outcomes: open after consecutive failures (`--cb-*`).
+    breaker: CircuitBreaker,
     in_flight: AtomicUsize,
     rank_in_flight: Box<[AtomicUsize]>,
     draining: AtomicBool,
@@ -49,6 +52,8 @@ pub struct Worker {
     drained: Notify,
     pub(super) in_flight_gauge: IntGauge,
     pub(super) healthy_gauge: IntGauge,
+    /// `kvrouter_worker_circuit_state`: 0 closed, 1 open, 2 half-open.
+    circuit_gauge: IntGauge,
 }
 
 /// A header value that `Debug` never prints.
@@ -72,6 +77,8 @@ pub(super) struct NewWorker {
     pub health: HealthState,
     /// `(in_flight, healthy)` gauges of this worker.
     pub gauges: (IntGauge, IntGauge),
+    /// The circuit breaker's settings and its state gauge.
+    pub circuit: (BreakerConfig, IntGauge),
 }
 
 impl Worker {
@@ -86,10 +93,13 @@ impl Worker {
             info,
             health,
             gauges,
+            circuit,
         } = parts;
         let (in_flight_gauge, healthy_gauge) = gauges;
+        let (breaker, circuit_gauge) = circuit;
         healthy_gauge.set(1);
         in_flight_gauge.set(0);
+        circuit_gauge.set(CircuitState::Closed.gauge());
         let authorization =
             super::http::authorization(spec.api_key.as_deref(), credentials.as_ref())
                 .and_then(|v| http::HeaderValue::from_str(&v).ok())
@@ -123,6 +133,8 @@ impl Worker {
             drained: Notify::new(),
             in_flight_gauge,
             healthy_gauge,
+            breaker: CircuitBreaker::new(breaker),
+            circuit_gauge,
         }
     }
 
@@ -148,6 +160,7 @@ impl Worker {
             info,
             health: HealthState::new(defaults.failure_threshold, defaults.success_threshold),
             gauges: (gauge(), gauge()),
+            circuit: (BreakerConfig::default(), gauge()),
         })
     }
 
@@ -170,10 +183,12 @@ impl Worker {
         self.health.is_healthy()
     }
 
-    /// True when new requests may be sent here: healthy, not draining, not paused,
-    /// not awaiting refit, and compatible (page size still accepted after a restart).
+    /// True when new requests may be sent here: healthy, circuit not open, not draining,
+    /// not paused, not awaiting refit, and compatible (page size still accepted after a
+    /// restart).
     pub fn is_routable(&self) -> bool {
         self.is_healthy()
+            && self.circuit_state() != CircuitState::Open
             && !self.draining.load(Ordering::Acquire)
             && !self.paused.load(Ordering::Acquire)
             && !self.awaiting_refit.load(Ordering::Acquire)
@@ -326,6 +341,64 @@ impl Worker {
         }
     }
 
+    // ---- circuit breaker ----
+
+    /// The circuit's state now (an open circuit past its timeout turns half-open here).
+    pub fn circuit_state(&self) -> CircuitState {
+        let (state, transition) = self.breaker.check();
+        if let Some(t) = transition {
+            self.circuit_changed(t);
+        }
+        state
+    }
+
+    /// Consecutive failures (closed) or successes (half-open) the breaker counted.
+    pub fn circuit_streak(&self) -> u32 {
+        self.breaker.streak()
+    }
+
+    /// One data-plane attempt's outcome for the circuit breaker: `success` is a 2xx
+    /// response head (sgl-router counts every other status, and no response, as a failure).
+    pub fn record_outcome(&self, success: bool) {
+        let transition = self.breaker.record(success);
+        if let Some(t) = transition {
+            self.circuit_changed(t);
+        } else {
+            self.circuit_compat(self.breaker.check().0);
+        }
+    }
+
+    /// The sgl-router / SMG compat series of this worker's circuit (state and streaks).
+    fn circuit_compat(&self, state: CircuitState) {
+        let streak = self.breaker.streak();
+        let (failures, successes) = match state {
+            CircuitState::HalfOpen => (0, streak),
+            _ => (streak, 0),
+        };
+        crate::metrics::compat::circuit_state(&self.url, compat_code(state), failures, successes);
+    }
+
+    fn circuit_changed(&self, t: Transition) {
+        self.circuit_gauge.set(t.to.gauge());
+        super::metrics::FleetMetrics::get().circuit_transition(&self.url, t);
+        crate::metrics::compat::circuit_transition(
+            &self.url,
+            compat_code(t.from),
+            compat_code(t.to),
+        );
+        self.circuit_compat(t.to);
+        match t.to {
+            CircuitState::Open => tracing::warn!(
+                worker = %self.url, from = t.from.as_str(),
+                "circuit opened: no requests to this worker until the breaker timeout passes"
+            ),
+            _ => tracing::info!(
+                worker = %self.url, from = t.from.as_str(), to = t.to.as_str(),
+                "circuit breaker state changed"
+            ),
+        }
+    }
+
     // ---- passive health from the data plane ----
 
     /// A response came back (2xx-4xx). Returns the transition if the worker recovered.
@@ -435,6 +508,16 @@ impl Worker {
             .model_id
             .as_deref()
             .or(self.info.served_model_name.as_deref())
+    }
+}
+
+/// The compat series' code for a circuit state.
+fn compat_code(state: CircuitState) -> crate::metrics::compat::CircuitCode {
+    use crate::metrics::compat::CircuitCode;
+    match state {
+        CircuitState::Closed => CircuitCode::Closed,
+        CircuitState::Open => CircuitCode::Open,
+        CircuitState::HalfOpen => CircuitCode::HalfOpen,
     }
 }
 

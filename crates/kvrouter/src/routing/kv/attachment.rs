@@ -93,14 +93,16 @@ impl RequestObserver for KvAttachment {
         self.observe(chunk);
     }
 
+    /// `None` for an approximate text route (its tokens are unknown to the router).
     fn kv_outcome(&self) -> Option<crate::routing::observer::KvOutcome> {
+        let (predicted, prompt) = self.hits?;
         Some(crate::routing::observer::KvOutcome {
-            prompt_tokens: self.prompt_tokens,
+            prompt_tokens: prompt,
             completion_tokens: self
                 .scan
                 .get(super::scan::Field::CompletionTokens)
                 .map(|v| v as u64),
-            predicted_hit_tokens: self.predicted_tokens,
+            predicted_hit_tokens: predicted,
             reported_hit_tokens: self.scan.cached_tokens(),
         })
     }
