@@ -364,7 +364,7 @@ impl Worker {
         if let Some(t) = transition {
             self.circuit_changed(t);
         } else {
-            self.circuit_compat(self.breaker.check().0);
+            self.circuit_compat(self.breaker.state());
         }
     }
 
