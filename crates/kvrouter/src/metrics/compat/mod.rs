@@ -183,11 +183,11 @@ pub fn retries_exhausted(route: &'static str) {
 
 /// `policy` (a kvrouter policy name) picked `worker` for an attempt.
 pub fn selection(policy: &str, worker: &crate::workers::Worker) {
+    let Some(active) = active() else { return };
     model::seen(worker);
-    match active().map(|a| &a.series) {
-        Some(Series::SglRouter(s)) => s.selection(policy_name(policy), &worker.url),
-        Some(Series::Smg(s)) => s.selection(policy_name(policy)),
-        None => {}
+    match &active.series {
+        Series::SglRouter(s) => s.selection(policy_name(policy), &worker.url),
+        Series::Smg(s) => s.selection(policy_name(policy)),
     }
 }
 

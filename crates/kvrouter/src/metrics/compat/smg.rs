@@ -390,7 +390,7 @@ mod tests {
     fn records_under_smg_names_and_labels() {
         let r = Registry::new();
         let s = Series::new(&r);
-        model::set_configured(Some("qwen3"));
+        model::set_for_test(Some("qwen3"));
         s.request_done("chat_completions", true, 200, true, "http://a");
         s.request_done("generate", false, 503, false, "");
         s.request_done("generate", false, 500, true, "http://a");
@@ -410,7 +410,7 @@ mod tests {
             health_checks: (5, 1),
             admission_refused: 2,
         });
-        model::set_configured(None);
+        model::set_for_test(None);
         let text = crate::metrics::compat::tests_support::encode(&r);
         let base = "backend_type=\"regular\",connection_mode=\"http\"";
         for line in [
