@@ -63,52 +63,6 @@ async fn connect_failures_are_retried_on_another_worker() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_503_is_retried_elsewhere_and_passed_through_when_alone() {
-    let stub = Stub::start(Behaviour::Status(503)).await;
-    let m = fast_mock();
-    let r = router_with(
-        &[&stub.url, &m.url],
-        &[
-            "--mode",
-            "round-robin",
-            "--health-failure-threshold",
-            "1000",
-        ],
-    )
-    .await;
-    let c = client();
-    for _ in 0..4 {
-        let resp = c
-            .post(format!("{}/generate", r.url))
-            .json(&small())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200);
-        assert_eq!(resp.headers()["x-kvrouter-worker"], m.url.as_str());
-    }
-    assert!(
-        !stub.received.lock().is_empty(),
-        "the stub was tried first at least once"
-    );
-
-    // Alone, the worker's own 503 comes back unchanged.
-    let r2 = router_with(&[&stub.url], &["--health-failure-threshold", "1000"]).await;
-    let resp = c
-        .post(format!("{}/generate", r2.url))
-        .json(&small())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 503);
-    assert_eq!(resp.headers()["x-kvrouter-worker"], stub.url.as_str());
-    assert_eq!(
-        resp.json::<Value>().await.unwrap(),
-        json!({"detail": "stub status"})
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unhealthy_workers_are_skipped_and_return() {
     let (a, b) = (fast_mock(), fast_mock());
     let r = router_with(&[&a.url, &b.url], &["--mode", "round-robin"]).await;

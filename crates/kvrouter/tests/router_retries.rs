@@ -34,9 +34,10 @@ async fn all_released(router: &str) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_500_is_retried_on_another_worker() {
-    let stub = Stub::start(Behaviour::Status(500)).await;
+/// A worker answering `status` beside a mock, round-robin: four requests all come back 200
+/// from the mock, the stub having been tried (and retried away from) on the way.
+async fn retried_away_from(status: u16) -> (Stub, Proc, Proc) {
+    let stub = Stub::start(Behaviour::Status(status)).await;
     let m = fast_mock();
     let r = router_with(
         &[&stub.url, &m.url],
@@ -60,10 +61,35 @@ async fn a_500_is_retried_on_another_worker() {
         assert_eq!(resp.headers()["x-kvrouter-worker"], m.url.as_str());
     }
     assert!(!stub.received.lock().is_empty(), "the stub was tried");
+    (stub, m, r)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_500_is_retried_on_another_worker() {
+    let (_stub, _m, r) = retried_away_from(500).await;
     assert!(metrics(&r.url)
         .await
         .contains("kvrouter_retries_total{reason=\"500\",route=\"generate\"}"));
     all_released(&r.url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_503_is_retried_elsewhere_and_passed_through_when_alone() {
+    let (stub, _m, _r) = retried_away_from(503).await;
+    // Alone, the worker's own 503 comes back unchanged.
+    let r2 = router_with(&[&stub.url], &["--health-failure-threshold", "1000"]).await;
+    let resp = client()
+        .post(format!("{}/generate", r2.url))
+        .json(&small())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 503);
+    assert_eq!(resp.headers()["x-kvrouter-worker"], stub.url.as_str());
+    assert_eq!(
+        resp.json::<Value>().await.unwrap(),
+        json!({"detail": "stub status"})
+    );
 }
 
 /// Alone, every retried status is tried `--retry-max-retries` times in all (sgl-router's
