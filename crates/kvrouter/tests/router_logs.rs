@@ -37,14 +37,7 @@ async fn debug_logs_one_plain_line_per_request() {
     let c = client();
     let body = json!({"text": "hi", "sampling_params": {"max_new_tokens": 1}});
     for _ in 0..2 {
-        let resp = c
-            .post(format!("{}/generate", r.url))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status().as_u16(), 200);
-        let _ = resp.bytes().await.unwrap();
+        assert_eq!(support::http::generate(&c, &r.url, &body).await.0, 200);
     }
     let log = r.stderr_until_count(LINE, 2).to_vec();
     let lines = request_lines(&log);

@@ -8,7 +8,7 @@ mod support;
 
 use serde_json::{json, Value};
 use support::admin::workers;
-use support::http::client;
+use support::http::{client, generate};
 use support::procs::*;
 use support::stub::*;
 use support::wait::wait_for;
@@ -51,14 +51,9 @@ async fn retried_away_from(status: u16) -> (Stub, Proc, Proc) {
     .await;
     let c = client();
     for _ in 0..4 {
-        let resp = c
-            .post(format!("{}/generate", r.url))
-            .json(&small())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200);
-        assert_eq!(resp.headers()["x-kvrouter-worker"], m.url.as_str());
+        let (status, worker, _) = generate(&c, &r.url, &small()).await;
+        assert_eq!(status, 200);
+        assert_eq!(worker.as_deref(), Some(m.url.as_str()));
     }
     assert!(!stub.received.lock().is_empty(), "the stub was tried");
     (stub, m, r)
