@@ -133,18 +133,7 @@ mod tests {
     #[test]
     fn unreported_workers_are_closed_and_departed_ones_dropped() {
         let r = prometheus::Registry::new();
-        let s = Series::new(
-            &Declare(&r),
-            &Names {
-                state: "smg_worker_cb_state",
-                transitions: "smg_worker_cb_transitions_total",
-                outcomes: "smg_worker_cb_outcomes_total",
-                consecutive: Some((
-                    "smg_worker_cb_consecutive_failures",
-                    "smg_worker_cb_consecutive_successes",
-                )),
-            },
-        );
+        let s = Series::new(&Declare(&r), &super::super::smg::CIRCUIT);
         s.state("http://a", CircuitCode::Open, 5, 0);
         s.state("http://gone", CircuitCode::HalfOpen, 0, 1);
         s.transition("http://a", CircuitCode::Closed, CircuitCode::Open);

@@ -47,6 +47,17 @@ fn worker_error_type(status: u16) -> &'static str {
     }
 }
 
+/// SMG's circuit-breaker family names.
+pub(super) const CIRCUIT: circuit::Names = circuit::Names {
+    state: "smg_worker_cb_state",
+    transitions: "smg_worker_cb_transitions_total",
+    outcomes: "smg_worker_cb_outcomes_total",
+    consecutive: Some((
+        "smg_worker_cb_consecutive_failures",
+        "smg_worker_cb_consecutive_successes",
+    )),
+};
+
 pub(super) struct Series {
     http_requests: IntCounterVec,
     http_duration: HistogramVec,
@@ -196,15 +207,7 @@ impl Series {
             ),
             circuit: circuit::Series::new(
                 &d,
-                &circuit::Names {
-                    state: "smg_worker_cb_state",
-                    transitions: "smg_worker_cb_transitions_total",
-                    outcomes: "smg_worker_cb_outcomes_total",
-                    consecutive: Some((
-                        "smg_worker_cb_consecutive_failures",
-                        "smg_worker_cb_consecutive_successes",
-                    )),
-                },
+                &CIRCUIT,
             ),
             helm_requests: counter(
                 "smg_requests_total",
