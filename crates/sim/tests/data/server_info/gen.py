@@ -179,6 +179,7 @@ from sglang.srt.managers.scheduler_components.load_publisher import LoadStat  # 
 from sglang.srt.managers.scheduler_components.memory_usage import (  # noqa: E402
     build_memory_usage,
 )
+from sglang.srt.mem_cache.hicache_storage import disabled_l3_layout  # noqa: E402
 from sglang.srt.server_args import ServerArgs  # noqa: E402
 from sglang.srt.utils.common import build_server_info  # noqa: E402
 
@@ -235,7 +236,10 @@ def body(overrides):
         "max_total_num_tokens": MAX_TOTAL,
         "max_req_input_len": context_length - 1,
         "startup_time": 0.0,
-        "hicache_object_layout": None,
+        # Scheduler._hicache_l3_layout without hierarchical cache:
+        "hicache_object_layout": disabled_l3_layout(
+            "Hierarchical cache is disabled", page_size=PAGE_SIZE
+        ),
     }
     info = build_server_info(args, scheduler_info)
     # `SchedulerInternalStateController.get_internal_state` (internal_state.py): the resolved
