@@ -180,6 +180,7 @@ from sglang.srt.managers.scheduler_components.memory_usage import (  # noqa: E40
     build_memory_usage,
 )
 from sglang.srt.mem_cache.hicache_storage import disabled_l3_layout  # noqa: E402
+from sglang.srt.observability.startup_time import build_scheduler_startup_time  # noqa: E402
 from sglang.srt.server_args import ServerArgs  # noqa: E402
 from sglang.srt.utils.common import build_server_info  # noqa: E402
 
@@ -189,6 +190,11 @@ MAX_RUNNING = 256
 # Left None by resolution for a dummy model (the model runner picks it); 16 is what the
 # reference run reported as block_size and the mock's default.
 PAGE_SIZE = 16
+# Scheduler.startup_time: durations of the startup phases (a model-free scheduler: zeros).
+STARTUP = build_scheduler_startup_time(
+    target_load_weight=0.0, draft_load_weight=0.0, kv_cache_allocation=0.0,
+    scheduler_e2e=0.0, target_cuda_graph=None, draft_cuda_graph=None,
+)
 
 
 def kv(**cfg):
@@ -235,7 +241,7 @@ def body(overrides):
         "status": "ready",
         "max_total_num_tokens": MAX_TOTAL,
         "max_req_input_len": context_length - 1,
-        "startup_time": 0.0,
+        "startup_time": STARTUP,
         # Scheduler._hicache_l3_layout without hierarchical cache:
         "hicache_object_layout": disabled_l3_layout(
             "Hierarchical cache is disabled", page_size=PAGE_SIZE
@@ -251,7 +257,7 @@ def body(overrides):
     state.pop("custom_sigquit_handler", None)
     state.update(
         world_size=args.dp_size * args.tp_size * args.pp_size,
-        startup_time=0.0,
+        startup_time=STARTUP,
         effective_max_running_requests_per_dp=MAX_RUNNING,
         last_gen_throughput=0.0,
         memory_usage=build_memory_usage(
@@ -264,7 +270,7 @@ def body(overrides):
         internal.append(dict(state))
     full = {
         **info,
-        "startup_time": 0.0,
+        "startup_time": STARTUP,
         "internal_states": internal,
         "version": sglang.__version__,
         "frontend": "python",
