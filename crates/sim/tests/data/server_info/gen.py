@@ -300,6 +300,40 @@ def main():
     with open(os.path.join(OUT, "load_stat.json"), "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
+    write_v1_loads()
+
+
+def write_v1_loads():
+    """One rank of `/v1/loads` as `LoadSnapshot.to_dict` (managers/load_snapshot.py) builds
+    it from what `SchedulerLoadInquirer.get_loads` fills on a plain CPU scheduler (no spec,
+    no LoRA: those sections are None and left out), plus the 400 text for a bad `include`."""
+    from sglang.srt.managers import load_snapshot as ls
+
+    snap = ls.LoadSnapshot(
+        timestamp=0.0, dp_rank=0, max_total_num_tokens=MAX_TOTAL,
+        max_running_requests=MAX_RUNNING,
+        memory=ls.MemoryMetrics(weight_gb=0.0, kv_cache_gb=0.0, graph_gb=0.0,
+                                token_capacity=MAX_TOTAL),
+        disaggregation=ls.DisaggregationMetrics(mode="null"),
+        queues=ls.QueueMetrics(waiting=0, grammar=0, paused=0, retracted=0,
+                               prealloc_ready=0),
+    )
+    try:
+        snap.to_dict({"bogus"})
+        bad = None
+    except ValueError as e:
+        bad = str(e)
+    out = {
+        "all": msgspec.json.decode(msgspec.json.encode(snap.to_dict(None))),
+        "core": msgspec.json.decode(msgspec.json.encode(snap.to_dict({"core"}))),
+        "memory,queues": msgspec.json.decode(
+            msgspec.json.encode(snap.to_dict({"memory", "queues"}))
+        ),
+        "bogus_error": bad,
+    }
+    with open(os.path.join(OUT, "v1_loads_rank.json"), "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
 
 if __name__ == "__main__":
     main()
