@@ -28,9 +28,11 @@ pub struct MockArgs {
     /// KV capacity in tokens per DP rank.
     #[arg(long, default_value_t = 65536)]
     pub max_total_tokens: usize,
-    /// Running requests per DP rank.
-    #[arg(long, default_value_t = 256)]
-    pub max_running_requests: usize,
+    /// Running requests per DP rank (default 256). `/server_info` reports
+    /// `max_running_requests` as given (null when not), as SGLang does, and the limit in force
+    /// as `internal_states[i].effective_max_running_requests_per_dp`.
+    #[arg(long)]
+    pub max_running_requests: Option<usize>,
     /// Prefill token budget per batch.
     #[arg(long, default_value_t = 16384)]
     pub max_prefill_tokens: usize,
@@ -111,7 +113,23 @@ pub struct MockArgs {
     /// Tokio worker threads (HTTP and schedulers share them).
     #[arg(long, default_value_t = 2)]
     pub worker_threads: usize,
+
+    // --- SGLang version shape and load publisher (docs/mock.md "Server info", "Load") ---
+    /// Which SGLang the info routes imitate: `0.5.23` (its `/server_info` with the `kv_events`
+    /// block, `/v1/loads` as `entrypoints/v1_loads.py`, no `/get_load`) or `0.5.9` (the older
+    /// 34-key `/server_info` and `/get_load`).
+    #[arg(long, default_value = "0.5.23", value_parser = ["0.5.23", "0.5.9"])]
+    pub sglang_version: String,
+    /// SGLang's `--load-publish-endpoint`: unset or `off` (default), `auto` (the ports after
+    /// the KV-event range, past the replay range), or a wildcard-host `tcp://*:PORT`; rank `r`
+    /// binds base + r and publishes `LoadStat` (`managers/scheduler_components/load_publisher.py`).
+    #[arg(long)]
+    pub load_publish_endpoint: Option<String>,
 }
+
+/// The running-request limit when `--max-running-requests` is not given (what SGLang 0.5.23
+/// reported as `effective_max_running_requests_per_dp` for its dummy model).
+pub const DEFAULT_MAX_RUNNING: usize = 256;
 
 fn parse_coeffs(s: &str) -> Result<[f64; 3], String> {
     let parts: Vec<f64> = s
@@ -153,7 +171,7 @@ impl MockArgs {
         if self.max_total_tokens < self.page_size * 2 {
             return Err("--max-total-tokens must hold at least two pages".into());
         }
-        if self.max_running_requests == 0 {
+        if self.max_running_requests == Some(0) {
             return Err("--max-running-requests must be at least 1".into());
         }
         if self.vocab_size < 512 {
@@ -187,6 +205,16 @@ impl MockArgs {
     /// Context length actually enforced: `--context-length` capped by the KV capacity.
     pub fn effective_context_length(&self) -> usize {
         self.context_length.min(self.max_total_tokens)
+    }
+
+    /// The running-request limit in force per rank (`--max-running-requests`, default 256).
+    pub fn max_running(&self) -> usize {
+        self.max_running_requests.unwrap_or(DEFAULT_MAX_RUNNING)
+    }
+
+    /// True when the info routes imitate SGLang 0.5.9 (`--sglang-version 0.5.9`).
+    pub fn legacy_info(&self) -> bool {
+        self.sglang_version == "0.5.9"
     }
 
     /// Chunk size, or `None` when chunked prefill is disabled.

@@ -12,6 +12,7 @@ pub mod config;
 pub mod engine;
 pub mod http;
 pub mod kv_events;
+pub mod load;
 pub mod metrics;
 pub mod sampler;
 pub mod state;
@@ -64,14 +65,14 @@ pub async fn start(args: MockArgs) -> anyhow::Result<RunningMock> {
     let limits = Limits {
         page_size: args.page_size,
         total_tokens: args.max_total_tokens,
-        max_running: args.max_running_requests,
+        max_running: args.max_running(),
         max_prefill_tokens: args.max_prefill_tokens,
         chunk_size: args.chunk_size().map(|c| c.max(args.page_size)),
         timing: args.timing(),
         policy: args.schedule_policy,
     };
     let version: Arc<str> = Arc::from(args.weight_version.as_str());
-    let ranks = publishers
+    let ranks: Vec<_> = publishers
         .per_rank
         .into_iter()
         .enumerate()
@@ -87,6 +88,15 @@ pub async fn start(args: MockArgs) -> anyhow::Result<RunningMock> {
             )
         })
         .collect();
+    let load_range = load::resolve_reported(
+        publishers.reported_config.as_deref(),
+        args.dp_size,
+        args.load_publish_endpoint.as_deref(),
+    )
+    .map_err(|e| anyhow!(e))?;
+    if let Some(range) = &load_range {
+        load::start(range, &args, &ranks).await;
+    }
     let listener = bind_with_backlog((args.host.as_str(), args.port), LISTEN_BACKLOG)
         .await
         .with_context(|| format!("bind {}:{}", args.host, args.port))?;

@@ -8,8 +8,17 @@ use serde_json::{json, Map, Value};
 use super::respond::{empty, native_error, ok, text, Resp};
 use crate::mock::state::MockState;
 
-/// Version string reported by `/server_info` and `/version`.
+/// Version string of the older shape (`--sglang-version 0.5.9`).
 pub const VERSION: &str = "0.5.9";
+
+/// The SGLang version the mock imitates (`--sglang-version`).
+pub fn version_of(state: &MockState) -> &'static str {
+    if state.args.legacy_info() {
+        VERSION
+    } else {
+        super::server_info::VERSION
+    }
+}
 
 /// `/health` and `/health_generate`: 503 during warm-up or when a hook says so.
 pub fn health(state: &MockState) -> Resp {
@@ -41,8 +50,8 @@ pub fn weight_version(state: &MockState) -> Resp {
 }
 
 /// `GET /version`.
-pub fn version() -> Resp {
-    ok(&json!({"version": VERSION}))
+pub fn version(state: &MockState) -> Resp {
+    ok(&json!({"version": version_of(state)}))
 }
 
 fn server_args(state: &MockState) -> Map<String, Value> {
@@ -60,7 +69,7 @@ fn server_args(state: &MockState) -> Map<String, Value> {
         "ep_size": 1,
         "nnodes": 1,
         "kv_events_config": state.kv_events_config,
-        "max_running_requests": a.max_running_requests,
+        "max_running_requests": a.max_running(),
         "max_total_tokens": a.max_total_tokens,
         "max_prefill_tokens": a.max_prefill_tokens,
         "chunked_prefill_size": a.chunked_prefill_size,
@@ -84,9 +93,19 @@ fn server_args(state: &MockState) -> Map<String, Value> {
     }
 }
 
-/// `/server_info` and `/get_server_info`: ServerArgs, then scheduler info, then
-/// `internal_states` per DP rank, then `version` (one flat object).
+/// `/server_info` and `/get_server_info` (0.5.23 still serves the deprecated alias,
+/// `entrypoints/http_server.py::get_server_info`): the 0.5.23 body, or the older one.
 pub fn server_info(state: &MockState) -> Resp {
+    if state.args.legacy_info() {
+        server_info_0_5_9(state)
+    } else {
+        ok(&super::server_info::body(state))
+    }
+}
+
+/// The older body: ServerArgs, then scheduler info, then `internal_states` per DP rank,
+/// then `version` (one flat object, 34 keys).
+fn server_info_0_5_9(state: &MockState) -> Resp {
     let a = &state.args;
     let args = server_args(state);
     let mut m = args.clone();
@@ -107,7 +126,7 @@ pub fn server_info(state: &MockState) -> Resp {
                 "memory_usage".into(),
                 json!({"weight": 0.0, "kvcache": 0.0, "token_capacity": a.max_total_tokens, "graph": 0.0}),
             );
-            s.insert("effective_max_running_requests_per_dp".into(), a.max_running_requests.into());
+            s.insert("effective_max_running_requests_per_dp".into(), a.max_running().into());
             s.insert("paused".into(), v.paused.into());
             Value::Object(s)
         })
@@ -117,7 +136,7 @@ pub fn server_info(state: &MockState) -> Resp {
     ok(&Value::Object(m))
 }
 
-/// `GET /get_load`: a list per DP rank.
+/// `GET /get_load` (0.5.9 shape only; 0.5.23 has no such route): a list per DP rank.
 pub fn get_load(state: &MockState) -> Resp {
     let list: Vec<Value> = state
         .views()
@@ -181,7 +200,7 @@ pub fn v1_loads(state: &MockState, query: Option<&str>) -> Resp {
                     ("gen_throughput", json!(v.gen_throughput)),
                     ("cache_hit_rate", json!(v.snap.last_hit_rate)),
                     ("utilization", json!(usage)),
-                    ("max_running_requests", json!(a.max_running_requests)),
+                    ("max_running_requests", json!(a.max_running())),
                 ] {
                     m.insert(k.into(), val);
                 }

@@ -8,6 +8,7 @@ pub mod meta;
 pub mod openai;
 pub mod parse;
 pub mod respond;
+pub mod server_info;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -136,10 +137,14 @@ async fn handle(state: Arc<MockState>, req: Request<Incoming>) -> Resp {
         "/health" | "/health_generate" if get => info::health(s),
         "/model_info" | "/get_model_info" if get => info::model_info(s),
         "/server_info" | "/get_server_info" if get => info::server_info(s),
+        // SGLang 0.5.23 removed /get_load (only /v1/loads remains).
+        "/get_load" if !s.args.legacy_info() => {
+            json(StatusCode::NOT_FOUND, &json!({"detail": "Not Found"}))
+        }
         "/get_load" if get => info::get_load(s),
         "/v1/loads" if get => info::v1_loads(s, query.as_deref()),
         "/metrics" if get => info::metrics(s),
-        "/version" if get => info::version(),
+        "/version" if get => info::version(s),
         "/get_weight_version" if get => info::weight_version(s),
         "/flush_cache" if get || post => control::flush_cache(s).await,
         "/abort_request" if post => control::abort_request(s, &bytes),
