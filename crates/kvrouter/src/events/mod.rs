@@ -18,6 +18,8 @@ pub mod feed;
 pub mod fold;
 pub mod handle;
 pub mod jetstream;
+pub mod load_source;
+pub mod load_wire;
 mod js_relay;
 pub mod js_source;
 pub mod metrics;
@@ -39,3 +41,5 @@ pub use nats_source::{NatsConsumer, NatsConsumerConfig, WorkerKey, WorkerResolve
 pub use relay::{NatsRelay, RelaySender};
 pub use sink::{Absorbed, KvEventSink, Record, RecordingSink};
 pub use zmq_source::{ZmqSource, ZmqSourceConfig};
+pub use load_source::{LoadSink, LoadSource, LoadSourceConfig};
+pub use load_wire::LoadStat;
