@@ -49,7 +49,10 @@ async fn publish_until(
 #[tokio::test]
 async fn restart_inside_one_health_interval_clears_the_old_blocks() {
     let mut publisher = FakePublisher::bind("").await;
-    let (endpoint, replay) = (publisher.endpoint.clone(), publisher.replay_endpoint.clone());
+    let (endpoint, replay) = (
+        publisher.endpoint.clone(),
+        publisher.replay_endpoint.clone(),
+    );
     let (config, block) = wildcard_publisher(port_of(&endpoint), port_of(&replay));
     let worker = FakeWorker::start(server_info_0_5_23(&config, block.clone(), 0)).await;
     let url = worker.url.clone();

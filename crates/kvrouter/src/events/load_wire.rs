@@ -52,7 +52,8 @@ pub enum LoadDecodeError {
 /// Decodes one `LoadStat` payload.
 pub fn decode_load_stat(payload: &[u8]) -> Result<LoadStat, LoadDecodeError> {
     let mut rd = payload;
-    let v = rmpv::decode::read_value(&mut rd).map_err(|e| LoadDecodeError::Msgpack(e.to_string()))?;
+    let v =
+        rmpv::decode::read_value(&mut rd).map_err(|e| LoadDecodeError::Msgpack(e.to_string()))?;
     let Value::Array(items) = v else {
         return Err(LoadDecodeError::NotArray);
     };
@@ -108,8 +109,10 @@ mod tests {
     /// The payload SGLang 0.5.23 published while idle (sglang-0.5.23.md, "Load publisher").
     #[test]
     fn real_idle_payload() {
-        let stat = decode_load_stat(&hex("9ba84c6f6164537461740000cd0150ce000100000000cd0150cd01000000"))
-            .expect("decodes");
+        let stat = decode_load_stat(&hex(
+            "9ba84c6f6164537461740000cd0150ce000100000000cd0150cd01000000",
+        ))
+        .expect("decodes");
         assert_eq!(
             stat,
             LoadStat {
@@ -140,7 +143,10 @@ mod tests {
             Value::Nil,
         ]));
         let s = decode_load_stat(&six).expect("prefix");
-        assert_eq!((s.num_running_reqs, s.num_waiting_reqs, s.attn_dp_rank), (3, 2, None));
+        assert_eq!(
+            (s.num_running_reqs, s.num_waiting_reqs, s.attn_dp_rank),
+            (3, 2, None)
+        );
         let mut long: Vec<Value> = vec![Value::from("LoadStat")];
         long.extend((1..=12).map(Value::from));
         let s = decode_load_stat(&encode(Value::Array(long))).expect("appended fields ignored");
@@ -149,14 +155,26 @@ mod tests {
 
     #[test]
     fn malformed_payloads_are_errors() {
-        assert!(matches!(decode_load_stat(b""), Err(LoadDecodeError::Msgpack(_))));
-        assert_eq!(decode_load_stat(&encode(Value::from(1))), Err(LoadDecodeError::NotArray));
+        assert!(matches!(
+            decode_load_stat(b""),
+            Err(LoadDecodeError::Msgpack(_))
+        ));
         assert_eq!(
-            decode_load_stat(&encode(Value::Array(vec![Value::from("BlockStored"), Value::from(1)]))),
+            decode_load_stat(&encode(Value::from(1))),
+            Err(LoadDecodeError::NotArray)
+        );
+        assert_eq!(
+            decode_load_stat(&encode(Value::Array(vec![
+                Value::from("BlockStored"),
+                Value::from(1)
+            ]))),
             Err(LoadDecodeError::Tag("BlockStored".into()))
         );
         assert_eq!(
-            decode_load_stat(&encode(Value::Array(vec![Value::from("LoadStat"), Value::from(1)]))),
+            decode_load_stat(&encode(Value::Array(vec![
+                Value::from("LoadStat"),
+                Value::from(1)
+            ]))),
             Err(LoadDecodeError::NotArray)
         );
         let negative = encode(Value::Array(vec![

@@ -234,7 +234,9 @@ impl WorkerInfo {
 
     /// Whether KV events are published (`publisher == "zmq"`, in the block or the string).
     pub fn kv_events_enabled(&self) -> bool {
-        self.kv_events_block.as_ref().is_some_and(KvEventsBlock::is_zmq)
+        self.kv_events_block
+            .as_ref()
+            .is_some_and(KvEventsBlock::is_zmq)
             || self
                 .kv_events
                 .as_ref()
@@ -447,7 +449,10 @@ mod tests {
         let info = WorkerInfo::from_json(&wildcard, None);
         let kv = info.kv_events.as_ref().expect("config");
         assert!(kv.worker_binds(), "0.0.0.0 binds");
-        assert_eq!(info.kv_events_block.as_ref().map(|b| b.endpoint_port_base), Some(19078));
+        assert_eq!(
+            info.kv_events_block.as_ref().map(|b| b.endpoint_port_base),
+            Some(19078)
+        );
         assert_eq!(info.event_block_size(), 16);
 
         let explicit = json!({
@@ -465,7 +470,10 @@ mod tests {
             r#"{"publisher":"zmq","endpoint":"tcp://*:5557","bind":false}"#
         ))
         .expect("parsed");
-        assert!(!connect.worker_binds(), "bind: false connects even on a wildcard");
+        assert!(
+            !connect.worker_binds(),
+            "bind: false connects even on a wildcard"
+        );
     }
 
     #[test]
@@ -478,7 +486,10 @@ mod tests {
         assert_eq!((info.page_size, info.event_block_size()), (16, 64));
         assert!(info.kv_events_enabled(), "the block alone enables events");
         let off = WorkerInfo::from_json(&json!({"page_size": 8, "kv_events": null}), None);
-        assert_eq!((off.kv_events_block.as_ref(), off.event_block_size()), (None, 8));
+        assert_eq!(
+            (off.kv_events_block.as_ref(), off.event_block_size()),
+            (None, 8)
+        );
     }
 
     #[test]

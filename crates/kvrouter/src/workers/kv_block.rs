@@ -68,7 +68,12 @@ impl KvEventsBlock {
 
     /// PUB endpoint of `rank` (host rule above); `None` when the port overflows.
     pub fn endpoint(&self, worker_host: &str, rank: u32) -> Option<String> {
-        rank_endpoint(&self.endpoint_host, self.endpoint_port_base, worker_host, rank)
+        rank_endpoint(
+            &self.endpoint_host,
+            self.endpoint_port_base,
+            worker_host,
+            rank,
+        )
     }
 
     /// ROUTER replay endpoint of `rank`, when advertised.
@@ -165,10 +170,7 @@ mod tests {
             "replay_endpoint_port_base": 19002, "load_endpoint_port_base": 19004, "load_topic": "load"}))
         .expect("parsed");
         assert_eq!(b.endpoint("::1", 1).as_deref(), Some("tcp://[::1]:19002"));
-        assert_eq!(
-            b.load_endpoint("h", 1).as_deref(),
-            Some("tcp://h:19005")
-        );
+        assert_eq!(b.load_endpoint("h", 1).as_deref(), Some("tcp://h:19005"));
         assert_eq!(b.load_topic.as_deref(), Some("load"));
         let v6 = KvEventsBlock::from_field(
             &json!({"endpoint_host": "[::]", "endpoint_port_base": 5557}),
@@ -183,8 +185,9 @@ mod tests {
             v6host.endpoint("h", 0).as_deref(),
             Some("tcp://[fd00::1]:5557")
         );
-        let top = KvEventsBlock::from_field(&json!({"endpoint_host": "*", "endpoint_port_base": 65535}))
-            .expect("parsed");
+        let top =
+            KvEventsBlock::from_field(&json!({"endpoint_host": "*", "endpoint_port_base": 65535}))
+                .expect("parsed");
         assert_eq!(top.endpoint("h", 1), None, "port overflow");
     }
 

@@ -149,7 +149,11 @@ mod tests {
         assert_eq!(r.path(), V1_LOADS);
         assert_eq!(r.missing(V1_LOADS), GET_LOAD);
         assert_eq!(r.path(), GET_LOAD, "remembered");
-        assert_eq!(r.missing(GET_LOAD), V1_LOADS, "an upgraded worker goes back");
+        assert_eq!(
+            r.missing(GET_LOAD),
+            V1_LOADS,
+            "an upgraded worker goes back"
+        );
     }
 
     /// A `/v1/loads` body of the shape `v1_loads.py` returns (one DP rank, core keys).

@@ -249,12 +249,7 @@ pub fn check_page_size(
         worker_page_size,
         router_page_size,
     };
-    tracing::error!(
-        worker = url,
-        worker_page_size,
-        router_page_size,
-        "{err}"
-    );
+    tracing::error!(worker = url, worker_page_size, router_page_size, "{err}");
     Err(err)
 }
 

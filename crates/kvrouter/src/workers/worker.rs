@@ -710,8 +710,16 @@ mod tests {
         assert_eq!(
             w.kv_event_endpoints(),
             vec![
-                (0, "tcp://10.1.2.3:19078".into(), Some("tcp://10.1.2.3:19080".into())),
-                (1, "tcp://10.1.2.3:19079".into(), Some("tcp://10.1.2.3:19081".into())),
+                (
+                    0,
+                    "tcp://10.1.2.3:19078".into(),
+                    Some("tcp://10.1.2.3:19080".into())
+                ),
+                (
+                    1,
+                    "tcp://10.1.2.3:19079".into(),
+                    Some("tcp://10.1.2.3:19081".into())
+                ),
             ]
         );
         assert_eq!(w.kv_event_topic(), "t");
@@ -745,11 +753,17 @@ mod tests {
         };
         let w = Worker::new(WorkerId(1), "http://a", info);
         assert!(!w.swap_incarnation_marker(Some("a".into())));
-        assert!(!w.swap_incarnation_marker(None), "an unreadable info is no restart");
+        assert!(
+            !w.swap_incarnation_marker(None),
+            "an unreadable info is no restart"
+        );
         assert!(w.swap_incarnation_marker(Some("b".into())));
         assert_eq!(w.incarnation_marker().as_deref(), Some("b"));
         let none = test_worker(2, "http://b");
-        assert!(!none.swap_incarnation_marker(Some("x".into())), "first marker learned");
+        assert!(
+            !none.swap_incarnation_marker(Some("x".into())),
+            "first marker learned"
+        );
         assert_eq!(none.incarnation_marker().as_deref(), Some("x"));
     }
 

@@ -230,7 +230,10 @@ impl KvRuntime {
         if feeds.contains_key(&w.id) {
             return;
         }
-        let topic = block.load_topic.clone().unwrap_or_else(|| "load".to_string());
+        let topic = block
+            .load_topic
+            .clone()
+            .unwrap_or_else(|| "load".to_string());
         let sink: Arc<dyn LoadSink> = Arc::new(EngineLoadSink {
             loads: self.loads.clone(),
             page: u64::from(self.index.page_size().max(1)),

@@ -219,16 +219,40 @@ mod tests {
         let t0 = Instant::now();
         loads.report_at(w, 0, 9, 40, t0);
         let v = loads.view_at(w, 0, Some(8), t0);
-        assert_eq!((v.requests, v.other_blocks), (9, 40), "the engine sees more");
+        assert_eq!(
+            (v.requests, v.other_blocks),
+            (9, 40),
+            "the engine sees more"
+        );
         let v = loads.view_at(w, 0, Some(7), t0);
-        assert_eq!((v.requests, v.other_blocks, v.siblings), (9, 36, 1), "siblings' blocks excluded");
+        assert_eq!(
+            (v.requests, v.other_blocks, v.siblings),
+            (9, 36, 1),
+            "siblings' blocks excluded"
+        );
         loads.report_at(w, 0, 0, 0, t0);
-        assert_eq!(loads.view_at(w, 0, None, t0).requests, 1, "bookings are the floor");
+        assert_eq!(
+            loads.view_at(w, 0, None, t0).requests,
+            1,
+            "bookings are the floor"
+        );
         loads.report_at(w, 0, 9, 40, t0);
         let late = t0 + REPORT_STALE_AFTER + Duration::from_millis(1);
-        assert_eq!(loads.view_at(w, 0, None, late).requests, 1, "stale report ignored");
-        assert_eq!(loads.view_at(w, 1, None, t0), LoadView::default(), "other rank");
+        assert_eq!(
+            loads.view_at(w, 0, None, late).requests,
+            1,
+            "stale report ignored"
+        );
+        assert_eq!(
+            loads.view_at(w, 1, None, t0),
+            LoadView::default(),
+            "other rank"
+        );
         loads.forget_reports(w);
-        assert_eq!(loads.view_at(w, 0, None, t0).other_blocks, 4, "report forgotten");
+        assert_eq!(
+            loads.view_at(w, 0, None, t0).other_blocks,
+            4,
+            "report forgotten"
+        );
     }
 }
