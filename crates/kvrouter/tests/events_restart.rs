@@ -102,7 +102,15 @@ async fn restart_inside_one_health_interval_clears_the_old_blocks() {
         stale.as_secs_f64()
     );
     assert_eq!(blocks_of(&v, &url), 0, "{v}");
-    let workers = support::admin::workers(&router.url).await;
+    let workers: serde_json::Value = c
+        .get(format!("{}/workers", router.url))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(workers["workers"][0]["incarnation"], 1, "{workers}");
 
     // The resubscribed source replays the new incarnation from 0: only its page is indexed.
