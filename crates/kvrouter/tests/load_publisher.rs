@@ -114,3 +114,53 @@ async fn without_the_load_feed_the_busy_worker_gets_requests() {
     assert!(busy > 0, "busy {busy}, idle {idle}");
     assert_eq!(busy + idle, u64::from(REQUESTS));
 }
+
+/// `GET /get_loads` over a 0.5.23 worker (only `/v1/loads`, `/get_load` 404) and an older one
+/// (only `/get_load`): both answer; the older one is asked `/v1/loads` once, then remembered.
+/// Before the fix the 0.5.23 worker counted as failed (`load` -1).
+#[tokio::test]
+async fn get_loads_reads_v1_loads_and_falls_back_to_get_load() {
+    let new = FakeWorker::start(server_info_0_5_23("", Value::Null, 0)).await;
+    new.set_v1_loads(Some(
+        json!({"timestamp": "2026-12-01T10:00:00+00:00", "version": "0.5.23",
+        "loads": [{"dp_rank": 0, "num_running_reqs": 2, "num_waiting_reqs": 1,
+            "num_used_tokens": 336, "num_total_tokens": 352}]}),
+    ));
+    let old = FakeWorker::start(server_info_0_5_23("", Value::Null, 0)).await;
+    old.state.lock().get_load = Some(json!({"load": 5}));
+    let urls = format!("{},{}", new.url, old.url);
+    let router = support::router(&["--worker-urls", &urls]);
+    support::admin::wait_healthy_count(&router.url, 2).await;
+    let c = support::http::client();
+    for round in 0..2 {
+        let v: Value = c
+            .get(format!("{}/get_loads", router.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            (v["successful"].as_u64(), v["failed"].as_u64()),
+            (Some(2), Some(0)),
+            "round {round}: {v}"
+        );
+        let load_of = |url: &str| {
+            v["loads"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|l| l["worker"] == url)
+                .map(|l| l["load"].clone())
+        };
+        assert_eq!(load_of(&new.url), Some(json!(336)), "{v}");
+        assert_eq!(load_of(&old.url), Some(json!(5)), "{v}");
+    }
+    assert_eq!(
+        (old.hits("/v1/loads"), old.hits("/get_load")),
+        (1, 2),
+        "route remembered"
+    );
+    assert_eq!((new.hits("/v1/loads"), new.hits("/get_load")), (2, 0));
+}
