@@ -37,9 +37,30 @@ async fn get_all(state: &AppState, path: &str) -> (Snapshot, Vec<FanoutReply>) {
 
 type FanoutReply = Result<(StatusCode, http::HeaderMap, Bytes), String>;
 
-/// `GET /get_loads`: `{"loads":[{"worker","worker_type","load"}],"total_workers","successful","failed"}`.
+/// One worker's load answer: its remembered route (`/v1/loads` first), the other on a 404.
+async fn get_load_of(state: &AppState, w: &crate::workers::Worker) -> FanoutReply {
+    let get = |path: &'static str| {
+        fanout::call(
+            &state.client,
+            Method::GET,
+            w.into(),
+            path,
+            Bytes::new(),
+            FANOUT_TIMEOUT,
+        )
+    };
+    let first = w.load_route.path();
+    match get(first).await {
+        Ok((StatusCode::NOT_FOUND, _, _)) => get(w.load_route.missing(first)).await,
+        other => other,
+    }
+}
+
+/// `GET /get_loads`: `{"loads":[{"worker","worker_type","load"}],"total_workers","successful","failed"}`,
+/// each worker asked on `/v1/loads` (SGLang 0.5.23) or `/get_load` (older), see `workers::load`.
 pub async fn get_loads(state: &AppState) -> Response<RouterBody> {
-    let (snapshot, results) = get_all(state, "/get_load").await;
+    let snapshot = state.registry.snapshot();
+    let results = join_all(snapshot.iter().map(|w| get_load_of(state, w))).await;
     let mut loads = Vec::new();
     let (mut ok, mut failed) = (0, 0);
     for (w, r) in snapshot.iter().zip(results) {

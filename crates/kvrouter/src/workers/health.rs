@@ -1,13 +1,16 @@
 //! The periodic health checker: each round probes every registered worker's health
-//! endpoint (and optionally polls `/get_load`) and feeds the verdict into the
-//! worker's [`HealthState`]. It sees the fleet only through [`CheckedFleet`], which
+//! endpoint (and optionally polls `/v1/loads`, or `/get_load` on older SGLang) and feeds the verdict into the
+//! worker's [`HealthState`]. A new process behind a worker's URL is noticed either by a
+//! refused connect followed by a success, or (for workers whose `/server_info` carries a
+//! launch marker, SGLang 0.5.23) by a changed marker read on every round. It sees the fleet only through [`CheckedFleet`], which
 //! the registry implements, so this module never names the registry.
 
 use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use super::http::{http_get, http_get_json, HttpClient};
+use super::http::{http_get, http_get_json, HttpClient, HttpGetError};
+use super::info::incarnation_marker;
 use super::load::parse_load;
 use super::metrics::FleetMetrics;
 use super::worker::Worker;
@@ -64,6 +67,9 @@ async fn check_worker<F: CheckedFleet>(fleet: &F, worker: &Arc<Worker>) {
         if worker.take_connect_failure() {
             // Nothing was listening and now something is: a new process.
             fleet.restarted(worker).await;
+        } else if worker.incarnation_marker().is_some() && relaunched(fleet, worker).await {
+            // Down and up again between two rounds: the launch marker changed.
+            fleet.restarted(worker).await;
         }
         apply_success(worker);
         if cfg.poll_load {
@@ -94,17 +100,34 @@ fn apply_failure(w: &Arc<Worker>) {
     let _ = w.record_failure();
 }
 
-/// Reads `/get_load` and stores the summed token load (-1 when unreadable).
+/// Reads `/server_info` and compares its launch marker (`info::incarnation_marker`) with the
+/// one known: true when it changed (the marker is updated). A worker restarted inside one
+/// health interval answers every check, so this is the only sign of its new process that
+/// does not wait for its KV events. Unreadable answers are no restart.
+async fn relaunched<F: CheckedFleet>(fleet: &F, worker: &Arc<Worker>) -> bool {
+    let url = format!("{}/server_info", worker.url);
+    let timeout = fleet.health_config().timeout;
+    match http_get_json(fleet.client(), &url, worker.authorization(), timeout).await {
+        Ok(v) => worker.swap_incarnation_marker(incarnation_marker(&v)),
+        Err(e) => {
+            tracing::debug!(worker = %worker.url, error = %e, "server info unreadable; launch marker not checked");
+            false
+        }
+    }
+}
+
+/// Reads the worker's load route (`/v1/loads`, else `/get_load` on a 404, remembered per
+/// worker) and stores the summed token load (-1 when unreadable).
 async fn poll_load<F: CheckedFleet>(fleet: &F, worker: &Arc<Worker>) {
-    let url = format!("{}/get_load", worker.url);
-    let load = http_get_json(
-        fleet.client(),
-        &url,
-        worker.authorization(),
-        fleet.health_config().timeout,
-    )
-    .await
-    .ok()
-    .and_then(|v| parse_load(&v));
-    worker.set_reported_load(load);
+    let timeout = fleet.health_config().timeout;
+    let get = |path: &'static str| {
+        let url = format!("{}{path}", worker.url);
+        async move { http_get_json(fleet.client(), &url, worker.authorization(), timeout).await }
+    };
+    let first = worker.load_route.path();
+    let answer = match get(first).await {
+        Err(HttpGetError::Status(404)) => get(worker.load_route.missing(first)).await,
+        other => other,
+    };
+    worker.set_reported_load(answer.ok().and_then(|v| parse_load(&v)));
 }

@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use super::kv_block::KvEventsBlock;
+
 /// Static facts about one SGLang worker, read at registration (and again after a restart).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkerInfo {
@@ -19,6 +21,9 @@ pub struct WorkerInfo {
     pub enable_dp_attention: bool,
     /// KV event publishing, when the worker was started with `--kv-events-config`.
     pub kv_events: Option<KvEventsConfig>,
+    /// The `kv_events` discovery block of SGLang 0.5.23+ (`describe_kv_events_publisher`);
+    /// when present it names the endpoints (the `kv_events_config` string is the fallback).
+    pub kv_events_block: Option<KvEventsBlock>,
     /// KV capacity in tokens (per DP rank), if reported.
     pub max_total_num_tokens: Option<u64>,
     /// Concurrency limit, if reported.
@@ -33,6 +38,10 @@ pub struct WorkerInfo {
     pub disable_radix_cache: bool,
     /// SGLang version string, if reported.
     pub version: Option<String>,
+    /// What tells one launch of the worker from the next behind the same URL
+    /// ([`incarnation_marker`]); `None` when the server info has none (older SGLang, mocks).
+    #[serde(default)]
+    pub incarnation: Option<String>,
 }
 
 impl Default for WorkerInfo {
@@ -44,6 +53,7 @@ impl Default for WorkerInfo {
             pp_size: 1,
             enable_dp_attention: false,
             kv_events: None,
+            kv_events_block: None,
             max_total_num_tokens: None,
             max_running_requests: None,
             served_model_name: None,
@@ -51,6 +61,7 @@ impl Default for WorkerInfo {
             weight_version: None,
             disable_radix_cache: false,
             version: None,
+            incarnation: None,
         }
     }
 }
@@ -68,6 +79,10 @@ pub struct KvEventsConfig {
     pub topic: String,
     /// Batches kept for replay.
     pub buffer_steps: Option<u64>,
+    /// `"bind"`: an explicit bind (true) or connect (false) of the PUB socket; `None` leaves
+    /// it to SGLang's endpoint heuristic ([`KvEventsConfig::worker_binds`]).
+    #[serde(default)]
+    pub bind: Option<bool>,
 }
 
 impl Default for KvEventsConfig {
@@ -78,6 +93,7 @@ impl Default for KvEventsConfig {
             replay_endpoint: None,
             topic: String::new(),
             buffer_steps: None,
+            bind: None,
         }
     }
 }
@@ -100,6 +116,7 @@ impl KvEventsConfig {
             replay_endpoint: str_field(obj.get("replay_endpoint")),
             topic: str_field(obj.get("topic")).unwrap_or(d.topic),
             buffer_steps: obj.get("buffer_steps").and_then(u64_field),
+            bind: obj.get("bind").and_then(bool_field),
         })
     }
 
@@ -108,12 +125,20 @@ impl KvEventsConfig {
         self.publisher.eq_ignore_ascii_case("zmq")
     }
 
-    /// Whether the worker's publisher binds (SGLang binds when the endpoint has `*`
-    /// or `::`, or is `ipc://`/`inproc://`) — then subscribers dial it; otherwise it
-    /// connects out to a subscriber that must bind the endpoint.
+    /// Whether the worker's publisher binds — then subscribers dial it; otherwise it
+    /// connects out to a subscriber that must bind the endpoint. SGLang 0.5.23
+    /// (`disaggregation/kv_events.py` `ZmqEventPublisher._socket_setup`): `"bind"` when set,
+    /// else bind when the endpoint contains `*`, `::` or `0.0.0.0`, or is `ipc://`/`inproc://`.
     pub fn worker_binds(&self) -> bool {
+        if let Some(bind) = self.bind {
+            return bind;
+        }
         let e = self.endpoint.as_str();
-        e.contains('*') || e.contains("::") || e.starts_with("ipc://") || e.starts_with("inproc://")
+        e.contains('*')
+            || e.contains("::")
+            || e.contains("0.0.0.0")
+            || e.starts_with("ipc://")
+            || e.starts_with("inproc://")
     }
 
     /// The PUB endpoint a subscriber should dial for `rank`, with a wildcard host
@@ -179,6 +204,7 @@ impl WorkerInfo {
                 .and_then(bool_field)
                 .unwrap_or(false),
             kv_events: find("kv_events_config").and_then(KvEventsConfig::from_field),
+            kv_events_block: s.get("kv_events").and_then(KvEventsBlock::from_field),
             max_total_num_tokens: find("max_total_num_tokens").and_then(u64_field),
             max_running_requests: find("max_running_requests")
                 .and_then(u64_field)
@@ -191,6 +217,7 @@ impl WorkerInfo {
                 .and_then(bool_field)
                 .unwrap_or(false),
             version: str_field(find("version")),
+            incarnation: incarnation_marker(s),
         }
     }
 
@@ -205,12 +232,43 @@ impl WorkerInfo {
         }
     }
 
-    /// Whether KV events are published (`publisher == "zmq"`).
+    /// Whether KV events are published (`publisher == "zmq"`, in the block or the string).
     pub fn kv_events_enabled(&self) -> bool {
-        self.kv_events
+        self.kv_events_block
             .as_ref()
-            .is_some_and(KvEventsConfig::is_enabled)
+            .is_some_and(KvEventsBlock::is_zmq)
+            || self
+                .kv_events
+                .as_ref()
+                .is_some_and(KvEventsConfig::is_enabled)
     }
+
+    /// Tokens per KV event block: the block's `block_size` (page size x DCP size,
+    /// `kv_event_block_size_of`), else the page size. What the page-size check reads.
+    pub fn event_block_size(&self) -> u32 {
+        self.kv_events_block
+            .as_ref()
+            .and_then(|b| b.block_size)
+            .unwrap_or(self.page_size)
+    }
+}
+
+/// The incarnation marker of a `/server_info` body: its `startup_time` and `random_seed`,
+/// rendered as compact JSON, or `None` when it has neither.
+///
+/// SGLang 0.5.23 has no launch timestamp or instance id in `/server_info`; these two are what
+/// differ between two launches with the same flags: `startup_time` (`entrypoints/http_server.py`
+/// `get_server_info`, from `observability/startup_time.py`: measured durations of weight load,
+/// KV allocation, scheduler start) and `random_seed` (`arg_groups/serving_hook.py`: drawn with
+/// `random.randint` per launch when `--random-seed` is unset). Either alone may repeat (a fixed
+/// seed; equal timings are unlikely but possible), so both are compared.
+pub fn incarnation_marker(server_info: &Value) -> Option<String> {
+    let pick = |k: &str| server_info.get(k).filter(|v| !v.is_null());
+    let (startup, seed) = (pick("startup_time"), pick("random_seed"));
+    if startup.is_none() && seed.is_none() {
+        return None;
+    }
+    Some(serde_json::json!([startup, seed]).to_string())
 }
 
 /// A non-empty string, or a number rendered as a string.
@@ -377,5 +435,77 @@ mod tests {
             ..KvEventsConfig::default()
         };
         assert_eq!(overflow.dial_endpoint("h", 1), None);
+    }
+
+    /// The two real 0.5.23 bodies of sglang-0.5.23.md M1: both publishers bind
+    /// (`ZmqEventPublisher._socket_setup`), so both are subscribable; the block is read too.
+    #[test]
+    fn sglang_0_5_23_binds_on_0_0_0_0_and_on_bind_true() {
+        let wildcard = json!({
+            "page_size": 16,
+            "kv_events_config": "{\"publisher\": \"zmq\", \"endpoint\": \"tcp://0.0.0.0:19078\", \"topic\": \"\", \"replay_endpoint\": \"tcp://0.0.0.0:19079\"}",
+            "kv_events": {"publisher": "zmq", "endpoint_host": "0.0.0.0", "endpoint_port_base": 19078, "topic": "", "block_size": 16, "dp_size": 1, "replay_endpoint_port_base": 19079}
+        });
+        let info = WorkerInfo::from_json(&wildcard, None);
+        let kv = info.kv_events.as_ref().expect("config");
+        assert!(kv.worker_binds(), "0.0.0.0 binds");
+        assert_eq!(
+            info.kv_events_block.as_ref().map(|b| b.endpoint_port_base),
+            Some(19078)
+        );
+        assert_eq!(info.event_block_size(), 16);
+
+        let explicit = json!({
+            "page_size": 16,
+            "kv_events_config": "{\"publisher\": \"zmq\", \"endpoint\": \"tcp://127.0.0.1:19088\", \"topic\": \"\", \"replay_endpoint\": \"tcp://127.0.0.1:19089\", \"bind\": true}",
+            "kv_events": {"publisher": "zmq", "endpoint_host": "127.0.0.1", "endpoint_port_base": 19088, "topic": "", "block_size": 16, "dp_size": 1, "replay_endpoint_port_base": 19089}
+        });
+        let info = WorkerInfo::from_json(&explicit, None);
+        let kv = info.kv_events.as_ref().expect("config");
+        assert_eq!(kv.bind, Some(true));
+        assert!(kv.worker_binds(), "bind: true binds a concrete host");
+        assert!(info.kv_events_enabled());
+
+        let connect = KvEventsConfig::from_field(&json!(
+            r#"{"publisher":"zmq","endpoint":"tcp://*:5557","bind":false}"#
+        ))
+        .expect("parsed");
+        assert!(
+            !connect.worker_binds(),
+            "bind: false connects even on a wildcard"
+        );
+    }
+
+    #[test]
+    fn block_size_under_dcp_is_the_event_block_size() {
+        let info = WorkerInfo::from_json(
+            &json!({"page_size": 16, "kv_events": {"publisher": "zmq", "endpoint_host": "*",
+                "endpoint_port_base": 5557, "topic": "", "block_size": 64, "dp_size": 1}}),
+            None,
+        );
+        assert_eq!((info.page_size, info.event_block_size()), (16, 64));
+        assert!(info.kv_events_enabled(), "the block alone enables events");
+        let off = WorkerInfo::from_json(&json!({"page_size": 8, "kv_events": null}), None);
+        assert_eq!(
+            (off.kv_events_block.as_ref(), off.event_block_size()),
+            (None, 8)
+        );
+    }
+
+    #[test]
+    fn incarnation_marker_changes_with_startup_time_or_seed() {
+        let a = json!({"startup_time": {"load_weight": 1.5}, "random_seed": 7});
+        let b = json!({"startup_time": {"load_weight": 1.6}, "random_seed": 7});
+        let c = json!({"startup_time": {"load_weight": 1.5}, "random_seed": 8});
+        let ma = incarnation_marker(&a).expect("marker");
+        assert_eq!(incarnation_marker(&a.clone()), Some(ma.clone()));
+        assert_ne!(incarnation_marker(&b), Some(ma.clone()));
+        assert_ne!(incarnation_marker(&c), Some(ma));
+        assert_eq!(incarnation_marker(&json!({"page_size": 16})), None);
+        assert_eq!(
+            incarnation_marker(&json!({"startup_time": null, "random_seed": null})),
+            None
+        );
+        assert!(WorkerInfo::from_json(&a, None).incarnation.is_some());
     }
 }

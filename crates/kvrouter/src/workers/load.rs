@@ -1,8 +1,46 @@
 //! Worker load reports: the one parser of SGLang's `/get_load` answer (and of the
 //! `/v1/loads` body), used by the health checker's load polling and by the
-//! `GET /get_loads` fan-out.
+//! `GET /get_loads` fan-out, and which of the two routes a worker serves.
+//!
+//! SGLang 0.5.23 serves `/v1/loads` (`entrypoints/v1_loads.py` `get_loads`:
+//! `{"timestamp", "version", "accelerator", "num_accelerators", "loads": [LoadSnapshot.to_dict()
+//! per DP rank]}`, each with `dp_rank`, `num_running_reqs`, `num_waiting_reqs`,
+//! `num_used_tokens`, `num_total_tokens`, ...; `managers/load_snapshot.py`) and no longer
+//! `/get_load`; older versions only `/get_load`. Callers try [`LoadRoute::path`] and, on a
+//! 404, the other route once, remembering whichever answered ([`LoadRoute::missing`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
+
+/// `GET /v1/loads`: SGLang 0.5.23+.
+pub const V1_LOADS: &str = "/v1/loads";
+/// `GET /get_load`: older SGLang.
+pub const GET_LOAD: &str = "/get_load";
+
+/// The load route one worker answers, remembered per worker (`/v1/loads` until it 404s).
+#[derive(Debug, Default)]
+pub struct LoadRoute {
+    legacy: AtomicBool,
+}
+
+impl LoadRoute {
+    /// The route to ask first.
+    pub fn path(&self) -> &'static str {
+        if self.legacy.load(Ordering::Relaxed) {
+            GET_LOAD
+        } else {
+            V1_LOADS
+        }
+    }
+
+    /// `path` answered 404: remember the other route and return it (to try once now).
+    pub fn missing(&self, path: &str) -> &'static str {
+        let legacy = path == V1_LOADS;
+        self.legacy.store(legacy, Ordering::Relaxed);
+        self.path()
+    }
+}
 
 /// Token load from a `/get_load` body, summed over DP ranks:
 /// - E1: `{"load": n}`;
@@ -103,5 +141,31 @@ mod tests {
         assert_eq!(parse_load(&json!("x")), None);
         assert_eq!(parse_load(&json!(5)), None);
         assert_eq!(parse_load(&Value::Null), None);
+    }
+
+    #[test]
+    fn load_route_falls_back_and_is_remembered() {
+        let r = LoadRoute::default();
+        assert_eq!(r.path(), V1_LOADS);
+        assert_eq!(r.missing(V1_LOADS), GET_LOAD);
+        assert_eq!(r.path(), GET_LOAD, "remembered");
+        assert_eq!(
+            r.missing(GET_LOAD),
+            V1_LOADS,
+            "an upgraded worker goes back"
+        );
+    }
+
+    /// A `/v1/loads` body of the shape `v1_loads.py` returns (one DP rank, core keys).
+    #[test]
+    fn v1_loads_real_shape() {
+        let body = json!({"timestamp": "2026-12-01T10:00:00+00:00", "version": "0.5.23",
+            "accelerator": null, "num_accelerators": 1, "loads": [{"timestamp": 1.0, "dp_rank": 0,
+            "num_running_reqs": 2, "num_waiting_reqs": 1, "num_waiting_uncached_tokens": 16,
+            "num_used_tokens": 336, "num_total_tokens": 352, "num_active_tokens": 352,
+            "num_prealloc_ready_tokens": 0, "max_total_num_tokens": 65536, "max_running_requests": 256,
+            "token_usage": 0.005, "gen_throughput": 0.0, "cache_hit_rate": 0.0, "utilization": 0.0,
+            "total_prefill_uncached_tokens": 0, "total_prefill_busy_us": 0, "decode_moments": null}]});
+        assert_eq!(parse_load(&body), Some(336));
     }
 }

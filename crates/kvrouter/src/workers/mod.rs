@@ -8,7 +8,7 @@
 //! Dependencies inside this module run one way (a module uses only those listed
 //! before it):
 //!
-//! 1. leaves: `id`, `spec`, `info`, `url` (worker URL validation and normalisation),
+//! 1. leaves: `id`, `spec`, `kv_block` (the `/server_info` `kv_events` block), `info`, `url` (worker URL validation and normalisation),
 //!    `load` (the `/get_load` parser), `http`, `metrics`, `health_state` (the
 //!    per-worker verdict and [`HealthConfig`]), `breaker` (the per-worker circuit
 //!    breaker and [`BreakerConfig`]);
@@ -27,6 +27,7 @@ pub mod http;
 pub mod id;
 pub mod info;
 mod job;
+pub mod kv_block;
 pub mod load;
 mod metrics;
 pub mod probe;
@@ -40,6 +41,7 @@ pub use breaker::{BreakerConfig, CircuitState};
 pub use health::{HealthConfig, HealthTransition};
 pub use id::{Rank, WorkerId};
 pub use info::{KvEventsConfig, WorkerInfo};
+pub use kv_block::KvEventsBlock;
 pub use load::parse_load;
 pub use probe::{AddWorkerError, PageSizeRule};
 pub use registry::{AddAccepted, Registry, RegistryConfig, RegistryEvent, Snapshot};

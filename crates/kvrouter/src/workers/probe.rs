@@ -232,7 +232,10 @@ pub fn check_page_size(
     info: &WorkerInfo,
     page_sizes: PageSizeRule,
 ) -> Result<(), AddWorkerError> {
-    if page_sizes.accepts(info.page_size) {
+    // The size the worker hashes its published blocks at (`kv_events.block_size`, which is
+    // page size x DCP size under DCP), else its page size.
+    let worker_page_size = info.event_block_size();
+    if page_sizes.accepts(worker_page_size) {
         return Ok(());
     }
     let PageSizeRule::Folds {
@@ -243,15 +246,10 @@ pub fn check_page_size(
     };
     let err = AddWorkerError::PageSizeMismatch {
         url: url.to_string(),
-        worker_page_size: info.page_size,
+        worker_page_size,
         router_page_size,
     };
-    tracing::error!(
-        worker = url,
-        worker_page_size = info.page_size,
-        router_page_size,
-        "{err}"
-    );
+    tracing::error!(worker = url, worker_page_size, router_page_size, "{err}");
     Err(err)
 }
 

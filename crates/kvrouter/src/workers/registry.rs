@@ -667,6 +667,7 @@ impl Inner {
         {
             Ok(info) => {
                 w.set_incompatible(false);
+                let _ = w.swap_incarnation_marker(info.incarnation.clone());
                 if info.dp_size != w.info.dp_size {
                     tracing::warn!(worker = %w.url, old = w.info.dp_size, new = info.dp_size,
                         "worker restarted with another dp_size; re-register it to route to the new ranks");

@@ -47,7 +47,11 @@ pub struct Worker {
     incompatible: AtomicBool,
     weight_version: RwLock<Option<String>>,
     incarnation: AtomicU64,
+    /// The launch marker last read from `/server_info` (`info::incarnation_marker`).
+    incarnation_marker: RwLock<Option<String>>,
     reported_load: AtomicI64,
+    /// `/v1/loads` or `/get_load`, whichever the worker answers (`load::LoadRoute`).
+    pub load_route: super::load::LoadRoute,
     connect_failure_seen: AtomicBool,
     drained: Notify,
     pub(super) in_flight_gauge: IntGauge,
@@ -115,6 +119,7 @@ impl Worker {
             credentials,
             authorization,
             weight_version: RwLock::new(info.weight_version.clone()),
+            incarnation_marker: RwLock::new(info.incarnation.clone()),
             rank_in_flight: (0..info.dp_size.max(1))
                 .map(|_| AtomicUsize::new(0))
                 .collect(),
@@ -129,6 +134,7 @@ impl Worker {
             incompatible: AtomicBool::new(false),
             incarnation: AtomicU64::new(0),
             reported_load: AtomicI64::new(-1),
+            load_route: super::load::LoadRoute::default(),
             connect_failure_seen: AtomicBool::new(false),
             drained: Notify::new(),
             in_flight_gauge,
@@ -466,9 +472,24 @@ impl Worker {
         self.incarnation.fetch_add(1, Ordering::AcqRel) + 1
     }
 
+    /// The launch marker last read from the worker's `/server_info` (None: it has none).
+    pub fn incarnation_marker(&self) -> Option<String> {
+        self.incarnation_marker.read().clone()
+    }
+
+    /// Stores `marker`; true when a marker was known and differs (a new launch).
+    pub(super) fn swap_incarnation_marker(&self, marker: Option<String>) -> bool {
+        let mut cur = self.incarnation_marker.write();
+        let changed = cur.is_some() && marker.is_some() && *cur != marker;
+        if marker.is_some() {
+            *cur = marker;
+        }
+        changed
+    }
+
     // ---- load and ranks ----
 
-    /// Token load last reported by `/get_load` (None when not polled or unreadable).
+    /// Token load last reported by `/v1/loads` or `/get_load` (None when not polled or unreadable).
     pub fn reported_load(&self) -> Option<i64> {
         let v = self.reported_load.load(Ordering::Relaxed);
         (v >= 0).then_some(v)
@@ -485,21 +506,43 @@ impl Worker {
     }
 
     /// KV event endpoints to dial, one per DP rank: `(rank, pub endpoint, replay
-    /// endpoint)`. Empty when the worker does not publish or publishes outward
-    /// (its endpoint names a subscriber that must bind instead).
+    /// endpoint)`. From the `/server_info` `kv_events` block when the worker advertises one
+    /// (SGLang 0.5.23+), else from the `kv_events_config` string. Empty when the worker does
+    /// not publish or publishes outward (its endpoint names a subscriber that must bind
+    /// instead: `"bind": false`, or a concrete host without `"bind": true`).
     pub fn kv_event_endpoints(&self) -> Vec<(Rank, String, Option<String>)> {
-        let Some(kv) = self.info.kv_events.as_ref().filter(|kv| kv.is_enabled()) else {
-            return Vec::new();
-        };
-        if !kv.worker_binds() {
+        let config = self.info.kv_events.as_ref();
+        if config.is_some_and(|kv| !kv.worker_binds()) {
             return Vec::new();
         }
+        if let Some(block) = self.info.kv_events_block.as_ref().filter(|b| b.is_zmq()) {
+            return self
+                .ranks()
+                .filter_map(|r| {
+                    let endpoint = block.endpoint(&self.host, r)?;
+                    Some((r, endpoint, block.replay_endpoint(&self.host, r)))
+                })
+                .collect();
+        }
+        let Some(kv) = config.filter(|kv| kv.is_enabled()) else {
+            return Vec::new();
+        };
         self.ranks()
             .filter_map(|r| {
                 let endpoint = kv.dial_endpoint(&self.host, r)?;
                 Some((r, endpoint, kv.dial_replay_endpoint(&self.host, r)))
             })
             .collect()
+    }
+
+    /// The topic frame of the worker's KV events (block first, then the config string).
+    pub fn kv_event_topic(&self) -> String {
+        self.info
+            .kv_events_block
+            .as_ref()
+            .map(|b| b.topic.clone())
+            .or_else(|| self.info.kv_events.as_ref().map(|k| k.topic.clone()))
+            .unwrap_or_default()
     }
 
     /// Model id reported for this worker: the spec override, else the served name.
@@ -651,6 +694,77 @@ mod tests {
             ]
         );
         assert!(test_worker(2, "http://a").kv_event_endpoints().is_empty());
+    }
+
+    #[test]
+    fn kv_event_endpoints_from_the_block_then_the_string() {
+        // 0.5.23: block present, string on 0.0.0.0 (binds): the block's ports, worker host.
+        let info = WorkerInfo::from_json(
+            &serde_json::json!({"dp_size": 2,
+                "kv_events_config": "{\"publisher\": \"zmq\", \"endpoint\": \"tcp://0.0.0.0:19078\"}",
+                "kv_events": {"publisher": "zmq", "endpoint_host": "0.0.0.0", "endpoint_port_base": 19078,
+                    "topic": "t", "block_size": 16, "dp_size": 2, "replay_endpoint_port_base": 19080}}),
+            None,
+        );
+        let w = Worker::new(WorkerId(1), "http://10.1.2.3:30000", info);
+        assert_eq!(
+            w.kv_event_endpoints(),
+            vec![
+                (
+                    0,
+                    "tcp://10.1.2.3:19078".into(),
+                    Some("tcp://10.1.2.3:19080".into())
+                ),
+                (
+                    1,
+                    "tcp://10.1.2.3:19079".into(),
+                    Some("tcp://10.1.2.3:19081".into())
+                ),
+            ]
+        );
+        assert_eq!(w.kv_event_topic(), "t");
+        // Connect mode stated by the string wins over the block (nothing listens there).
+        let info = WorkerInfo::from_json(
+            &serde_json::json!({
+                "kv_events_config": "{\"publisher\": \"zmq\", \"endpoint\": \"tcp://10.9.9.9:19078\"}",
+                "kv_events": {"publisher": "zmq", "endpoint_host": "10.9.9.9", "endpoint_port_base": 19078}}),
+            None,
+        );
+        let w = Worker::new(WorkerId(2), "http://10.1.2.3:30000", info);
+        assert!(w.kv_event_endpoints().is_empty());
+        // The string alone (older SGLang), bind: true on a concrete host.
+        let info = WorkerInfo::from_json(
+            &serde_json::json!({
+                "kv_events_config": "{\"publisher\": \"zmq\", \"endpoint\": \"tcp://127.0.0.1:19088\", \"bind\": true}"}),
+            None,
+        );
+        let w = Worker::new(WorkerId(3), "http://10.1.2.3:30000", info);
+        assert_eq!(
+            w.kv_event_endpoints(),
+            vec![(0, "tcp://127.0.0.1:19088".into(), None)]
+        );
+    }
+
+    #[test]
+    fn incarnation_marker_swaps() {
+        let info = WorkerInfo {
+            incarnation: Some("a".into()),
+            ..WorkerInfo::default()
+        };
+        let w = Worker::new(WorkerId(1), "http://a", info);
+        assert!(!w.swap_incarnation_marker(Some("a".into())));
+        assert!(
+            !w.swap_incarnation_marker(None),
+            "an unreadable info is no restart"
+        );
+        assert!(w.swap_incarnation_marker(Some("b".into())));
+        assert_eq!(w.incarnation_marker().as_deref(), Some("b"));
+        let none = test_worker(2, "http://b");
+        assert!(
+            !none.swap_incarnation_marker(Some("x".into())),
+            "first marker learned"
+        );
+        assert_eq!(none.incarnation_marker().as_deref(), Some("x"));
     }
 
     #[test]

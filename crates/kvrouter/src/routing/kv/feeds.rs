@@ -2,7 +2,8 @@
 //! sources feeding the index, kept in step with the fleet.
 //!
 //! - Without `--nats-url`: one `ZmqSource` per (worker, rank) of every registered worker whose
-//!   server info has a ZMQ `kv_events_config` (endpoints from `Worker::kv_event_endpoints`).
+//!   server info has a ZMQ `kv_events` block or `kv_events_config` (endpoints from
+//!   `Worker::kv_event_endpoints`: the block first, the config string as the fallback).
 //! - `--nats-url --publish-events`: the same ZMQ sources, and every accepted batch is relayed to
 //!   NATS; the consumer reads only Dynamo `RouterEvent`s (never its own relay).
 //! - `--nats-url` alone: no ZMQ; the index is fed by the NATS relay subjects (another router
@@ -12,8 +13,13 @@
 //!   worker from the stream's start; `/readiness` waits until each routable worker's feed
 //!   has caught up ([`KvRuntime::rebuilding`]).
 //!
-//! Worker removed: its sources stop first, then `index.remove_worker`. Worker restarted: its
-//! ranks are cleared (the cursor also sees the sequence restart). A timer expires predictions
+//! - Any mode: one `LoadSource` per rank of a worker whose `kv_events` block advertises
+//!   SGLang's load publisher; its reports join the unit loads (`load.rs`).
+//!
+//! Worker removed: its sources stop first, then `index.remove_worker`. Worker restarted (a
+//! refused connect then a success, or a changed launch marker in `/server_info`): its sources
+//! stop, its ranks are cleared and new sources start (the cursor also sees the sequence
+//! restart, for restarts the health checks miss). A timer expires predictions
 //! and refreshes the index gauges, the units' speed factors (`rates.rs`) and their KV
 //! pressure (`pressure.rs`).
 
@@ -30,8 +36,8 @@ use super::rates::{RateSettings, UnitRates};
 use crate::config::KvConfig;
 use crate::events::{
     CatchUp, JetStreamConfig, JetStreamSetup, JetStreamSource, JetStreamSourceConfig, KvEventSink,
-    NatsConsumer, NatsConsumerConfig, NatsRelay, RelaySender, SourceHandle, WorkerKey, ZmqSource,
-    ZmqSourceConfig,
+    LoadSink, LoadSource, LoadSourceConfig, LoadStat, NatsConsumer, NatsConsumerConfig, NatsRelay,
+    RelaySender, SourceHandle, WorkerKey, ZmqSource, ZmqSourceConfig,
 };
 use crate::index::KvIndex;
 use crate::workers::{Registry, RegistryEvent, Worker, WorkerId};
@@ -46,6 +52,8 @@ pub struct KvRuntime {
     pub pressure: Arc<UnitPressure>,
     zmq_enabled: bool,
     sources: Mutex<HashMap<WorkerId, Vec<SourceHandle>>>,
+    /// Engine load feeds (SGLang's load publisher), one per rank of workers advertising one.
+    load_sources: Mutex<HashMap<WorkerId, Vec<SourceHandle>>>,
     relay: Mutex<Option<NatsRelay>>,
     nats: Mutex<Option<SourceHandle>>,
     /// JetStream consumer mode: the stream (and its subject prefix) per-worker feeds read.
@@ -76,6 +84,7 @@ impl KvRuntime {
             pressure: Arc::new(UnitPressure::default()),
             zmq_enabled: config.nats_url.is_none() || config.publish_events,
             sources: Mutex::new(HashMap::new()),
+            load_sources: Mutex::new(HashMap::new()),
             relay: Mutex::new(None),
             nats: Mutex::new(None),
             js_stream: Mutex::new(None),
@@ -113,7 +122,7 @@ impl KvRuntime {
                 match ev {
                     RegistryEvent::Added(w) => rt.worker_added(&w),
                     RegistryEvent::Removed(w) => rt.worker_removed(w.id),
-                    RegistryEvent::Restarted(w) => rt.clear_worker(&w),
+                    RegistryEvent::Restarted(w) => rt.worker_restarted(&w),
                     RegistryEvent::Draining(_) => {}
                 }
             }
@@ -173,6 +182,7 @@ impl KvRuntime {
         // Cap its index entries at what its KV cache can hold (ZMQ- or NATS-fed alike).
         self.index
             .set_worker_capacity(w.id, w.info.max_total_num_tokens);
+        self.start_load_feed(w);
         if self.js_consumer {
             self.start_jetstream_feed(w);
             return;
@@ -182,7 +192,7 @@ impl KvRuntime {
         }
         let endpoints = w.kv_event_endpoints();
         if endpoints.is_empty() {
-            if w.info.kv_events.is_some() {
+            if w.info.kv_events.is_some() || w.info.kv_events_block.is_some() {
                 tracing::warn!(worker = %w.url, "worker KV events are not subscribable (publisher off or connect mode); routing by load for it");
             }
             return;
@@ -191,12 +201,7 @@ impl KvRuntime {
         if sources.contains_key(&w.id) {
             return;
         }
-        let topic = w
-            .info
-            .kv_events
-            .as_ref()
-            .map(|k| k.topic.clone())
-            .unwrap_or_default();
+        let topic = w.kv_event_topic();
         let relay = self.relay_sender();
         let handles = endpoints
             .into_iter()
@@ -213,6 +218,44 @@ impl KvRuntime {
             .collect::<Vec<_>>();
         tracing::info!(worker = %w.url, ranks = handles.len(), "subscribed to worker KV events");
         sources.insert(w.id, handles);
+    }
+
+    /// One load source per rank of `w` when its `kv_events` block advertises SGLang's load
+    /// publisher (`load_endpoint_port_base`), whatever feeds the index.
+    fn start_load_feed(&self, w: &Arc<Worker>) {
+        let Some(block) = w.info.kv_events_block.as_ref() else {
+            return;
+        };
+        let mut feeds = self.load_sources.lock();
+        if feeds.contains_key(&w.id) {
+            return;
+        }
+        let topic = block
+            .load_topic
+            .clone()
+            .unwrap_or_else(|| "load".to_string());
+        let sink: Arc<dyn LoadSink> = Arc::new(EngineLoadSink {
+            loads: self.loads.clone(),
+            page: u64::from(self.index.page_size().max(1)),
+        });
+        let handles: Vec<SourceHandle> = w
+            .ranks()
+            .filter_map(|rank| {
+                let endpoint = block.load_endpoint(&w.host, rank)?;
+                let cfg = LoadSourceConfig {
+                    worker: w.id,
+                    worker_url: w.url.clone(),
+                    rank,
+                    endpoint,
+                    topic: topic.clone(),
+                };
+                Some(LoadSource::spawn(cfg, sink.clone()))
+            })
+            .collect();
+        if !handles.is_empty() {
+            tracing::info!(worker = %w.url, ranks = handles.len(), "subscribed to worker load reports");
+            feeds.insert(w.id, handles);
+        }
     }
 
     /// JetStream consumer mode: one ordered consumer over `w`'s subjects, from the start.
@@ -255,10 +298,27 @@ impl KvRuntime {
     pub fn worker_removed(&self, worker: WorkerId) {
         drop(self.js_feeds.lock().remove(&worker));
         drop(self.sources.lock().remove(&worker));
+        drop(self.load_sources.lock().remove(&worker));
         self.index.remove_worker(worker);
         self.loads.remove_worker(worker);
         self.rates.remove_worker(worker);
         self.pressure.remove_worker(worker);
+    }
+
+    /// A new process behind `w`'s URL: its ZMQ sources are stopped, its ranks cleared, and new
+    /// sources started (fresh cursors: the first batch they see is replayed from 0 when the
+    /// worker has a replay endpoint), so nothing of the old incarnation's stream is kept.
+    /// JetStream feeds keep reading (the stream orders both incarnations); the clear is enough.
+    pub fn worker_restarted(&self, w: &Arc<Worker>) {
+        let stopped = self.sources.lock().remove(&w.id);
+        let loads = self.load_sources.lock().remove(&w.id);
+        let resubscribe = stopped.is_some() || loads.is_some();
+        drop((stopped, loads));
+        self.loads.forget_reports(w.id);
+        self.clear_worker(w);
+        if resubscribe {
+            self.worker_added(w);
+        }
     }
 
     /// `w`'s KV cache is empty (restart, flush, refit): clear all its ranks.
@@ -273,6 +333,31 @@ impl KvRuntime {
     /// Number of (worker, rank) ZMQ sources running.
     pub fn source_count(&self) -> usize {
         self.sources.lock().values().map(Vec::len).sum()
+    }
+
+    /// Number of (worker, rank) engine load sources running.
+    pub fn load_source_count(&self) -> usize {
+        self.load_sources.lock().values().map(Vec::len).sum()
+    }
+}
+
+/// Folds load reports into the unit loads: running + waiting requests, and the KV tokens in
+/// use plus queued (`num_total_tokens`) in router blocks. An engine with no request reports no
+/// block load (its KV in use then is reserved or cached pages, not work ahead of a request).
+struct EngineLoadSink {
+    loads: Arc<UnitLoads>,
+    page: u64,
+}
+
+impl LoadSink for EngineLoadSink {
+    fn report(&self, worker: WorkerId, rank: crate::workers::Rank, stat: &LoadStat) {
+        let requests = stat.num_running_reqs.saturating_add(stat.num_waiting_reqs);
+        let blocks = if requests == 0 {
+            0
+        } else {
+            stat.num_total_tokens.max(stat.num_tokens) / self.page
+        };
+        self.loads.report(worker, rank, requests, blocks);
     }
 }
 

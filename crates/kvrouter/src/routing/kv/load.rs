@@ -2,9 +2,17 @@
 //! request blocks, in total and per prompt (keyed by the prompt's last sequence hash), so a
 //! request can tell its siblings' load (identical prompt: one shared prefill, shared KV) from
 //! other requests' load. Released by [`LoadGuard`] on drop.
+//!
+//! The engine's own load reports (SGLang's load publisher, `events::load_source`) are kept
+//! beside the bookings: a unit's view is the larger of what the router booked and what the
+//! engine reported (running + waiting requests; KV tokens in use plus queued tokens, in
+//! blocks), so load the router did not route (other routers, direct clients) is seen. A
+//! report older than [`REPORT_STALE_AFTER`] is ignored (the publisher sends at least once a
+//! second), so a silent publisher falls back to the bookings alone.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 
@@ -47,25 +55,73 @@ pub struct LoadView {
 
 type PromptKey = (WorkerId, Rank, u64);
 
+/// Engine reports older than this are ignored (SGLang re-sends an unchanged report once a
+/// second, `LOAD_PUBLISH_HEARTBEAT_S`, so three missed heartbeats mean the feed is gone).
+pub const REPORT_STALE_AFTER: Duration = Duration::from_secs(3);
+
+/// One unit's load as its engine last reported it.
+#[derive(Debug, Clone, Copy)]
+struct Reported {
+    requests: u64,
+    blocks: u64,
+    at: Instant,
+}
+
 /// All units' counters.
 #[derive(Debug, Default)]
 pub struct UnitLoads {
     units: DashMap<(WorkerId, Rank), Arc<UnitLoad>>,
     prompts: Arc<DashMap<PromptKey, Arc<UnitLoad>>>,
+    reported: DashMap<(WorkerId, Rank), Reported>,
 }
 
 impl UnitLoads {
-    /// The unit's load as seen by a request whose prompt key is `prompt` (None: no tokens).
+    /// The unit's load as seen by a request whose prompt key is `prompt` (None: no tokens):
+    /// the router's bookings, raised to the engine's fresh report where that is larger.
     pub fn view(&self, worker: WorkerId, rank: Rank, prompt: Option<u64>) -> LoadView {
+        self.view_at(worker, rank, prompt, Instant::now())
+    }
+
+    fn view_at(&self, worker: WorkerId, rank: Rank, prompt: Option<u64>, now: Instant) -> LoadView {
         let (requests, blocks) = self.units.get(&(worker, rank)).map_or((0, 0), |u| u.read());
         let (siblings, same) = prompt
             .and_then(|p| self.prompts.get(&(worker, rank, p)).map(|u| u.read()))
             .unwrap_or((0, 0));
-        LoadView {
+        let mut view = LoadView {
             requests,
             other_blocks: blocks.saturating_sub(same),
             siblings,
+        };
+        if let Some(r) = self.reported.get(&(worker, rank)).map(|r| *r) {
+            if now.saturating_duration_since(r.at) <= REPORT_STALE_AFTER {
+                // The report counts this prompt's siblings too (they are the engine's requests).
+                view.requests = view.requests.max(r.requests);
+                view.other_blocks = view.other_blocks.max(r.blocks.saturating_sub(same));
+            }
         }
+        view
+    }
+
+    /// Records the engine's report for a unit: `requests` running or waiting, `blocks` of
+    /// KV in use or queued.
+    pub fn report(&self, worker: WorkerId, rank: Rank, requests: u64, blocks: u64) {
+        self.report_at(worker, rank, requests, blocks, Instant::now());
+    }
+
+    fn report_at(&self, worker: WorkerId, rank: Rank, requests: u64, blocks: u64, at: Instant) {
+        self.reported.insert(
+            (worker, rank),
+            Reported {
+                requests,
+                blocks,
+                at,
+            },
+        );
+    }
+
+    /// Forgets a worker's engine reports (its load feed stopped: removal or restart).
+    pub fn forget_reports(&self, worker: WorkerId) {
+        self.reported.retain(|(w, _), _| *w != worker);
     }
 
     /// Counts one request of `blocks` blocks (prompt key `prompt`) until the guard drops.
@@ -96,6 +152,7 @@ impl UnitLoads {
     pub fn remove_worker(&self, worker: WorkerId) {
         self.units.retain(|(w, _), _| *w != worker);
         self.prompts.retain(|(w, _, _), _| *w != worker);
+        self.forget_reports(worker);
     }
 }
 
@@ -152,5 +209,50 @@ mod tests {
         assert!(loads.prompts.get(&(w, 0, 7)).is_none());
         assert_eq!(loads.view(w, 1, None).requests, 1);
         assert_eq!(loads.view(WorkerId(9), 0, None), LoadView::default());
+    }
+
+    #[test]
+    fn engine_reports_raise_the_view_until_stale() {
+        let loads = UnitLoads::default();
+        let w = WorkerId(1);
+        let _booked = loads.begin(w, 0, Some(7), 4);
+        let t0 = Instant::now();
+        loads.report_at(w, 0, 9, 40, t0);
+        let v = loads.view_at(w, 0, Some(8), t0);
+        assert_eq!(
+            (v.requests, v.other_blocks),
+            (9, 40),
+            "the engine sees more"
+        );
+        let v = loads.view_at(w, 0, Some(7), t0);
+        assert_eq!(
+            (v.requests, v.other_blocks, v.siblings),
+            (9, 36, 1),
+            "siblings' blocks excluded"
+        );
+        loads.report_at(w, 0, 0, 0, t0);
+        assert_eq!(
+            loads.view_at(w, 0, None, t0).requests,
+            1,
+            "bookings are the floor"
+        );
+        loads.report_at(w, 0, 9, 40, t0);
+        let late = t0 + REPORT_STALE_AFTER + Duration::from_millis(1);
+        assert_eq!(
+            loads.view_at(w, 0, None, late).requests,
+            1,
+            "stale report ignored"
+        );
+        assert_eq!(
+            loads.view_at(w, 1, None, t0),
+            LoadView::default(),
+            "other rank"
+        );
+        loads.forget_reports(w);
+        assert_eq!(
+            loads.view_at(w, 0, None, t0).other_blocks,
+            4,
+            "report forgotten"
+        );
     }
 }

@@ -1,0 +1,120 @@
+//! A worker restarted behind its URL inside one health interval (sglang-0.5.23.md M4): the
+//! new process's startup `AllBlocksCleared` (seq 0) is gone before the router's SUB reconnects,
+//! and the idle worker publishes nothing else, so the event stream alone never says it restarted.
+//! The router sees the changed launch marker (`startup_time`, `random_seed`) in `/server_info`
+//! on its next health round: the old incarnation's blocks leave the index and the worker is
+//! resubscribed (its next batch is replayed from 0). Before the fix the stale blocks stayed
+//! until the new incarnation's first store reached the router.
+#![allow(clippy::unwrap_used)] // tests: an unwrap is an assertion
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::fake_publisher::FakePublisher;
+use support::fake_worker::{port_of, server_info_0_5_23, wildcard_publisher, FakeWorker};
+use support::kv::{blocks_of, debug_index, wait_index, ADMIN};
+use support::sglang_wire::{batch, cleared, stored};
+use support::wait::Deadline;
+
+/// Health interval of the router under test (short, so one interval is quick).
+const INTERVAL_SECS: &str = "1";
+
+fn page(seed: u32) -> Vec<u32> {
+    (0..16).map(|i| seed * 100 + i).collect()
+}
+
+/// Publishes `payload` as batch `seq` until the router's index holds `want` blocks of `worker`.
+async fn publish_until(
+    publisher: &mut FakePublisher,
+    c: &reqwest::Client,
+    router: &str,
+    worker: &str,
+    seq: u64,
+    payload: Vec<u8>,
+    want: u64,
+) {
+    publisher.lose(seq, payload.clone());
+    let deadline = Deadline::after(Duration::from_secs(30));
+    loop {
+        publisher.republish(seq, payload.clone()).await;
+        if blocks_of(&debug_index(c, router).await, worker) == want {
+            return;
+        }
+        deadline.check(&format!("{want} blocks of {worker} after batch {seq}"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn restart_inside_one_health_interval_clears_the_old_blocks() {
+    let mut publisher = FakePublisher::bind("").await;
+    let (endpoint, replay) = (
+        publisher.endpoint.clone(),
+        publisher.replay_endpoint.clone(),
+    );
+    let (config, block) = wildcard_publisher(port_of(&endpoint), port_of(&replay));
+    let worker = FakeWorker::start(server_info_0_5_23(&config, block.clone(), 0)).await;
+    let url = worker.url.clone();
+    let router = support::router(&[
+        "--mode",
+        "kv",
+        "--page-size",
+        "16",
+        "--admin-api-key",
+        ADMIN,
+        "--health-check-interval-secs",
+        INTERVAL_SECS,
+        "--worker-urls",
+        &url,
+    ]);
+    let c = support::http::client();
+    wait_index(&c, &router.url, "the worker's ZMQ source", |v| {
+        v["zmq_sources"].as_u64() == Some(1)
+    })
+    .await;
+    // Incarnation 0: the startup clear, then three pages.
+    publisher.lose(0, batch(vec![cleared()]));
+    let three = batch(vec![
+        stored(11, &page(1)),
+        stored(12, &page(2)),
+        stored(13, &page(3)),
+    ]);
+    publish_until(&mut publisher, &c, &router.url, &url, 1, three, 3).await;
+
+    // Restart behind the same URL and ports: HTTP down and up between two health rounds, a
+    // new publisher whose seq 0 (its startup clear) nobody received, then idle.
+    let (port, state) = worker.stop().await;
+    publisher.shut_down().await;
+    let mut publisher = FakePublisher::bind_at(&endpoint, &replay, "").await;
+    publisher.lose(0, batch(vec![cleared()]));
+    state.lock().server_info = server_info_0_5_23(&config, block, 1);
+    let worker = FakeWorker::serve(port, state).await;
+    let up = Instant::now();
+
+    let v = wait_index(&c, &router.url, "the old incarnation's blocks to go", |v| {
+        blocks_of(v, &url) == 0
+    })
+    .await;
+    let stale = up.elapsed();
+    eprintln!(
+        "stale window after the restart: {:.2} s (health interval {INTERVAL_SECS} s)",
+        stale.as_secs_f64()
+    );
+    assert_eq!(blocks_of(&v, &url), 0, "{v}");
+    let workers: serde_json::Value = c
+        .get(format!("{}/workers", router.url))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(workers["workers"][0]["incarnation"], 1, "{workers}");
+
+    // The resubscribed source replays the new incarnation from 0: only its page is indexed.
+    let one = batch(vec![stored(21, &page(4))]);
+    publish_until(&mut publisher, &c, &router.url, &worker.url, 1, one, 1).await;
+    publisher.shut_down().await;
+}
