@@ -141,8 +141,13 @@ mod tests {
         }
         let events = sink.events();
         assert_eq!(events.len(), 4, "worker 1's four events: {events:?}");
-        assert!(events.iter().all(|(w, rank, _)| *w == WorkerId(10) && *rank == 0));
-        assert!(metrics().unknown_worker.get() >= unknown_before + 2, "worker 2 unmapped");
+        assert!(events
+            .iter()
+            .all(|(w, rank, _)| *w == WorkerId(10) && *rank == 0));
+        assert!(
+            metrics().unknown_worker.get() >= unknown_before + 2,
+            "worker 2 unmapped"
+        );
         assert!(f.warned_ids.contains(&2));
     }
 
@@ -185,7 +190,8 @@ mod tests {
         assert!(f.warned_decode);
         assert!(sink.events().is_empty());
         for id in 100..(100 + MAX_WARNED_IDS as u64 + 10) {
-            let ev = serde_json::json!({"worker_id": id, "event": {"event_id": 1, "data": "cleared"}});
+            let ev =
+                serde_json::json!({"worker_id": id, "event": {"event_id": 1, "data": "cleared"}});
             f.on_message("nats", "test", ev.to_string().as_bytes());
         }
         assert_eq!(f.warned_ids.len(), MAX_WARNED_IDS, "bounded");

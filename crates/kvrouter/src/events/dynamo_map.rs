@@ -66,10 +66,7 @@ impl DynamoSettings {
 /// Parses a Dynamo id: decimal or `0x`-prefixed hex u64.
 pub fn parse_dynamo_id(text: &str) -> Option<u64> {
     let text = text.trim();
-    match text
-        .strip_prefix("0x")
-        .or_else(|| text.strip_prefix("0X"))
-    {
+    match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
         Some(hex) => u64::from_str_radix(hex, 16).ok(),
         None => text.parse().ok(),
     }
@@ -102,7 +99,9 @@ impl DynamoWorkerMap {
         for (url, id) in pairs {
             if let Some(other) = by_id.insert(*id, url.clone()) {
                 if other != *url {
-                    return Err(format!("Dynamo worker id {id} is mapped to {other} and {url}"));
+                    return Err(format!(
+                        "Dynamo worker id {id} is mapped to {other} and {url}"
+                    ));
                 }
             }
         }
@@ -143,7 +142,10 @@ mod tests {
     #[test]
     fn ids_and_pairs_parse() {
         assert_eq!(parse_dynamo_id("42"), Some(42));
-        assert_eq!(parse_dynamo_id(" 0x694d9a2e5fe8e7b1"), Some(0x694d9a2e5fe8e7b1));
+        assert_eq!(
+            parse_dynamo_id(" 0x694d9a2e5fe8e7b1"),
+            Some(0x694d9a2e5fe8e7b1)
+        );
         assert_eq!(parse_dynamo_id("0x"), None);
         assert_eq!(parse_dynamo_id("-1"), None);
         assert_eq!(
@@ -171,10 +173,16 @@ mod tests {
         assert_eq!(ok.workers.resolve(&[], 16), None);
         assert_eq!(ok.zmq_endpoints, s(&["tcp://10.0.0.1:5557"]));
         for subject in ["", "a..b", "a b", "a."] {
-            assert!(DynamoSettings::parse(&s(&[subject]), &[], &[]).is_err(), "{subject:?}");
+            assert!(
+                DynamoSettings::parse(&s(&[subject]), &[], &[]).is_err(),
+                "{subject:?}"
+            );
         }
         for endpoint in ["10.0.0.1:5557", "tcp://10.0.0.1", "tcp://h:", "ipc:///x"] {
-            assert!(DynamoSettings::parse(&[], &[], &s(&[endpoint])).is_err(), "{endpoint:?}");
+            assert!(
+                DynamoSettings::parse(&[], &[], &s(&[endpoint])).is_err(),
+                "{endpoint:?}"
+            );
         }
         assert!(DynamoSettings::parse(&[], &s(&["nope"]), &[]).is_err());
     }
@@ -196,6 +204,9 @@ mod tests {
             None,
             "an explicit mapping to an unregistered URL does not fall back to labels"
         );
-        assert_eq!(DynamoWorkerMap::default().resolve(&workers, 7), Some(WorkerId(1)));
+        assert_eq!(
+            DynamoWorkerMap::default().resolve(&workers, 7),
+            Some(WorkerId(1))
+        );
     }
 }

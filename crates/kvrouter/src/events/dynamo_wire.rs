@@ -492,7 +492,7 @@ pub(crate) mod tests {
             assert_eq!(*parent, Some(0x1001), "{name}: B chains on A[1]");
             // Dynamo's tokens_hash is the router's own page hash (xxh3-64, seed 1337).
             let b0: Vec<u32> = (1032..1048).collect();
-            assert_eq!(local_hashes[0], crate::tokens::local_hash(&b0).0, "{name}");
+            assert_eq!(local_hashes[0], crate::tokens::local_hash(&b0), "{name}");
         }
     }
 
@@ -528,7 +528,10 @@ pub(crate) mod tests {
         let events = decode_router_events(&to_msgpack(&batch)).unwrap();
         assert_eq!(events.len(), 2);
         assert!(events[0].on_device);
-        assert!(!events[1].on_device, "a shared pool is not the worker's GPU");
+        assert!(
+            !events[1].on_device,
+            "a shared pool is not the worker's GPU"
+        );
         assert_eq!(events[1].tier, DynamoTier::Device);
         assert!(decode_router_event(&to_msgpack(&batch)).is_err());
         assert_eq!(decode_router_events(b"[]").unwrap(), vec![]);

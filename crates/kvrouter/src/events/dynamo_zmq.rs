@@ -238,6 +238,9 @@ mod tests {
         assert!(matches!(envelope_of(&version), Err(FrameError::Payload(_))));
         let mut truncated = good.clone();
         truncated[3] = truncated[3].slice(..truncated[3].len() - 1);
-        assert!(matches!(envelope_of(&truncated), Err(FrameError::Payload(_))));
+        assert!(matches!(
+            envelope_of(&truncated),
+            Err(FrameError::Payload(_))
+        ));
     }
 }

@@ -59,8 +59,8 @@ pub struct KvRuntime {
     /// JetStream consumer mode: each worker's feed and whether it has caught up.
     js_feeds: Mutex<HashMap<WorkerId, (SourceHandle, Arc<CatchUp>)>>,
     js_consumer: bool,
-    /// One source per `--dynamo-zmq-endpoint` (Dynamo's ZMQ event plane).
-    dynamo_zmq: Vec<SourceHandle>,
+    /// One source per `--dynamo-zmq-endpoint` (Dynamo's ZMQ event plane); dropping stops them.
+    _dynamo_zmq: Vec<SourceHandle>,
 }
 
 impl KvRuntime {
@@ -84,7 +84,7 @@ impl KvRuntime {
             js_stream: Mutex::new(None),
             js_feeds: Mutex::new(HashMap::new()),
             js_consumer: config.jetstream.is_some() && !config.publish_events,
-            dynamo_zmq: crate::events::dynamo_zmq::spawn_all(
+            _dynamo_zmq: crate::events::dynamo_zmq::spawn_all(
                 &config.dynamo,
                 page_size,
                 registry.watch(),
