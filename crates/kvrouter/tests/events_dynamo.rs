@@ -100,7 +100,6 @@ async fn routed(router: &str, ids: &[u32]) -> String {
 }
 
 async fn wait_routable(router: &str, n: usize) {
-    support::admin::wait_healthy_count(router, n).await;
     wait_index(&client(), router, "units", |v| {
         v["units"].as_array().is_some_and(|u| u.len() == n)
     })
