@@ -201,7 +201,8 @@ async fn dynamo_router_events_reach_both_replicas() {
     let (replica_b, _b) = replica(&server, 10, 11).await;
     let (replica_c, _c) = replica(&server, 20, 21).await;
     let client = server.client().await;
-    let subject = "namespace.dynamo.component.backend.kv-events";
+    // Dynamo 1.6.1's endpoint-scoped subject (the older 5-token form is subscribed too).
+    let subject = "namespace.dynamo.component.backend.endpoint.generate.kv-events";
     let stored = dynamo_event(
         1,
         json!({"stored": {"parent_hash": null, "blocks": [

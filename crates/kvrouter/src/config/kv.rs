@@ -93,6 +93,15 @@ pub struct KvOptions {
     /// With --nats-url: publish this router's predict-on-route bookings on NATS (subject `kvrouter.book`) and apply the other replicas' ones, so replicas behind one load balancer share predictions. `--share-predictions=false` turns it off.
     #[arg(long, env = "KVROUTER_SHARE_PREDICTIONS", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = true)]
     pub share_predictions: bool,
+    /// NATS subject of Dynamo KV events (repeatable; wildcards allowed). Unset: Dynamo 1.6's endpoint-scoped `namespace.*.component.*.endpoint.*.kv-events` and the older `namespace.*.component.*.kv-events`. Needs --nats-url; Dynamo publishes on NATS only with `DYN_EVENT_PLANE=nats` (see docs/events.md).
+    #[arg(long, env = "KVROUTER_DYNAMO_KV_SUBJECT", num_args = 0.., value_delimiter = ',', action = clap::ArgAction::Append)]
+    pub dynamo_kv_subject: Vec<String>,
+    /// Map a Dynamo worker (instance) id to the worker registered under URL, as `URL=ID` (repeatable; ID decimal or 0x hex). A worker's registration label `dynamo_worker_id` does the same.
+    #[arg(long, env = "KVROUTER_DYNAMO_WORKER_ID", num_args = 0.., value_delimiter = ',', action = clap::ArgAction::Append)]
+    pub dynamo_worker_id: Vec<String>,
+    /// Dynamo ZMQ event-plane publisher to subscribe to, `tcp://HOST:PORT` (repeatable): Dynamo 1.6's default KV event transport (topic `kv-events`).
+    #[arg(long, env = "KVROUTER_DYNAMO_ZMQ_ENDPOINT", num_args = 0.., value_delimiter = ',', action = clap::ArgAction::Append)]
+    pub dynamo_zmq_endpoint: Vec<String>,
 }
 
 impl Default for KvOptions {
@@ -133,6 +142,8 @@ pub struct KvConfig {
     /// Share predictions with the other replicas over NATS (`--share-predictions`, only with
     /// `--nats-url` and predict-on-route; see docs/events.md).
     pub share_predictions: bool,
+    /// `--dynamo-kv-subject`, `--dynamo-worker-id`, `--dynamo-zmq-endpoint`.
+    pub dynamo: crate::events::dynamo_map::DynamoSettings,
 }
 
 impl Default for KvConfig {
@@ -175,6 +186,7 @@ impl KvConfig {
             return Err(invalid("publish_events", "needs --nats-url"));
         }
         let jetstream = jetstream_config(o, nats_url.is_some())?;
+        let dynamo = dynamo_settings(o, nats_url.is_some())?;
         Ok(KvConfig {
             predict: !o.no_predict,
             predict_ttl,
@@ -229,8 +241,25 @@ impl KvConfig {
             share_predictions: o.share_predictions && !o.no_predict && nats_url.is_some(),
             nats_url,
             jetstream,
+            dynamo,
         })
     }
+}
+
+/// The `--dynamo-*` settings.
+fn dynamo_settings(
+    o: &KvOptions,
+    has_nats: bool,
+) -> Result<crate::events::dynamo_map::DynamoSettings, ConfigError> {
+    if !o.dynamo_kv_subject.is_empty() && !has_nats {
+        return Err(invalid("dynamo_kv_subject", "needs --nats-url"));
+    }
+    crate::events::dynamo_map::DynamoSettings::parse(
+        &o.dynamo_kv_subject,
+        &o.dynamo_worker_id,
+        &o.dynamo_zmq_endpoint,
+    )
+    .map_err(|(field, message)| invalid(field, message))
 }
 
 /// The JetStream settings when `--nats-jetstream` is on.

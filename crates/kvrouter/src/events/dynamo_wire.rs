@@ -1,11 +1,15 @@
 //! Decoder of Dynamo `RouterEvent`s, as JSON or msgpack (named fields), bare or
 //! wrapped in Dynamo's event-plane `EventEnvelope` (msgpack map whose `payload`
-//! bytes hold the `RouterEvent`).
+//! bytes hold a msgpack **array** of `RouterEvent`s; a single map is accepted too).
 //!
-//! `RouterEvent { worker_id, storage_tier?, event: { event_id, dp_rank?, data } }`
-//! with `data` = `{"stored": {parent_hash, blocks: [{block_hash, tokens_hash}]}}`
-//! | `{"removed": {block_hashes}}` | `"cleared"` (or `{"cleared": ..}`).
-//! Hashes are bare u64 (negative ints are bit-cast). Malformed input is an error.
+//! `RouterEvent { worker_id, storage_tier?, residency_domain?, event: { event_id, dp_rank?,
+//! data } }` with `data` = `{"stored": {parent_hash, start_position?, blocks: [{block_hash,
+//! tokens_hash, mm_extra_info?}]}}` | `{"removed": {block_hashes}}` | `"cleared"` (or
+//! `{"cleared": ..}`). Hashes are bare u64 (negative ints are bit-cast). Malformed input is
+//! an error. The shape is checked against bytes Dynamo 1.6.1's own `KvEventPublisher` put
+//! on the wire (tests/data/dynamo-1.6.1, see its README): envelope per
+//! `lib/runtime/src/transports/event_plane/codec.rs` (`rmp_serde::to_vec_named`), events per
+//! `dynamo_kv_router::protocols::RouterEvent`.
 
 use rmpv::Value;
 
@@ -17,9 +21,55 @@ pub struct DynamoEvent {
     /// Per-publisher event id (contiguous, starting at 1).
     pub event_id: u64,
     pub dp_rank: u32,
-    /// False when `storage_tier` names a tier other than the device (GPU).
+    /// True for a GPU-resident block of this worker: `tier` is the device and the
+    /// `residency_domain` is the worker. Anything else is not a GPU hit on the worker
+    /// (the feed skips it after the cursor, counted in `ignored{reason="medium"}`).
     pub on_device: bool,
+    /// Dynamo's `storage_tier` (the seam for a tier-aware index: it is decoded and kept
+    /// here, only `on_device` is acted on today).
+    pub tier: DynamoTier,
     pub data: DynamoData,
+}
+
+/// Dynamo's `StorageTier` (`device`, `host_pinned`, `disk`, ...; absent = device). Dynamo
+/// 1.6.1 relays SGLang's `medium` `CPU_PINNED` as `host_pinned`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DynamoTier {
+    Device,
+    HostPinned,
+    Disk,
+    External,
+    /// A tier name this decoder does not know (never a GPU hit).
+    Other,
+}
+
+impl DynamoTier {
+    /// The tier a `storage_tier` string names (case and `_` insensitive; `gpu` = device).
+    pub fn parse(name: &str) -> DynamoTier {
+        let key: String = name
+            .chars()
+            .filter(|c| *c != '_' && *c != '-')
+            .map(|c| c.to_ascii_lowercase())
+            .collect();
+        match key.as_str() {
+            "device" | "gpu" => DynamoTier::Device,
+            "hostpinned" | "host" | "cpu" | "cpupinned" => DynamoTier::HostPinned,
+            "disk" => DynamoTier::Disk,
+            "external" => DynamoTier::External,
+            _ => DynamoTier::Other,
+        }
+    }
+
+    /// Label value for metrics and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DynamoTier::Device => "device",
+            DynamoTier::HostPinned => "host_pinned",
+            DynamoTier::Disk => "disk",
+            DynamoTier::External => "external",
+            DynamoTier::Other => "other",
+        }
+    }
 }
 
 /// The event payload.
@@ -48,19 +98,48 @@ pub enum DynamoDecodeError {
     Shape(String),
 }
 
-/// Decodes a `RouterEvent` from JSON, msgpack, or a msgpack `EventEnvelope`.
-pub fn decode_router_event(payload: &[u8]) -> Result<DynamoEvent, DynamoDecodeError> {
+/// Most `RouterEvent`s one payload may carry (a bigger batch is an error, not an allocation).
+pub const MAX_BATCH: usize = 4096;
+
+/// Decodes the `RouterEvent`s of one message, in order: JSON, msgpack, or a msgpack
+/// `EventEnvelope`, whose payload (or the bare value) is an array of events or one event.
+/// Any malformed element fails the whole message.
+pub fn decode_router_events(payload: &[u8]) -> Result<Vec<DynamoEvent>, DynamoDecodeError> {
     let value = parse_any(payload)?;
     let value = match envelope_payload(&value) {
         Some(inner) => parse_any(inner)?,
         None => value,
     };
-    router_event(&value).map_err(DynamoDecodeError::Shape)
+    match &value {
+        Value::Array(items) if items.len() > MAX_BATCH => Err(DynamoDecodeError::Shape(format!(
+            "batch of {} events (at most {MAX_BATCH})",
+            items.len()
+        ))),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                router_event(item).map_err(|e| DynamoDecodeError::Shape(format!("event {i}: {e}")))
+            })
+            .collect(),
+        single => Ok(vec![router_event(single).map_err(DynamoDecodeError::Shape)?]),
+    }
+}
+
+/// Decodes a message that must carry exactly one `RouterEvent` (see [`decode_router_events`]).
+pub fn decode_router_event(payload: &[u8]) -> Result<DynamoEvent, DynamoDecodeError> {
+    let mut events = decode_router_events(payload)?;
+    match events.len() {
+        1 => Ok(events.remove(0)),
+        n => Err(DynamoDecodeError::Shape(format!(
+            "expected one router event, got {n}"
+        ))),
+    }
 }
 
 fn parse_any(payload: &[u8]) -> Result<Value, DynamoDecodeError> {
     let first = payload.iter().find(|b| !b.is_ascii_whitespace());
-    if first == Some(&b'{') {
+    if matches!(first, Some(b'{') | Some(b'[')) {
         let json: serde_json::Value =
             serde_json::from_slice(payload).map_err(|e| DynamoDecodeError::Json(e.to_string()))?;
         Ok(json_to_msgpack(json))
@@ -133,12 +212,17 @@ fn router_event(value: &Value) -> Result<DynamoEvent, String> {
         field(value, "worker_id").ok_or("missing worker_id")?,
         "worker_id",
     )?;
-    let on_device = match field(value, "storage_tier") {
+    let tier = match field(value, "storage_tier") {
+        None => DynamoTier::Device,
+        Some(tier) => DynamoTier::parse(tier.as_str().ok_or("storage_tier is not a string")?),
+    };
+    // `worker` (1.6.1 always sends it) or absent: the blocks live in this worker's cache.
+    // Any other domain (a shared pool) is not a hit on the worker.
+    let on_worker = match field(value, "residency_domain") {
         None => true,
-        Some(tier) => {
-            let tier = tier.as_str().ok_or("storage_tier is not a string")?;
-            matches!(tier.to_ascii_lowercase().as_str(), "device" | "gpu")
-        }
+        Some(domain) => domain
+            .as_str()
+            .is_some_and(|d| d.eq_ignore_ascii_case("worker")),
     };
     let event = field(value, "event").ok_or("missing event")?;
     let event_id = uint(
@@ -154,7 +238,8 @@ fn router_event(value: &Value) -> Result<DynamoEvent, String> {
         worker_id,
         event_id,
         dp_rank,
-        on_device,
+        on_device: tier == DynamoTier::Device && on_worker,
+        tier,
         data,
     })
 }
@@ -211,7 +296,7 @@ fn event_data(value: &Value) -> Result<DynamoData, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
@@ -240,6 +325,7 @@ mod tests {
             event_id: 3,
             dp_rank: 1,
             on_device: true,
+            tier: DynamoTier::Device,
             data: DynamoData::Stored {
                 parent: Some(11),
                 block_hashes: vec![12, 13],
@@ -332,6 +418,136 @@ mod tests {
         }
         for bytes in [&b""[..], b"{", b"\xc1", b"[1,2]", b"   {\"worker_id\": 1"] {
             assert!(decode_router_event(bytes).is_err());
+        }
+    }
+
+    /// Bytes of one fixture line's `hex` field (the envelope Dynamo 1.6.1 sent).
+    pub(crate) fn fixture_envelopes(jsonl: &str) -> Vec<Vec<u8>> {
+        jsonl
+            .lines()
+            .map(|line| {
+                let row: serde_json::Value = serde_json::from_str(line).unwrap();
+                let hex = row["hex"].as_str().unwrap();
+                (0..hex.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+                    .collect()
+            })
+            .collect()
+    }
+
+    pub(crate) const NATS: &str = include_str!("../../tests/data/dynamo-1.6.1/nats.jsonl");
+    pub(crate) const ZMQ: &str = include_str!("../../tests/data/dynamo-1.6.1/zmq.jsonl");
+    pub(crate) const RELAY: &str = include_str!("../../tests/data/dynamo-1.6.1/relay.jsonl");
+
+    fn decode_fixture(jsonl: &str) -> Vec<DynamoEvent> {
+        fixture_envelopes(jsonl)
+            .iter()
+            .flat_map(|bytes| {
+                let events = decode_router_events(bytes).unwrap();
+                assert_eq!(events.len(), 1, "1.6.1 sends one event per batch");
+                events
+            })
+            .collect()
+    }
+
+    /// (worker, event_id, kind, engine hashes) of each event.
+    fn summary(events: &[DynamoEvent]) -> Vec<(u64, u64, &'static str, Vec<u64>)> {
+        events
+            .iter()
+            .map(|e| {
+                let (kind, hashes) = match &e.data {
+                    DynamoData::Stored { block_hashes, .. } => ("stored", block_hashes.clone()),
+                    DynamoData::Removed { block_hashes } => ("removed", block_hashes.clone()),
+                    DynamoData::Cleared => ("cleared", vec![]),
+                };
+                (e.worker_id, e.event_id, kind, hashes)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn dynamo_161_manual_publisher_nats_and_zmq() {
+        let expected = vec![
+            (1, 1, "stored", vec![0x1000, 0x1001]),
+            (1, 2, "stored", vec![0x2000, 0x2001]),
+            (1, 3, "removed", vec![0x2001]),
+            (1, 4, "stored", vec![0x3000]),
+            (2, 1, "stored", vec![0x5000, 0x5001, 0x5002]),
+            (2, 2, "removed", vec![0x5002]),
+        ];
+        for (name, file) in [("nats", NATS), ("zmq", ZMQ)] {
+            let events = decode_fixture(file);
+            assert_eq!(summary(&events), expected, "{name}");
+            assert!(events.iter().all(|e| e.on_device && e.dp_rank == 0));
+            assert!(events.iter().all(|e| e.tier == DynamoTier::Device));
+            let DynamoData::Stored {
+                parent,
+                local_hashes,
+                ..
+            } = &events[1].data
+            else {
+                panic!("{name}: B is a store")
+            };
+            assert_eq!(*parent, Some(0x1001), "{name}: B chains on A[1]");
+            // Dynamo's tokens_hash is the router's own page hash (xxh3-64, seed 1337).
+            let b0: Vec<u32> = (1032..1048).collect();
+            assert_eq!(local_hashes[0], crate::tokens::local_hash(&b0), "{name}");
+        }
+    }
+
+    #[test]
+    fn dynamo_161_relay_of_an_sglang_stream() {
+        let events = decode_fixture(RELAY);
+        assert_eq!(
+            summary(&events),
+            vec![
+                (3, 1, "stored", vec![0x7000, 0x7001]),
+                (3, 2, "stored", vec![0x7002]),
+                (3, 3, "stored", vec![0x8000]),
+                (3, 4, "removed", vec![0x7002]),
+                (3, 5, "cleared", vec![]),
+                (3, 6, "stored", vec![0x7000, 0x7001]),
+            ]
+        );
+        // SGLang's medium CPU_PINNED comes out as storage_tier host_pinned: not a GPU hit.
+        let tiers: Vec<_> = events.iter().map(|e| (e.tier, e.on_device)).collect();
+        assert_eq!(tiers[2], (DynamoTier::HostPinned, false));
+        assert!(tiers
+            .iter()
+            .enumerate()
+            .all(|(i, t)| i == 2 || *t == (DynamoTier::Device, true)));
+    }
+
+    #[test]
+    fn batches_tiers_and_residency() {
+        let one = stored_json();
+        let mut other_domain = stored_json();
+        other_domain["residency_domain"] = json!("shared_pool");
+        let batch = json!([one, other_domain]);
+        let events = decode_router_events(&to_msgpack(&batch)).unwrap();
+        assert_eq!(events.len(), 2);
+        assert!(events[0].on_device);
+        assert!(
+            !events[1].on_device,
+            "a shared pool is not the worker's GPU"
+        );
+        assert_eq!(events[1].tier, DynamoTier::Device);
+        assert!(decode_router_event(&to_msgpack(&batch)).is_err());
+        assert_eq!(decode_router_events(b"[]").unwrap(), vec![]);
+        let bad_second = json!([stored_json(), {"worker_id": 1}]);
+        let err = decode_router_events(&to_msgpack(&bad_second)).unwrap_err();
+        assert!(err.to_string().contains("event 1"), "{err}");
+        for (name, tier) in [
+            ("device", DynamoTier::Device),
+            ("GPU", DynamoTier::Device),
+            ("host_pinned", DynamoTier::HostPinned),
+            ("HostPinned", DynamoTier::HostPinned),
+            ("disk", DynamoTier::Disk),
+            ("external", DynamoTier::External),
+            ("tape", DynamoTier::Other),
+        ] {
+            assert_eq!(DynamoTier::parse(name), tier, "{name}");
         }
     }
 }

@@ -882,6 +882,7 @@ mod tests {
             event_id: 1,
             dp_rank: 1,
             on_device: true,
+            tier: crate::events::dynamo_wire::DynamoTier::Device,
             data: DynamoData::Stored {
                 parent: None,
                 block_hashes: vec![5],

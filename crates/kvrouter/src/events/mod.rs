@@ -12,7 +12,10 @@
 //! [`KvEvent`]: crate::index::KvEvent
 
 pub mod cursor;
+pub mod dynamo_feeds;
+pub mod dynamo_map;
 pub mod dynamo_wire;
+pub mod dynamo_zmq;
 pub mod endpoint;
 pub mod feed;
 pub mod fold;

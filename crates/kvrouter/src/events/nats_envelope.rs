@@ -17,8 +17,14 @@ use super::feed::ResetReason;
 
 /// Default subject prefix of relayed SGLang batches.
 pub const DEFAULT_RELAY_PREFIX: &str = "kvrouter.kv";
-/// Default subject of Dynamo `RouterEvent`s (any namespace and component).
-pub const DEFAULT_DYNAMO_SUBJECT: &str = "namespace.*.component.*.kv-events";
+/// Default subjects of Dynamo `RouterEvent`s, any namespace, component and endpoint:
+/// Dynamo 1.6.1's endpoint-scoped `namespace.{ns}.component.{comp}.endpoint.{ep}.kv-events`
+/// (`EventScope::Endpoint::subject_prefix()` + `.kv-events`, seen on the wire, see
+/// tests/data/dynamo-1.6.1) and the older component-scoped 5-token form.
+pub const DEFAULT_DYNAMO_SUBJECTS: [&str; 2] = [
+    "namespace.*.component.*.endpoint.*.kv-events",
+    "namespace.*.component.*.kv-events",
+];
 
 pub const HEADER_FORMAT: &str = "Kvr-Format";
 pub const HEADER_WORKER_URL: &str = "Kvr-Worker-Url";

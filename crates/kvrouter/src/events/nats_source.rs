@@ -1,7 +1,8 @@
 //! NATS consumer: reads relayed SGLang batches (`<prefix>.>`, see `nats_envelope`)
 //! and Dynamo `RouterEvent`s (Dynamo's `kv-events` subjects), maps each message's
 //! worker identity (URL, or Dynamo instance id) to this router's `WorkerId`
-//! through a [`WorkerResolver`], and feeds one [`RankFeed`] per (worker, rank).
+//! through a [`WorkerResolver`], and feeds one [`RankFeed`] per (worker, rank) (Dynamo
+//! batches through [`DynamoFeeds`], shared with the Dynamo ZMQ plane).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,11 +11,11 @@ use futures::stream::{select_all, BoxStream};
 use futures::StreamExt;
 use tracing::warn;
 
-use super::dynamo_wire::decode_router_event;
+use super::dynamo_feeds::DynamoFeeds;
 use super::feed::{Payload, RankFeed};
 use super::handle::{LiveSource, SourceHandle};
 use super::metrics::metrics;
-use super::nats_envelope::{self, DEFAULT_DYNAMO_SUBJECT, DEFAULT_RELAY_PREFIX};
+use super::nats_envelope::{self, DEFAULT_DYNAMO_SUBJECTS, DEFAULT_RELAY_PREFIX};
 use super::sink::KvEventSink;
 use crate::workers::{Rank, WorkerId};
 
@@ -48,8 +49,8 @@ where
 pub struct NatsConsumerConfig {
     /// Prefix of relayed SGLang batches (subscribes to `<prefix>.>`); None = off.
     pub relay_prefix: Option<String>,
-    /// Subject of Dynamo `RouterEvent`s (wildcards allowed); None = off.
-    pub dynamo_subject: Option<String>,
+    /// Subjects of Dynamo `RouterEvent`s (wildcards allowed); empty = off.
+    pub dynamo_subjects: Vec<String>,
     /// The router's page size (checked against relayed SGLang stores).
     pub page_size: u32,
 }
@@ -59,7 +60,7 @@ impl NatsConsumerConfig {
     pub fn new(page_size: u32) -> Self {
         Self {
             relay_prefix: Some(DEFAULT_RELAY_PREFIX.to_owned()),
-            dynamo_subject: Some(DEFAULT_DYNAMO_SUBJECT.to_owned()),
+            dynamo_subjects: DEFAULT_DYNAMO_SUBJECTS.map(str::to_owned).to_vec(),
             page_size,
         }
     }
@@ -77,7 +78,6 @@ enum Feed {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum FeedKey {
     Url(String, Rank),
-    Dynamo(u64, Rank),
 }
 
 impl NatsConsumer {
@@ -94,13 +94,14 @@ impl NatsConsumer {
             let sub = client.subscribe(format!("{prefix}.>")).await?;
             streams.push(sub.map(|m| (Feed::Relay, m)).boxed());
         }
-        if let Some(subject) = &config.dynamo_subject {
+        for subject in &config.dynamo_subjects {
             let sub = client.subscribe(subject.clone()).await?;
             streams.push(sub.map(|m| (Feed::Dynamo, m)).boxed());
         }
         client.flush().await?;
         let mut consumer = Consumer {
             page_size: config.page_size,
+            dynamo: DynamoFeeds::new(config.page_size, resolver.clone(), sink.clone()),
             resolver,
             sink,
             feeds: HashMap::new(),
@@ -123,6 +124,7 @@ impl NatsConsumer {
 
 struct Consumer {
     page_size: u32,
+    dynamo: DynamoFeeds,
     resolver: Arc<dyn WorkerResolver>,
     sink: Arc<dyn KvEventSink>,
     feeds: HashMap<FeedKey, RankFeed>,
@@ -144,9 +146,7 @@ impl Consumer {
             self.feeds.remove(&key);
             return None;
         };
-        let rank = match key {
-            FeedKey::Url(_, rank) | FeedKey::Dynamo(_, rank) => rank,
-        };
+        let FeedKey::Url(_, rank) = key;
         let fresh = || {
             RankFeed::new(
                 worker,
@@ -188,22 +188,7 @@ impl Consumer {
     }
 
     fn on_dynamo(&mut self, message: async_nats::Message) {
-        let event = match decode_router_event(&message.payload) {
-            Ok(event) => event,
-            Err(e) => {
-                metrics().decode_errors.with_label_values(&["dynamo"]).inc();
-                if !std::mem::replace(&mut self.warned_envelope, true) {
-                    warn!(subject = %message.subject, error = %e, "kv events: undecodable Dynamo event skipped");
-                }
-                return;
-            }
-        };
-        metrics().batches.with_label_values(&["nats"]).inc();
-        let worker = self.resolver.resolve(WorkerKey::Dynamo(event.worker_id));
-        let label = format!("dynamo:{}", event.worker_id);
-        let key = FeedKey::Dynamo(event.worker_id, event.dp_rank);
-        if let Some(feed) = self.feed(key, worker, &label, 1) {
-            feed.offer(event.event_id, Payload::Dynamo(&event), false);
-        }
+        self.dynamo
+            .on_message("nats", message.subject.as_str(), &message.payload);
     }
 }

@@ -19,9 +19,9 @@ use super::sink::KvEventSink;
 use crate::backoff::ExponentialBackoff;
 use crate::workers::{Rank, WorkerId};
 
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Resubscribe schedule: 100 ms doubling to 5 s, no jitter.
-const RESUBSCRIBE_BACKOFF: ExponentialBackoff =
+pub(crate) const RESUBSCRIBE_BACKOFF: ExponentialBackoff =
     ExponentialBackoff::constant(Duration::from_millis(100), Duration::from_secs(5));
 /// Per-step timeout of a replay (connect, then each reply).
 pub const REPLAY_TIMEOUT: Duration = Duration::from_secs(2);

@@ -67,14 +67,17 @@ pub struct KvRuntime {
     /// JetStream consumer mode: each worker's feed and whether it has caught up.
     js_feeds: Mutex<HashMap<WorkerId, (SourceHandle, Arc<CatchUp>)>>,
     js_consumer: bool,
+    /// One source per `--dynamo-zmq-endpoint` (Dynamo's ZMQ event plane); dropping stops them.
+    _dynamo_zmq: Vec<SourceHandle>,
 }
 
 impl KvRuntime {
     /// Builds the index and starts following `registry` (call inside a tokio runtime, before
     /// workers are registered; already registered ones are picked up too).
     pub fn start(page_size: u32, config: &KvConfig, registry: &Registry) -> Arc<KvRuntime> {
+        let index = Arc::new(KvIndex::new(page_size));
         let rt = Arc::new(KvRuntime {
-            index: Arc::new(KvIndex::new(page_size)),
+            index: index.clone(),
             loads: Arc::new(UnitLoads::default()),
             rates: Arc::new(UnitRates::new(RateSettings {
                 enabled: config.learn_rates,
@@ -90,17 +93,24 @@ impl KvRuntime {
             js_stream: Mutex::new(None),
             js_feeds: Mutex::new(HashMap::new()),
             js_consumer: config.jetstream.is_some() && !config.publish_events,
+            _dynamo_zmq: crate::events::dynamo_zmq::spawn_all(
+                &config.dynamo,
+                page_size,
+                registry.watch(),
+                index,
+            ),
         });
         let mut events = registry.subscribe();
         let weak = Arc::downgrade(&rt);
         let existing = registry.snapshot();
         let nats = config.nats_url.clone().map(|u| (u, config.publish_events));
         let jetstream = config.jetstream.clone();
+        let dynamo = config.dynamo.clone();
         let watch = registry.watch();
         tokio::spawn(async move {
             if let Some((url, publish)) = nats {
                 let Some(rt) = weak.upgrade() else { return };
-                if let Err(e) = rt.start_nats(&url, publish, jetstream, watch).await {
+                if let Err(e) = rt.start_nats(&url, publish, jetstream, dynamo, watch).await {
                     tracing::error!(nats_url = %url, error = %e, "cannot start the NATS KV event feed");
                 }
             }
@@ -136,10 +146,14 @@ impl KvRuntime {
         url: &str,
         publish: bool,
         jetstream: Option<JetStreamConfig>,
+        dynamo: crate::events::dynamo_map::DynamoSettings,
         watch: tokio::sync::watch::Receiver<crate::workers::Snapshot>,
     ) -> anyhow::Result<()> {
         let client = async_nats::connect(url).await?;
         let mut cfg = NatsConsumerConfig::new(self.index.page_size());
+        if !dynamo.subjects.is_empty() {
+            cfg.dynamo_subjects = dynamo.subjects.clone();
+        }
         if let Some(js) = jetstream {
             // Relayed batches come from the stream (per worker); core NATS keeps Dynamo only.
             cfg.relay_prefix = None;
@@ -164,7 +178,7 @@ impl KvRuntime {
                 .iter()
                 .find(|w| w.url == u.trim_end_matches('/'))
                 .map(|w| w.id),
-            WorkerKey::Dynamo(_) => None,
+            WorkerKey::Dynamo(id) => dynamo.workers.resolve(&watch.borrow(), id),
         };
         let sink: Arc<dyn KvEventSink> = self.index.clone();
         let handle = NatsConsumer::start(client, cfg, Arc::new(resolver), sink).await?;
