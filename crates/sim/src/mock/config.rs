@@ -5,6 +5,7 @@ use clap::Parser;
 use serde::{Deserialize, Serialize};
 
 use crate::mock::engine::{Roofline, SchedulePolicy, TimingModel};
+use crate::mock::kv_events::EventFormat;
 
 /// `sglang-mock` command line (flag names as SGLang's `launch_server`).
 #[derive(Parser, Debug, Clone)]
@@ -111,6 +112,11 @@ pub struct MockArgs {
     /// Tokio worker threads (HTTP and schedulers share them).
     #[arg(long, default_value_t = 2)]
     pub worker_threads: usize,
+    /// KV-event shape: `tagged` (SGLang 0.5.23: msgspec tagged maps, merged events,
+    /// 4-frame replay answers) or `positional` (the 0.5.9-era arrays, one event per
+    /// tree node, 3-frame replay answers).
+    #[arg(long, default_value = "tagged")]
+    pub kv_events_format: EventFormat,
 }
 
 fn parse_coeffs(s: &str) -> Result<[f64; 3], String> {
