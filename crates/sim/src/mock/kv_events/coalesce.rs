@@ -88,11 +88,19 @@ mod tests {
         ];
         let out = coalesce(evs);
         assert_eq!(out.len(), 7);
-        assert!(matches!(&out[0], CacheEvent::Stored { hashes, tokens, .. } if hashes == &[1, 2, 3] && tokens.len() == 12));
+        assert!(
+            matches!(&out[0], CacheEvent::Stored { hashes, tokens, .. } if hashes == &[1, 2, 3] && tokens.len() == 12)
+        );
         // parent 3 is not the tail's last hash (9): a new event
         assert!(matches!(&out[2], CacheEvent::Stored { hashes, .. } if hashes == &[10]));
         assert_eq!(out[3], CacheEvent::removed(vec![3, 1, 2]));
-        assert!(matches!(&out[4], CacheEvent::Removed { medium: Medium::CpuPinned, .. }));
+        assert!(matches!(
+            &out[4],
+            CacheEvent::Removed {
+                medium: Medium::CpuPinned,
+                ..
+            }
+        ));
         assert_eq!(&out[5..], &[CacheEvent::Cleared, CacheEvent::Cleared]);
     }
 
@@ -106,7 +114,10 @@ mod tests {
             cache_salt: Some("t".into()),
             lora_name: None,
         };
-        let out = coalesce(vec![CacheEvent::stored(vec![1, 2], None, vec![0; 8]), salted]);
+        let out = coalesce(vec![
+            CacheEvent::stored(vec![1, 2], None, vec![0; 8]),
+            salted,
+        ]);
         assert_eq!(out.len(), 2);
     }
 }

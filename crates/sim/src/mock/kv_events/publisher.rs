@@ -118,7 +118,13 @@ pub fn spawn(
     format: EventFormat,
 ) -> PublisherHandle {
     let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(run(sockets, Bytes::from(topic), buffer_steps.max(1), format, rx));
+    tokio::spawn(run(
+        sockets,
+        Bytes::from(topic),
+        buffer_steps.max(1),
+        format,
+        rx,
+    ));
     PublisherHandle {
         tx: Some(tx),
         format,
