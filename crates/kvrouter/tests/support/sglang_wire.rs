@@ -40,7 +40,7 @@ fn hashes(v: &V) -> Vec<i64> {
     v.as_array().expect("hashes").iter().map(as_i64).collect()
 }
 
-/// Decodes a msgpack payload with rmpv, following the spec (tag string first, arrays).
+/// Decodes a msgpack payload with rmpv, following the spec (tagged maps or arrays).
 pub fn decode_payload(payload: &[u8]) -> (f64, Vec<Ev>, Option<i64>) {
     let v = rmpv::decode::read_value(&mut Cursor::new(payload)).expect("valid msgpack");
     let outer = v.as_array().expect("batch is an array");
@@ -51,34 +51,65 @@ pub fn decode_payload(payload: &[u8]) -> (f64, Vec<Ev>, Option<i64>) {
         .as_array()
         .expect("events array")
         .iter()
-        .map(|e| {
-            let a = e.as_array().expect("event is an array (array_like)");
-            match a[0].as_str().expect("tag string first") {
-                "BlockStored" => Ev::Stored {
-                    hashes: hashes(&a[1]),
-                    parent: if a[2].is_nil() {
-                        None
-                    } else {
-                        Some(as_i64(&a[2]))
-                    },
-                    tokens: a[3]
-                        .as_array()
-                        .expect("tokens")
-                        .iter()
-                        .map(|t| t.as_u64().expect("token"))
-                        .collect(),
-                    block_size: a[4].as_u64().expect("block_size"),
-                    medium: a.get(6).and_then(|m| m.as_str().map(str::to_string)),
-                },
-                "BlockRemoved" => Ev::Removed {
-                    hashes: hashes(&a[1]),
-                },
-                "AllBlocksCleared" => Ev::Cleared,
-                other => panic!("unknown tag {other}"),
-            }
-        })
+        .map(decode_event)
         .collect();
     (ts, events, rank)
+}
+
+/// One event: a msgspec tagged map (`{"type": ..., field: ...}`, SGLang 0.5.23) or a
+/// positional array (`["BlockStored", ...]`, the 0.5.9-era shape).
+fn decode_event(e: &V) -> Ev {
+    if let Some(map) = e.as_map() {
+        let get = |k: &str| {
+            map.iter()
+                .find(|(key, _)| key.as_str() == Some(k))
+                .map(|(_, v)| v)
+        };
+        let ty = get("type").and_then(|v| v.as_str()).expect("type tag");
+        return match ty {
+            "BlockStored" => Ev::Stored {
+                hashes: hashes(get("block_hashes").expect("block_hashes")),
+                parent: get("parent_block_hash").filter(|v| !v.is_nil()).map(as_i64),
+                tokens: tokens(get("token_ids").expect("token_ids")),
+                block_size: get("block_size")
+                    .and_then(|v| v.as_u64())
+                    .expect("block_size"),
+                medium: get("medium").and_then(|m| m.as_str().map(str::to_string)),
+            },
+            "BlockRemoved" => Ev::Removed {
+                hashes: hashes(get("block_hashes").expect("block_hashes")),
+            },
+            "AllBlocksCleared" => Ev::Cleared,
+            other => panic!("unknown tag {other}"),
+        };
+    }
+    let a = e.as_array().expect("event is a map or an array");
+    match a[0].as_str().expect("tag string first") {
+        "BlockStored" => Ev::Stored {
+            hashes: hashes(&a[1]),
+            parent: if a[2].is_nil() {
+                None
+            } else {
+                Some(as_i64(&a[2]))
+            },
+            tokens: tokens(&a[3]),
+            block_size: a[4].as_u64().expect("block_size"),
+            medium: a.get(6).and_then(|m| m.as_str().map(str::to_string)),
+        },
+        "BlockRemoved" => Ev::Removed {
+            hashes: hashes(&a[1]),
+        },
+        "AllBlocksCleared" => Ev::Cleared,
+        other => panic!("unknown tag {other}"),
+    }
+}
+
+fn tokens(v: &V) -> Vec<u64> {
+    v.as_array()
+        .expect("tokens")
+        .iter()
+        .map(|t| t.as_u64().expect("token"))
+        .collect()
 }
 
 /// An SGLang `KVEventBatch` `[ts, events, rank]`, msgpack-encoded.

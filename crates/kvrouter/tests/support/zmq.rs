@@ -132,14 +132,20 @@ pub async fn replay(endpoint: &str, start: u64) -> Vec<Batch> {
             .expect("replay reply")
             .expect("recv");
         let frames = msg.into_vec();
-        assert_eq!(frames.len(), 3, "replay replies are [\"\", seq, payload]");
+        // SGLang 0.5.23 answers ["", topic, seq, payload] and ends ["", "", -1, ""];
+        // the positional (0.5.9-era) mock answers ["", seq, payload].
+        assert!(
+            frames.len() == 4 || frames.len() == 3,
+            "replay replies are [\"\", topic, seq, payload] (or [\"\", seq, payload])"
+        );
         assert!(frames[0].is_empty());
-        let seq = i64::from_be_bytes(frames[1][..].try_into().expect("8-byte seq"));
+        let n = frames.len();
+        let seq = i64::from_be_bytes(frames[n - 2][..].try_into().expect("8-byte seq"));
         if seq == -1 {
-            assert!(frames[2].is_empty());
+            assert!(frames[n - 1].is_empty());
             return out;
         }
-        let (ts, events, rank) = decode_payload(&frames[2]);
+        let (ts, events, rank) = decode_payload(&frames[n - 1]);
         out.push(Batch {
             seq: seq as u64,
             ts,

@@ -5,6 +5,7 @@ use clap::Parser;
 use serde::{Deserialize, Serialize};
 
 use crate::mock::engine::{Roofline, SchedulePolicy, TimingModel};
+use crate::mock::kv_events::EventFormat;
 
 /// `sglang-mock` command line (flag names as SGLang's `launch_server`).
 #[derive(Parser, Debug, Clone)]
@@ -125,6 +126,12 @@ pub struct MockArgs {
     /// binds base + r and publishes `LoadStat` (`managers/scheduler_components/load_publisher.py`).
     #[arg(long)]
     pub load_publish_endpoint: Option<String>,
+
+    /// KV-event shape: `tagged` (SGLang 0.5.23: msgspec tagged maps, merged events,
+    /// 4-frame replay answers) or `positional` (the 0.5.9-era arrays, one event per
+    /// tree node, 3-frame replay answers).
+    #[arg(long, default_value = "tagged")]
+    pub kv_events_format: EventFormat,
 }
 
 /// The running-request limit when `--max-running-requests` is not given (what SGLang 0.5.23

@@ -57,6 +57,7 @@ pub async fn start(args: MockArgs) -> anyhow::Result<RunningMock> {
         args.kv_events_config.as_deref(),
         &args.host,
         args.dp_size,
+        args.kv_events_format,
     )
     .await
     .map_err(|e| anyhow!(e))?;

@@ -8,27 +8,12 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 use super::block_hash::{event_hash, page_digest, PageDigest};
+use super::event::CacheEvent;
 
 /// Index of a node in the arena; [`ROOT`] is the empty prefix.
 pub type NodeId = usize;
 /// The root node (never evicted, holds no pages).
 pub const ROOT: NodeId = 0;
-
-/// A change to the set of resident pages, in SGLang's event vocabulary.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CacheEvent {
-    /// Pages newly resident: their hashes, the hash of the preceding page (`None` at the
-    /// root) and all their tokens.
-    Stored {
-        hashes: Vec<i64>,
-        parent: Option<i64>,
-        tokens: Vec<u32>,
-    },
-    /// Pages evicted.
-    Removed { hashes: Vec<i64> },
-    /// Everything dropped.
-    Cleared,
-}
 
 /// Where an insertion ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,11 +214,8 @@ impl RadixCache {
             self.nodes[node].children.insert(k, leaf);
             self.tree_pages += pages;
             self.evictable_pages += pages;
-            self.events.push(CacheEvent::Stored {
-                hashes,
-                parent: parent_hash,
-                tokens,
-            });
+            self.events
+                .push(CacheEvent::stored(hashes, parent_hash, tokens));
             node = leaf;
             pos = key.len();
         }
@@ -304,9 +286,9 @@ impl RadixCache {
             .remove(&page_key(&node.tokens[..self.page]));
         self.tree_pages -= pages;
         self.evictable_pages -= pages;
-        self.events.push(CacheEvent::Removed {
-            hashes: node.digests.iter().map(event_hash).collect(),
-        });
+        self.events.push(CacheEvent::removed(
+            node.digests.iter().map(event_hash).collect(),
+        ));
         self.free.push(id);
         pages
     }
@@ -350,7 +332,7 @@ mod tests {
         assert_eq!(c.match_prefix(&toks(7, 0)).1, 4);
         let ev = c.take_events();
         assert!(
-            matches!(&ev[0], CacheEvent::Stored { hashes, parent: None, tokens } if hashes.len() == 2 && tokens.len() == 8)
+            matches!(&ev[0], CacheEvent::Stored { hashes, parent: None, tokens, .. } if hashes.len() == 2 && tokens.len() == 8)
         );
     }
 
@@ -391,7 +373,7 @@ mod tests {
         assert_eq!(c.match_prefix(&[2, 2]).1, 0);
         assert_eq!(c.match_prefix(&[1, 1]).1, 2);
         assert!(
-            matches!(&c.take_events()[..], [CacheEvent::Removed { hashes }] if hashes.len() == 1)
+            matches!(&c.take_events()[..], [CacheEvent::Removed { hashes, .. }] if hashes.len() == 1)
         );
         c.reset();
         assert_eq!(c.take_events(), vec![CacheEvent::Cleared]);

@@ -11,7 +11,6 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::request::{EngineRequest, Reply};
 use super::scheduler::{PauseMode, Scheduler, Snapshot};
-use crate::mock::kv_events::encode::encode_batch;
 use crate::mock::kv_events::PublisherHandle;
 use crate::mock::metrics::MockMetrics;
 
@@ -237,7 +236,7 @@ impl Driver {
                 .map(|d| d.as_secs_f64())
                 .unwrap_or(0.0);
             self.publisher
-                .publish(encode_batch(ts, &events, self.page_size, self.rank));
+                .publish_events(ts, events, self.page_size, self.rank);
         }
     }
 

@@ -1,10 +1,12 @@
 //! KV events in SGLang's wire format: msgpack encoding, endpoint rules and the per-rank
 //! ZMQ PUB + ROUTER replay publisher.
 
+pub mod coalesce;
 pub mod encode;
 pub mod endpoint;
 pub mod publisher;
 
+pub use encode::EventFormat;
 use endpoint::Endpoint;
 pub use publisher::PublisherHandle;
 
@@ -26,6 +28,7 @@ pub async fn start(
     raw_json: Option<&str>,
     bind_host: &str,
     dp_size: usize,
+    format: EventFormat,
 ) -> Result<Publishers, String> {
     let Some(cfg) = cfg.filter(|c| c.enabled()) else {
         return Ok(Publishers {
@@ -45,7 +48,7 @@ pub async fn start(
             Ok((sockets, pub0, replay0)) => {
                 let per_rank = sockets
                     .into_iter()
-                    .map(|s| publisher::spawn(s, cfg.topic.clone(), cfg.buffer_steps))
+                    .map(|s| publisher::spawn(s, cfg.topic.clone(), cfg.buffer_steps, format))
                     .collect();
                 let mut reported: serde_json::Value = raw_json
                     .and_then(|j| serde_json::from_str(j).ok())

@@ -1,7 +1,10 @@
 //! The per-rank ZMQ publisher: a PUB socket sending `[topic, seq (8B BE), payload]` with
 //! `seq` counting from 0, a ring of the last `buffer_steps` batches, and a ROUTER replay
-//! socket answering `[identity, "", start_seq]` with `["", seq, payload]` per buffered
-//! batch with `seq >= start_seq`, then `["", -1, ""]`.
+//! socket answering `[identity, "", start_seq]` with `[identity, "", topic, seq, payload]`
+//! per buffered batch with `seq >= start_seq`, then `[identity, "", "", -1, ""]`
+//! (SGLang 0.5.23 `ZmqEventPublisher._service_replay`: the DEALER sees 4 frames). With
+//! the positional format the older 3-frame answer `["", seq, payload]` / `["", -1, ""]`
+//! is kept.
 
 use std::collections::VecDeque;
 
@@ -9,18 +12,35 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use zeromq::{PubSocket, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
+use super::coalesce::coalesce;
+use super::encode::{encode_batch, EventFormat};
 use super::endpoint::Endpoint;
+use crate::mock::cache::CacheEvent;
 
 /// Sends encoded batches to a rank's publisher task (a no-op when events are off).
 #[derive(Debug, Clone, Default)]
 pub struct PublisherHandle {
     tx: Option<mpsc::UnboundedSender<Bytes>>,
+    format: EventFormat,
 }
 
 impl PublisherHandle {
     /// A handle that drops everything.
     pub fn disabled() -> PublisherHandle {
-        PublisherHandle { tx: None }
+        PublisherHandle::default()
+    }
+
+    /// Encodes one scheduler step's events as a batch and queues it. In the tagged
+    /// (0.5.23) format the events are merged first as SGLang's recorder merges them.
+    pub fn publish_events(&self, ts: f64, events: Vec<CacheEvent>, block_size: usize, rank: u32) {
+        if self.tx.is_none() {
+            return;
+        }
+        let events = match self.format {
+            EventFormat::Tagged => coalesce(events),
+            EventFormat::Positional => events,
+        };
+        self.publish(encode_batch(ts, &events, block_size, rank, self.format));
     }
 
     /// True when batches are actually published.
@@ -91,16 +111,31 @@ fn with_actual_port(ep: &Endpoint, bound: &str) -> Endpoint {
 }
 
 /// Starts the publisher task of one rank and returns its handle.
-pub fn spawn(sockets: RankSockets, topic: String, buffer_steps: usize) -> PublisherHandle {
+pub fn spawn(
+    sockets: RankSockets,
+    topic: String,
+    buffer_steps: usize,
+    format: EventFormat,
+) -> PublisherHandle {
     let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(run(sockets, Bytes::from(topic), buffer_steps.max(1), rx));
-    PublisherHandle { tx: Some(tx) }
+    tokio::spawn(run(
+        sockets,
+        Bytes::from(topic),
+        buffer_steps.max(1),
+        format,
+        rx,
+    ));
+    PublisherHandle {
+        tx: Some(tx),
+        format,
+    }
 }
 
 async fn run(
     sockets: RankSockets,
     topic: Bytes,
     buffer_steps: usize,
+    format: EventFormat,
     mut rx: mpsc::UnboundedReceiver<Bytes>,
 ) {
     let RankSockets {
@@ -133,7 +168,7 @@ async fn run(
             }
             req = recv_replay(&mut replay) => {
                 match req {
-                    Ok(msg) => answer_replay(replay.as_mut(), msg, &ring).await,
+                    Ok(msg) => answer_replay(replay.as_mut(), msg, &ring, replay_topic(format, &topic)).await,
                     Err(e) => tracing::debug!("replay socket: {e}"),
                 }
             }
@@ -148,10 +183,17 @@ async fn recv_replay(replay: &mut Option<RouterSocket>) -> Result<ZmqMessage, ze
     }
 }
 
+/// The topic frame of replay answers: SGLang 0.5.23 sends it (`None` = the older
+/// 3-frame answer without it).
+fn replay_topic(format: EventFormat, topic: &Bytes) -> Option<&Bytes> {
+    (format == EventFormat::Tagged).then_some(topic)
+}
+
 async fn answer_replay(
     socket: Option<&mut RouterSocket>,
     msg: ZmqMessage,
     ring: &VecDeque<(u64, Bytes)>,
+    topic: Option<&Bytes>,
 ) {
     let Some(socket) = socket else { return };
     let frames = msg.into_vec();
@@ -169,25 +211,27 @@ async fn answer_replay(
     let mut start = [0u8; 8];
     start.copy_from_slice(last);
     let start = u64::from_be_bytes(start);
+    let frames_of = |topic_frame: Option<Bytes>, seq: [u8; 8], payload: Bytes| {
+        let mut f = vec![identity.clone(), Bytes::new()];
+        f.extend(topic_frame);
+        f.push(Bytes::copy_from_slice(&seq));
+        f.push(payload);
+        f
+    };
     for (seq, payload) in ring.iter().filter(|(s, _)| *s >= start) {
-        let reply = vec![
-            identity.clone(),
-            Bytes::new(),
-            Bytes::copy_from_slice(&seq.to_be_bytes()),
-            payload.clone(),
-        ];
+        let reply = frames_of(topic.cloned(), seq.to_be_bytes(), payload.clone());
         if let Ok(m) = ZmqMessage::try_from(reply) {
             if socket.send(m).await.is_err() {
                 return;
             }
         }
     }
-    let end = vec![
-        identity.clone(),
+    // End marker: the topic frame is empty (SGLang sends `b""`, not the topic).
+    let end = frames_of(
+        topic.map(|_| Bytes::new()),
+        (-1i64).to_be_bytes(),
         Bytes::new(),
-        Bytes::copy_from_slice(&(-1i64).to_be_bytes()),
-        Bytes::new(),
-    ];
+    );
     if let Ok(m) = ZmqMessage::try_from(end) {
         let _ = socket.send(m).await;
     }

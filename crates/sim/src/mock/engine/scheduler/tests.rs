@@ -139,7 +139,7 @@ fn events_replayed_reproduce_the_resident_set() {
         for e in evs {
             match e {
                 CacheEvent::Stored { hashes, .. } => resident.extend(hashes),
-                CacheEvent::Removed { hashes } => {
+                CacheEvent::Removed { hashes, .. } => {
                     removals += 1;
                     for h in hashes {
                         assert!(resident.remove(&h), "removed a block never stored");
