@@ -302,13 +302,13 @@ async fn dp_ranks_publish_on_offset_ports() {
     }
     ranks.sort();
     assert_eq!(ranks, [0, 0, 1, 1]);
-    let load: serde_json::Value = reqwest::get(format!("{}/get_load", m.url))
+    let load: serde_json::Value = reqwest::get(format!("{}/v1/loads", m.url))
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
-    assert_eq!(load.as_array().unwrap().len(), 2);
+    assert_eq!(load["loads"].as_array().unwrap().len(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

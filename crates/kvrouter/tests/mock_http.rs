@@ -375,14 +375,17 @@ async fn info_load_metrics_and_errors() {
         .await
         .unwrap();
     assert_eq!(models["data"][0]["id"], "qwen");
-    let load: Value = reqwest::get(format!("{}/get_load", m.url))
+    // SGLang 0.5.23 has no /get_load (the mock answers 404 unless --sglang-version 0.5.9).
+    let gone = reqwest::get(format!("{}/get_load", m.url)).await.unwrap();
+    assert_eq!(gone.status(), 404);
+    let load: Value = reqwest::get(format!("{}/v1/loads", m.url))
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
-    assert_eq!(load[0]["dp_rank"], 0);
-    assert!(load[0]["num_reqs"].is_u64());
+    assert_eq!(load["loads"][0]["dp_rank"], 0);
+    assert!(load["loads"][0]["num_running_reqs"].is_u64());
     let loads = reqwest::get(format!("{}/v1/loads?include=core", m.url))
         .await
         .unwrap();

@@ -171,14 +171,17 @@ async fn a_worker_killed_before_answering_is_retried_elsewhere() {
                 let finished = req.is_finished();
                 async move {
                     let load: Value = c
-                        .get(format!("{slow_url}/get_load"))
+                        .get(format!("{slow_url}/v1/loads?include=core"))
                         .send()
                         .await
                         .unwrap()
                         .json()
                         .await
                         .unwrap();
-                    finished || load[0]["num_reqs"].as_u64().unwrap_or(0) > 0
+                    finished
+                        || load["loads"][0]["num_running_reqs"].as_u64().unwrap_or(0)
+                            + load["loads"][0]["num_waiting_reqs"].as_u64().unwrap_or(0)
+                            > 0
                 }
             },
         )

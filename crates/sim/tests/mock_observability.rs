@@ -127,11 +127,19 @@ fn roofline_lpm_mock_reports_sglang_timings_and_load() {
         }
     }
 
-    let (_, load) = http(&m.addr, "GET", "/get_load", None);
+    let (status, _) = http(&m.addr, "GET", "/get_load", None);
+    assert_eq!(status, 404, "SGLang 0.5.23 has no /get_load");
+    let (_, load) = http(&m.addr, "GET", "/v1/loads", None);
     let load: Value = serde_json::from_str(&load).unwrap();
+    let load = &load["loads"];
     assert_eq!(load.as_array().unwrap().len(), 2);
     for r in load.as_array().unwrap() {
-        for k in ["dp_rank", "num_reqs", "num_waiting_reqs", "num_tokens"] {
+        for k in [
+            "dp_rank",
+            "num_running_reqs",
+            "num_waiting_reqs",
+            "max_total_num_tokens",
+        ] {
             assert!(r[k].is_u64(), "{k} in {r}");
         }
     }

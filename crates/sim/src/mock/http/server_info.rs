@@ -212,7 +212,9 @@ mod tests {
     fn reference_parses_with_internal_state() {
         let t = template();
         assert!(t.top.len() > 500, "{}", t.top.len());
-        assert!(t.internal.contains_key("effective_max_running_requests_per_dp"));
+        assert!(t
+            .internal
+            .contains_key("effective_max_running_requests_per_dp"));
         assert_eq!(t.top.get("version"), Some(&json!("0.5.23")));
     }
 
@@ -233,7 +235,13 @@ mod tests {
                    "replay_endpoint_port_base": 19002})
         );
         assert!(describe_kv_events(Some(r#"{"publisher":"null"}"#), 16, 1, None).is_none());
-        assert!(describe_kv_events(Some(r#"{"publisher":"zmq","endpoint":"ipc:///x"}"#), 16, 1, None).is_none());
+        assert!(describe_kv_events(
+            Some(r#"{"publisher":"zmq","endpoint":"ipc:///x"}"#),
+            16,
+            1,
+            None
+        )
+        .is_none());
         assert!(describe_kv_events(None, 16, 1, None).is_none());
     }
 }

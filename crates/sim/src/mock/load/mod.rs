@@ -28,16 +28,20 @@ pub fn resolve_reported(
         return Ok(None);
     }
     let Some(raw) = reported_kv_config else {
-        return Err("--load-publish-endpoint requires --kv-events-config: routers discover \
+        return Err(
+            "--load-publish-endpoint requires --kv-events-config: routers discover \
                     the load range through /server_info's kv_events block, absent without a \
                     publisher."
-            .into());
+                .into(),
+        );
     };
     let cfg = KvEventsConfig::parse(raw)?;
     if !cfg.enabled() || cfg.endpoint.is_empty() {
-        return Err("--load-publish-endpoint needs an active --kv-events-config publisher; \
+        return Err(
+            "--load-publish-endpoint needs an active --kv-events-config publisher; \
                     got publisher='null' or an empty endpoint."
-            .into());
+                .into(),
+        );
     }
     range::resolve(
         Some(&cfg.endpoint),
@@ -73,7 +77,9 @@ pub async fn start(range: &LoadRange, args: &MockArgs, ranks: &[RankHandle]) {
         };
         let mut socket = PubSocket::new();
         if let Err(e) = socket.bind(&addr).await {
-            tracing::warn!("load-publisher disabled: failed to bind the load socket at {addr}: {e}");
+            tracing::warn!(
+                "load-publisher disabled: failed to bind the load socket at {addr}: {e}"
+            );
             continue;
         }
         let c = publisher::RankConst {
@@ -100,15 +106,22 @@ mod tests {
         assert_eq!(resolve_reported(None, 1, Some("off")), Ok(None));
         assert!(resolve_reported(None, 1, Some("auto")).is_err());
         assert!(resolve_reported(Some(r#"{"publisher":"null"}"#), 1, Some("auto")).is_err());
-        let cfg = r#"{"publisher":"zmq","endpoint":"tcp://*:19001","replay_endpoint":"tcp://*:19002"}"#;
+        let cfg =
+            r#"{"publisher":"zmq","endpoint":"tcp://*:19001","replay_endpoint":"tcp://*:19002"}"#;
         assert_eq!(
-            resolve_reported(Some(cfg), 1, Some("auto")).unwrap().unwrap().base,
+            resolve_reported(Some(cfg), 1, Some("auto"))
+                .unwrap()
+                .unwrap()
+                .base,
             19003
         );
         let range = LoadRange {
             host: "*".into(),
             base: 19003,
         };
-        assert_eq!(bind_addr(&range, "127.0.0.1", 1).unwrap(), "tcp://127.0.0.1:19004");
+        assert_eq!(
+            bind_addr(&range, "127.0.0.1", 1).unwrap(),
+            "tcp://127.0.0.1:19004"
+        );
     }
 }

@@ -134,9 +134,19 @@ mod tests {
     #[test]
     fn auto_packs_after_kv_and_past_replay() {
         // The reference run: KV 19001, replay 19002 -> load 19003 (dp 1); dp 2 -> 19004.
-        let r = resolve(Some("tcp://*:19001"), Some("tcp://*:19002"), 1, Some("auto"));
+        let r = resolve(
+            Some("tcp://*:19001"),
+            Some("tcp://*:19002"),
+            1,
+            Some("auto"),
+        );
         assert_eq!(r.unwrap().unwrap().base, 19003);
-        let r = resolve(Some("tcp://*:19001"), Some("tcp://*:19002"), 2, Some("auto"));
+        let r = resolve(
+            Some("tcp://*:19001"),
+            Some("tcp://*:19002"),
+            2,
+            Some("auto"),
+        );
         assert_eq!(r.unwrap().unwrap().base, 19004);
         let r = resolve(Some("tcp://*:5557"), None, 2, Some("AUTO"));
         assert_eq!(
@@ -146,20 +156,31 @@ mod tests {
                 base: 5559
             })
         );
-        let r = resolve(Some("tcp://0.0.0.0:19078"), Some("tcp://0.0.0.0:19079"), 1, Some("auto"));
+        let r = resolve(
+            Some("tcp://0.0.0.0:19078"),
+            Some("tcp://0.0.0.0:19079"),
+            1,
+            Some("auto"),
+        );
         assert_eq!(r.unwrap().unwrap().base, 19080);
     }
 
     #[test]
     fn off_and_declines() {
         assert_eq!(resolve(Some("tcp://*:5557"), None, 1, None), Ok(None));
-        assert_eq!(resolve(Some("tcp://*:5557"), None, 1, Some(" off ")), Ok(None));
+        assert_eq!(
+            resolve(Some("tcp://*:5557"), None, 1, Some(" off ")),
+            Ok(None)
+        );
         // auto needs a wildcard host.
         assert!(resolve(Some("tcp://127.0.0.1:5557"), None, 1, Some("auto")).is_err());
         assert!(resolve(None, None, 1, Some("auto")).is_err());
         // explicit: bindable, no overlap, below the u16 ceiling.
         assert_eq!(
-            resolve(Some("tcp://*:5557"), None, 1, Some("tcp://*:6000")).unwrap().unwrap().base,
+            resolve(Some("tcp://*:5557"), None, 1, Some("tcp://*:6000"))
+                .unwrap()
+                .unwrap()
+                .base,
             6000
         );
         assert!(resolve(Some("tcp://*:5557"), None, 1, Some("tcp://10.0.0.1:6000")).is_err());
@@ -170,7 +191,10 @@ mod tests {
 
     #[test]
     fn endpoint_parses() {
-        assert_eq!(advertisable(Some("tcp://[::]:5557")), Some(("[::]".into(), 5557)));
+        assert_eq!(
+            advertisable(Some("tcp://[::]:5557")),
+            Some(("[::]".into(), 5557))
+        );
         assert_eq!(advertisable(Some("tcp://::1:5557")), None);
         assert_eq!(advertisable(Some("tcp://*:0")), None);
         assert_eq!(advertisable(Some("tcp://host:99999")), None);

@@ -78,6 +78,9 @@ mod tests {
             ..LoadStat::default()
         };
         let hex: String = s.encode().iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(hex, "9ba84c6f6164537461740000cd0150ce000100000000cd0150cd01000000");
+        assert_eq!(
+            hex,
+            "9ba84c6f6164537461740000cd0150ce000100000000cd0150cd01000000"
+        );
     }
 }
