@@ -7,7 +7,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use crate::index::KvEvent;
+use crate::index::{KvEvent, Placement};
 use crate::workers::{Rank, WorkerId};
 
 /// Receives every event the event sources accept, in per-(worker, rank) order.
@@ -22,6 +22,22 @@ pub trait KvEventSink: Send + Sync + 'static {
     /// (the sink then cleared it; the feed marks it recovering). The default never does.
     fn apply_checked(&self, worker: WorkerId, rank: Rank, event: KvEvent) -> Absorbed {
         self.apply(worker, rank, event);
+        Absorbed::Ok
+    }
+
+    /// [`KvEventSink::apply_checked`] for an event of a namespace and / or a lower tier
+    /// (`place`, see `index::Placement`). The default applies default placements and drops
+    /// the rest (a sink that does not know namespaces must not mix them into the default one).
+    fn apply_placed(
+        &self,
+        worker: WorkerId,
+        rank: Rank,
+        place: Placement,
+        event: KvEvent,
+    ) -> Absorbed {
+        if place.is_default() {
+            return self.apply_checked(worker, rank, event);
+        }
         Absorbed::Ok
     }
 
@@ -54,6 +70,15 @@ impl<S: KvEventSink + ?Sized> KvEventSink for Arc<S> {
     fn apply_checked(&self, worker: WorkerId, rank: Rank, event: KvEvent) -> Absorbed {
         (**self).apply_checked(worker, rank, event)
     }
+    fn apply_placed(
+        &self,
+        worker: WorkerId,
+        rank: Rank,
+        place: Placement,
+        event: KvEvent,
+    ) -> Absorbed {
+        (**self).apply_placed(worker, rank, place, event)
+    }
     fn set_recovering(&self, worker: WorkerId, rank: Rank, recovering: bool) {
         (**self).set_recovering(worker, rank, recovering)
     }
@@ -83,6 +108,8 @@ pub enum Absorbed {
 pub enum Record {
     Event(WorkerId, Rank, KvEvent),
     Recovering(WorkerId, Rank, bool),
+    /// An event of a namespace or lower tier ([`KvEventSink::apply_placed`]).
+    Placed(WorkerId, Rank, Placement, KvEvent),
 }
 
 /// Records every call; tests wait on it with [`RecordingSink::wait_until`].
@@ -109,7 +136,7 @@ impl RecordingSink {
             .iter()
             .filter_map(|r| match r {
                 Record::Event(w, k, e) => Some((*w, *k, e.clone())),
-                Record::Recovering(..) => None,
+                Record::Recovering(..) | Record::Placed(..) => None,
             })
             .collect()
     }
@@ -138,6 +165,19 @@ impl RecordingSink {
 impl KvEventSink for RecordingSink {
     fn apply(&self, worker: WorkerId, rank: Rank, event: KvEvent) {
         self.push(Record::Event(worker, rank, event));
+    }
+    fn apply_placed(
+        &self,
+        worker: WorkerId,
+        rank: Rank,
+        place: Placement,
+        event: KvEvent,
+    ) -> Absorbed {
+        match place.is_default() {
+            true => self.push(Record::Event(worker, rank, event)),
+            false => self.push(Record::Placed(worker, rank, place, event)),
+        }
+        Absorbed::Ok
     }
     fn set_recovering(&self, worker: WorkerId, rank: Rank, recovering: bool) {
         self.push(Record::Recovering(worker, rank, recovering));
