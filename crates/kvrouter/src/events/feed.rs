@@ -395,12 +395,15 @@ impl RankFeed {
                     return;
                 }
                 self.stored_blocks += block_hashes.len() as u64;
-                self.absorb_in(place, KvEvent::Stored {
-                    parent,
-                    block_hashes,
-                    token_ids,
-                    block_size,
-                });
+                self.absorb_in(
+                    place,
+                    KvEvent::Stored {
+                        parent,
+                        block_hashes,
+                        token_ids,
+                        block_size,
+                    },
+                );
             }
             WireEvent::Removed {
                 block_hashes,

@@ -708,11 +708,8 @@ mod tests {
             (s("block_size"), V::from(2)),
             (s("lora_id"), V::from(-3)),
         ]);
-        let batch = decode_batch(&encode(&arr(vec![
-            V::F64(0.0),
-            arr(vec![stored, with_id]),
-        ])))
-        .unwrap();
+        let batch =
+            decode_batch(&encode(&arr(vec![V::F64(0.0), arr(vec![stored, with_id])]))).unwrap();
         let mut salted = expected_stored(Some("GPU"));
         if let WireEvent::Stored { namespace, .. } = &mut salted {
             *namespace = WireNamespace {

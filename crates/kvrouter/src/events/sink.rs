@@ -108,8 +108,6 @@ pub enum Absorbed {
 pub enum Record {
     Event(WorkerId, Rank, KvEvent),
     Recovering(WorkerId, Rank, bool),
-    /// An event of a namespace or lower tier ([`KvEventSink::apply_placed`]).
-    Placed(WorkerId, Rank, Placement, KvEvent),
 }
 
 /// Records every call; tests wait on it with [`RecordingSink::wait_until`].
@@ -136,7 +134,7 @@ impl RecordingSink {
             .iter()
             .filter_map(|r| match r {
                 Record::Event(w, k, e) => Some((*w, *k, e.clone())),
-                Record::Recovering(..) | Record::Placed(..) => None,
+                Record::Recovering(..) => None,
             })
             .collect()
     }
@@ -165,19 +163,6 @@ impl RecordingSink {
 impl KvEventSink for RecordingSink {
     fn apply(&self, worker: WorkerId, rank: Rank, event: KvEvent) {
         self.push(Record::Event(worker, rank, event));
-    }
-    fn apply_placed(
-        &self,
-        worker: WorkerId,
-        rank: Rank,
-        place: Placement,
-        event: KvEvent,
-    ) -> Absorbed {
-        match place.is_default() {
-            true => self.push(Record::Event(worker, rank, event)),
-            false => self.push(Record::Placed(worker, rank, place, event)),
-        }
-        Absorbed::Ok
     }
     fn set_recovering(&self, worker: WorkerId, rank: Rank, recovering: bool) {
         self.push(Record::Recovering(worker, rank, recovering));

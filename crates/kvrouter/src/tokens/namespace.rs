@@ -45,7 +45,9 @@ impl NamespaceParts<'_> {
     /// key), else a 64-bit digest of the parts with presence bytes and length prefixes (so
     /// `("a", "bc")` and `("ab", "c")` differ).
     pub fn key(&self) -> Option<SeqHash> {
-        let nonempty = |s: Option<&str>| s.filter(|s| !s.is_empty());
+        fn nonempty(s: Option<&str>) -> Option<&str> {
+            s.filter(|s| !s.is_empty())
+        }
         let (salt, lora, extra) = (
             nonempty(self.cache_salt),
             nonempty(self.lora),
