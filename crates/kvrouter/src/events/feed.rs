@@ -12,9 +12,10 @@ use super::cursor::{SeqCursor, Verdict};
 use super::dynamo_wire::{DynamoData, DynamoEvent};
 use super::fold::PageFold;
 use super::metrics::metrics;
-use super::sglang_wire::{decode_batch, WireEvent};
+use super::sglang_wire::{decode_batch, WireEvent, WireNamespace};
 use super::sink::{Absorbed, KvEventSink};
-use crate::index::{EngineHash, KvEvent};
+use crate::index::{EngineHash, KvEvent, Placement, Tier};
+use crate::tokens::NamespaceParts;
 use crate::workers::{Rank, WorkerId};
 
 /// The storage medium SGLang names the GPU (device) tier.
@@ -243,8 +244,13 @@ impl RankFeed {
     /// Applies one event; a rank the sink cleared for going over its capacity cap is
     /// counted and marked recovering (the next cache reset ends it, as after a gap).
     fn absorb(&mut self, event: KvEvent) {
+        self.absorb_in(Placement::GPU, event);
+    }
+
+    /// [`RankFeed::absorb`] of an event of a namespace and / or lower tier.
+    fn absorb_in(&mut self, place: Placement, event: KvEvent) {
         if let Absorbed::OverCap { blocks, cap } =
-            self.sink.apply_checked(self.worker, self.rank, event)
+            self.sink.apply_placed(self.worker, self.rank, place, event)
         {
             self.over_cap("blocks", blocks, cap);
         }
@@ -273,6 +279,7 @@ impl RankFeed {
     /// into router blocks when it divides it, refused (counted, logged once) otherwise.
     fn fold_stored(
         &mut self,
+        place: Placement,
         parent: Option<EngineHash>,
         hashes: &[EngineHash],
         tokens: &[u32],
@@ -298,7 +305,7 @@ impl RankFeed {
                     if let KvEvent::Stored { block_hashes, .. } = &event {
                         self.stored_blocks += block_hashes.len() as u64;
                     }
-                    self.absorb(event);
+                    self.absorb_in(place, event);
                 }
             }
             Err(e) => {
@@ -367,28 +374,36 @@ impl RankFeed {
                 token_ids,
                 block_size,
                 medium,
+                namespace,
             } => {
                 m.received.with_label_values(&["stored"]).inc();
                 if !on_gpu(medium.as_deref()) {
                     m.ignored.with_label_values(&["medium"]).inc();
                     return;
                 }
+                let place = Placement {
+                    namespace: namespace_key(&namespace),
+                    tier: Tier::Gpu,
+                };
                 let expected_tokens = block_hashes.len() * block_size as usize;
                 if token_ids.len() != expected_tokens {
                     self.page_size_mismatch(block_size, block_hashes.len(), token_ids.len());
                     return;
                 }
                 if block_size != self.page_size {
-                    self.fold_stored(parent, &block_hashes, &token_ids, block_size);
+                    self.fold_stored(place, parent, &block_hashes, &token_ids, block_size);
                     return;
                 }
                 self.stored_blocks += block_hashes.len() as u64;
-                self.absorb(KvEvent::Stored {
-                    parent,
-                    block_hashes,
-                    token_ids,
-                    block_size,
-                });
+                self.absorb_in(
+                    place,
+                    KvEvent::Stored {
+                        parent,
+                        block_hashes,
+                        token_ids,
+                        block_size,
+                    },
+                );
             }
             WireEvent::Removed {
                 block_hashes,
@@ -465,6 +480,18 @@ impl Drop for RankFeed {
             metrics().recovering_ranks.dec();
         }
     }
+}
+
+/// The namespace key of a store (`tokens::namespace`): its salt and adapter name, or its
+/// adapter id when the name is missing (a key no request produces).
+fn namespace_key(ns: &WireNamespace) -> Option<crate::tokens::SeqHash> {
+    NamespaceParts {
+        cache_salt: ns.cache_salt.as_deref(),
+        lora: ns.lora_name.as_deref(),
+        extra_key: None,
+        lora_id: ns.lora_id.filter(|_| ns.lora_name.is_none()),
+    }
+    .key()
 }
 
 /// `None` (field absent) means the GPU tier.

@@ -31,6 +31,8 @@ pub enum WireEvent {
         token_ids: Vec<u32>,
         block_size: u32,
         medium: Option<String>,
+        /// The store's namespace fields (tagged-map events only; absent = default).
+        namespace: WireNamespace,
     },
     Removed {
         block_hashes: Vec<u64>,
@@ -40,6 +42,16 @@ pub enum WireEvent {
     Unknown {
         tag: String,
     },
+}
+
+/// The namespace fields of a SGLang 0.5.23 `BlockStored` (`disaggregation/kv_events.py`):
+/// its hashes are namespaced by them (see `tokens::namespace`). `session_id` is attribution
+/// only (the hash does not depend on it) and is not kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WireNamespace {
+    pub cache_salt: Option<String>,
+    pub lora_name: Option<String>,
+    pub lora_id: Option<i64>,
 }
 
 /// Why a payload could not be decoded.
@@ -99,6 +111,9 @@ struct EventFields<'a> {
     token_ids: Option<Vec<u32>>,
     block_size: Option<u64>,
     medium: Option<&'a str>,
+    cache_salt: Option<&'a str>,
+    lora_name: Option<&'a str>,
+    lora_id: Option<i64>,
 }
 
 /// Nesting limit when skipping unknown fields.
@@ -231,12 +246,27 @@ impl<'a> Reader<'a> {
     }
 
     fn medium(&mut self) -> Result<Option<&'a str>, String> {
+        self.optional_str("medium")
+    }
+
+    /// A string field that may be nil.
+    fn optional_str(&mut self, field: &str) -> Result<Option<&'a str>, String> {
         if self.nil() {
             return Ok(None);
         }
         self.str()
             .map(Some)
-            .map_err(|_| "medium: not a string".into())
+            .map_err(|_| format!("{field}: not a string"))
+    }
+
+    /// `lora_id`: nil or an integer.
+    fn lora_id(&mut self) -> Result<Option<i64>, String> {
+        if self.nil() {
+            return Ok(None);
+        }
+        rmp::decode::read_int::<i64, _>(&mut self.rest)
+            .map(Some)
+            .map_err(|_| "lora_id: not an integer".to_owned())
     }
 
     /// Skips one value of any type.
@@ -317,6 +347,9 @@ impl<'a> Reader<'a> {
                         .map_err(|e| format!("block_size: {e}"))?
                 }
                 "medium" => fields.medium = self.medium()?,
+                "cache_salt" => fields.cache_salt = self.optional_str("cache_salt")?,
+                "lora_name" => fields.lora_name = self.optional_str("lora_name")?,
+                "lora_id" => fields.lora_id = self.lora_id()?,
                 _ => self.skip()?,
             }
         }
@@ -347,6 +380,11 @@ fn build(tag: &str, fields: EventFields<'_>) -> Result<WireEvent, String> {
                 .filter(|b| *b > 0)
                 .ok_or("block_size missing or not a positive integer")?,
             medium,
+            namespace: WireNamespace {
+                cache_salt: fields.cache_salt.map(str::to_owned),
+                lora_name: fields.lora_name.map(str::to_owned),
+                lora_id: fields.lora_id,
+            },
         }),
         TAG_REMOVED => Ok(WireEvent::Removed {
             block_hashes: fields.block_hashes.ok_or("block_hashes: not an array")?,
@@ -402,6 +440,7 @@ mod tests {
             token_ids: vec![1, 2, 3, 4],
             block_size: 2,
             medium: medium.map(str::to_owned),
+            namespace: WireNamespace::default(),
         }
     }
 
@@ -644,5 +683,54 @@ mod tests {
         for cut in 0..full.len() {
             assert!(decode_batch(&full[..cut]).is_err(), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn namespace_fields_of_0_5_23_stores() {
+        // SGLang 0.5.23, omit_defaults: salt / session / adapter name present only when set.
+        let stored = V::Map(vec![
+            (s("type"), s(TAG_STORED)),
+            (s("block_hashes"), ints(&[-1, 7])),
+            (s("parent_block_hash"), V::from(42)),
+            (s("token_ids"), ints(&[1, 2, 3, 4])),
+            (s("block_size"), V::from(2)),
+            (s("lora_id"), V::Nil),
+            (s("medium"), s("GPU")),
+            (s("cache_salt"), s("tenant-1")),
+            (s("session_id"), s("sess")),
+            (s("lora_name"), s("adapterA")),
+        ]);
+        let with_id = V::Map(vec![
+            (s("type"), s(TAG_STORED)),
+            (s("block_hashes"), ints(&[-1, 7])),
+            (s("parent_block_hash"), V::from(42)),
+            (s("token_ids"), ints(&[1, 2, 3, 4])),
+            (s("block_size"), V::from(2)),
+            (s("lora_id"), V::from(-3)),
+        ]);
+        let batch =
+            decode_batch(&encode(&arr(vec![V::F64(0.0), arr(vec![stored, with_id])]))).unwrap();
+        let mut salted = expected_stored(Some("GPU"));
+        if let WireEvent::Stored { namespace, .. } = &mut salted {
+            *namespace = WireNamespace {
+                cache_salt: Some("tenant-1".into()),
+                lora_name: Some("adapterA".into()),
+                lora_id: None,
+            };
+        }
+        let mut by_id = expected_stored(None);
+        if let WireEvent::Stored { namespace, .. } = &mut by_id {
+            namespace.lora_id = Some(-3);
+        }
+        assert_eq!(batch.events, vec![salted, by_id]);
+        // A salt of the wrong type is a decode error, not a silent default.
+        let bad = V::Map(vec![
+            (s("type"), s(TAG_STORED)),
+            (s("block_hashes"), ints(&[1])),
+            (s("token_ids"), ints(&[1, 2])),
+            (s("block_size"), V::from(2)),
+            (s("cache_salt"), V::from(5)),
+        ]);
+        assert!(decode_batch(&encode(&arr(vec![V::F64(0.0), arr(vec![bad])]))).is_err());
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use crate::index::KvEvent;
+use crate::index::{KvEvent, Placement};
 use crate::workers::{Rank, WorkerId};
 
 /// Receives every event the event sources accept, in per-(worker, rank) order.
@@ -22,6 +22,22 @@ pub trait KvEventSink: Send + Sync + 'static {
     /// (the sink then cleared it; the feed marks it recovering). The default never does.
     fn apply_checked(&self, worker: WorkerId, rank: Rank, event: KvEvent) -> Absorbed {
         self.apply(worker, rank, event);
+        Absorbed::Ok
+    }
+
+    /// [`KvEventSink::apply_checked`] for an event of a namespace and / or a lower tier
+    /// (`place`, see `index::Placement`). The default applies default placements and drops
+    /// the rest (a sink that does not know namespaces must not mix them into the default one).
+    fn apply_placed(
+        &self,
+        worker: WorkerId,
+        rank: Rank,
+        place: Placement,
+        event: KvEvent,
+    ) -> Absorbed {
+        if place.is_default() {
+            return self.apply_checked(worker, rank, event);
+        }
         Absorbed::Ok
     }
 
@@ -53,6 +69,15 @@ impl<S: KvEventSink + ?Sized> KvEventSink for Arc<S> {
     }
     fn apply_checked(&self, worker: WorkerId, rank: Rank, event: KvEvent) -> Absorbed {
         (**self).apply_checked(worker, rank, event)
+    }
+    fn apply_placed(
+        &self,
+        worker: WorkerId,
+        rank: Rank,
+        place: Placement,
+        event: KvEvent,
+    ) -> Absorbed {
+        (**self).apply_placed(worker, rank, place, event)
     }
     fn set_recovering(&self, worker: WorkerId, rank: Rank, recovering: bool) {
         (**self).set_recovering(worker, rank, recovering)

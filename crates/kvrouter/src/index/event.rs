@@ -35,3 +35,74 @@ pub enum KvEvent {
     /// The rank's whole cache was reset (start, flush, weight update).
     Cleared,
 }
+
+/// The storage tier an event's blocks live in: SGLang's `StorageMedium`
+/// (`disaggregation/kv_events.py`: `GPU`, `CPU_PINNED`, `DISK`, `EXTERNAL`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Tier {
+    /// Device memory (`GPU`, or no `medium`): a hit needs no load.
+    #[default]
+    Gpu,
+    /// Host memory (HiCache L2, `CPU_PINNED`; `CPU` accepted too): loaded back over PCIe.
+    Host,
+    /// Storage (`DISK`, L3) or a shared remote pool (`EXTERNAL`, L4): slower to load back.
+    Disk,
+}
+
+impl Tier {
+    /// The tier of a `medium` string (ASCII case-insensitive; `None` = the GPU tier);
+    /// `None` for a medium the router does not know.
+    pub fn from_medium(medium: Option<&str>) -> Option<Tier> {
+        let Some(m) = medium else {
+            return Some(Tier::Gpu);
+        };
+        let is = |name: &str| m.eq_ignore_ascii_case(name);
+        if is("GPU") {
+            Some(Tier::Gpu)
+        } else if is("CPU_PINNED") || is("CPU") {
+            Some(Tier::Host)
+        } else if is("DISK") || is("EXTERNAL") {
+            Some(Tier::Disk)
+        } else {
+            None
+        }
+    }
+}
+
+/// Where an event's blocks belong: their namespace (see `tokens::namespace`; only stores
+/// use it) and their tier. The default is today's only case: GPU, default namespace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// The namespace key, the virtual parent of a chain's first page (`None` = default).
+    pub namespace: Option<crate::tokens::SeqHash>,
+    pub tier: Tier,
+}
+
+impl Placement {
+    /// GPU tier, default namespace.
+    pub const GPU: Placement = Placement {
+        namespace: None,
+        tier: Tier::Gpu,
+    };
+
+    pub fn is_default(&self) -> bool {
+        *self == Placement::GPU
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sglang_media_map_to_tiers() {
+        assert_eq!(Tier::from_medium(None), Some(Tier::Gpu));
+        assert_eq!(Tier::from_medium(Some("GPU")), Some(Tier::Gpu));
+        assert_eq!(Tier::from_medium(Some("CPU_PINNED")), Some(Tier::Host));
+        assert_eq!(Tier::from_medium(Some("cpu")), Some(Tier::Host));
+        assert_eq!(Tier::from_medium(Some("DISK")), Some(Tier::Disk));
+        assert_eq!(Tier::from_medium(Some("EXTERNAL")), Some(Tier::Disk));
+        assert_eq!(Tier::from_medium(Some("NVRAM")), None);
+        assert!(Placement::default().is_default());
+    }
+}

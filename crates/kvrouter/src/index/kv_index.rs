@@ -17,7 +17,7 @@ use super::block_map::BlockMap;
 use super::booking::IndexBooking;
 use super::cap::{unit_cap_blocks, DEFAULT_UNIT_CAP_BLOCKS};
 use super::error::IndexError;
-use super::event::KvEvent;
+use super::event::{KvEvent, Placement, Tier};
 use super::find::prefix_depths;
 use super::metrics::metrics;
 use super::overlap::{Overlaps, UnitOverlap};
@@ -192,7 +192,25 @@ impl KvIndex {
         rank: Rank,
         event: &KvEvent,
     ) -> Result<Applied, IndexError> {
+        self.apply_in(worker, rank, Placement::GPU, event)
+    }
+
+    /// [`KvIndex::apply`] for an event of a namespace and / or tier (`place`): a store
+    /// whose first page starts a sequence chains it after the namespace key (see
+    /// `tokens::namespace`), so a request finds it only with the same key.
+    pub fn apply_in(
+        &self,
+        worker: WorkerId,
+        rank: Rank,
+        place: Placement,
+        event: &KvEvent,
+    ) -> Result<Applied, IndexError> {
         let id = Unit::new(worker, rank).id()?;
+        if place.tier != Tier::Gpu {
+            // Lower tiers are not indexed yet.
+            return Ok(Applied::default());
+        }
+        let namespace = place.namespace;
         let out = match event {
             KvEvent::Stored {
                 parent,
@@ -215,7 +233,7 @@ impl KvIndex {
                     });
                 }
                 let locals = token_ids.chunks_exact(bs).map(local_hash);
-                self.store(id, *parent, block_hashes, locals)?
+                self.store(id, namespace, *parent, block_hashes, locals)?
             }
             KvEvent::StoredHashed {
                 parent,
@@ -228,7 +246,13 @@ impl KvIndex {
                         local_hashes: local_hashes.len(),
                     });
                 }
-                self.store(id, *parent, block_hashes, local_hashes.iter().copied())?
+                self.store(
+                    id,
+                    namespace,
+                    *parent,
+                    block_hashes,
+                    local_hashes.iter().copied(),
+                )?
             }
             KvEvent::Removed { block_hashes } => self.remove(id, block_hashes),
             KvEvent::Cleared => {
@@ -246,6 +270,7 @@ impl KvIndex {
     fn store(
         &self,
         id: UnitId,
+        namespace: Option<SeqHash>,
         parent: Option<u64>,
         engine: &[u64],
         locals: impl Iterator<Item = u64>,
@@ -259,7 +284,7 @@ impl KvIndex {
             });
         }
         let mut prev = match parent {
-            None => None,
+            None => namespace,
             Some(p) => match unit.lookup(&self.blocks, p) {
                 Some(seq) => Some(seq),
                 None => {

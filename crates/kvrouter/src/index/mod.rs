@@ -21,7 +21,7 @@ mod unit_set;
 pub use booking::IndexBooking;
 pub use cap::{unit_cap_blocks, DEFAULT_UNIT_CAP_BLOCKS};
 pub use error::IndexError;
-pub use event::{EngineHash, KvEvent};
+pub use event::{EngineHash, KvEvent, Placement, Tier};
 pub use kv_index::{Applied, IndexStats, KvIndex};
 pub use overlap::{Overlaps, UnitOverlap};
 pub use pending::PredictionId;

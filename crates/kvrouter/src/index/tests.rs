@@ -676,3 +676,66 @@ fn reserve_sizes_a_unit_within_its_cap_and_a_sparse_one_shrinks_after_the_load()
     assert!(idx.memory_bytes() < reserved / 4, "{}", idx.memory_bytes());
     assert_eq!(idx.unit_blocks(w(1), 0), 2);
 }
+
+fn ns(salt: Option<&str>, lora: Option<&str>) -> Option<u64> {
+    crate::tokens::NamespaceParts {
+        cache_salt: salt,
+        lora,
+        ..Default::default()
+    }
+    .key()
+}
+
+/// A request's sequence hashes in namespace `key`.
+fn seqs_in(key: Option<u64>, tokens: &[u32]) -> Vec<u64> {
+    let mut out = Vec::new();
+    crate::tokens::seq_hashes_into(key, tokens, PAGE as usize, &mut out);
+    out
+}
+
+#[test]
+fn namespaced_stores_match_only_requests_of_their_namespace() {
+    let idx = KvIndex::new(PAGE);
+    let t = toks(16, 1);
+    let salted = ns(Some("tenant-1"), None);
+    let place = Placement {
+        namespace: salted,
+        tier: Tier::Gpu,
+    };
+    // First half as one store, the rest chained by engine hash: the child inherits the key.
+    let first = stored_after(salted, None, &t[..8]);
+    let KvEvent::Stored { block_hashes, .. } = &first else {
+        unreachable!()
+    };
+    let tail_parent = *block_hashes.last().unwrap();
+    idx.apply_in(w(1), 0, place, &first).unwrap();
+    let prev = seqs_in(salted, &t[..8]).last().copied();
+    idx.apply_in(
+        w(1),
+        0,
+        place,
+        &stored_after(prev, Some(tail_parent), &t[8..]),
+    )
+    .unwrap();
+    // The same tokens unsalted (the default namespace) on worker 2.
+    idx.apply(w(2), 0, &stored(None, &t[..8])).unwrap();
+
+    assert_eq!(depth(&idx.find_matches(&seqs_in(salted, &t)), 1, 0), 4);
+    assert_eq!(depth(&idx.find_matches(&seqs_in(salted, &t)), 2, 0), 0);
+    let plain = idx.find_matches(&seq_hashes(&t, PAGE as usize));
+    assert_eq!((depth(&plain, 1, 0), depth(&plain, 2, 0)), (0, 2));
+    let other = ns(Some("tenant-2"), None);
+    assert!(idx.find_matches(&seqs_in(other, &t)).units.is_empty());
+    let adapter = ns(None, Some("adapterA"));
+    assert!(idx.find_matches(&seqs_in(adapter, &t)).units.is_empty());
+    // Removal by engine hash works as for the default namespace.
+    idx.apply(
+        w(1),
+        0,
+        &KvEvent::Removed {
+            block_hashes: vec![tail_parent],
+        },
+    )
+    .unwrap();
+    assert_eq!(idx.unit_blocks(w(1), 0), 3);
+}

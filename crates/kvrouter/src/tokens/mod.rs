@@ -6,14 +6,18 @@
 //! - [`hash::seq_hashes`]: one-shot hashing of a prompt;
 //! - [`hasher::BlockHasher`]: incremental hashing that extends a previous chain
 //!   with only the new tokens (the next turn of a session);
+//! - [`namespace::NamespaceParts`]: the namespace key (cache salt, LoRA adapter) mixed
+//!   in before a chain's first page;
 //! - [`pages::folds_into`]: which worker page sizes tile the router's pages.
 
 pub mod hash;
 pub mod hasher;
+pub mod namespace;
 pub mod pages;
 
 pub use hash::{
     chain, local_hash, next_seq, seq_hashes, seq_hashes_into, BlockHash, SeqHash, XXH3_SEED,
 };
 pub use hasher::BlockHasher;
+pub use namespace::NamespaceParts;
 pub use pages::folds_into;

@@ -5,7 +5,7 @@
 //! mismatch is logged loudly (the events layer already rejects and counts those stores).
 
 use crate::events::{Absorbed, KvEventSink};
-use crate::index::{IndexError, KvEvent, KvIndex};
+use crate::index::{IndexError, KvEvent, KvIndex, Placement};
 use crate::workers::{Rank, WorkerId};
 
 impl KvEventSink for KvIndex {
@@ -14,7 +14,17 @@ impl KvEventSink for KvIndex {
     }
 
     fn apply_checked(&self, worker: WorkerId, rank: Rank, event: KvEvent) -> Absorbed {
-        match KvIndex::apply(self, worker, rank, &event) {
+        self.apply_placed(worker, rank, Placement::GPU, event)
+    }
+
+    fn apply_placed(
+        &self,
+        worker: WorkerId,
+        rank: Rank,
+        place: Placement,
+        event: KvEvent,
+    ) -> Absorbed {
+        match KvIndex::apply_in(self, worker, rank, place, &event) {
             Ok(_) => {}
             Err(IndexError::CapExceeded { blocks, cap }) => {
                 return Absorbed::OverCap { blocks, cap };
