@@ -10,7 +10,6 @@
 //! [`SourceHandle`] drops (worker removed or restarted, router shutdown); its gauges go with it.
 
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use prometheus::{IntCounterVec, IntGaugeVec, Opts};
 use tracing::{debug, warn};
@@ -18,14 +17,10 @@ use zeromq::{Socket, SocketOptions, SocketRecv, SubSocket, ZmqMessage};
 
 use super::handle::SourceHandle;
 use super::load_wire::{decode_load_stat, LoadStat};
-use crate::backoff::ExponentialBackoff;
+// The same connect timeout and resubscribe schedule as the KV event source.
+use super::zmq_source::{CONNECT_TIMEOUT, RESUBSCRIBE_BACKOFF};
 use crate::metrics::register;
 use crate::workers::{Rank, WorkerId};
-
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// Resubscribe schedule: 100 ms doubling to 5 s, no jitter (as the KV event source).
-const RESUBSCRIBE_BACKOFF: ExponentialBackoff =
-    ExponentialBackoff::constant(Duration::from_millis(100), Duration::from_secs(5));
 
 /// Where decoded load reports go (the KV policy's unit loads).
 pub trait LoadSink: Send + Sync + 'static {
