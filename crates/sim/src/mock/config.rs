@@ -132,7 +132,36 @@ pub struct MockArgs {
     /// tree node, 3-frame replay answers).
     #[arg(long, default_value = "tagged")]
     pub kv_events_format: EventFormat,
+
+    // --- Namespaces and HiCache (docs/mock.md "Namespaces", "HiCache host tier") ---
+    /// SGLang's `--enable-lora`: requests may name an adapter (`lora_path`); implied by
+    /// `--lora-paths`.
+    #[arg(long)]
+    pub enable_lora: bool,
+    /// SGLang's `--lora-paths NAME=PATH ...` (or `PATH`, named by itself): the adapters a
+    /// request's `lora_path` (or OpenAI `model` `base:NAME`) may name. Each adapter's
+    /// `lora_id` is `uuid5(NAMESPACE_URL, "NAME\0PATH").hex` (`LoRARef.deterministic_id`).
+    #[arg(long, num_args = 1..)]
+    pub lora_paths: Vec<String>,
+    /// SGLang's `--enable-hierarchical-cache` (`--enable-hicache`): a host tier behind the
+    /// GPU cache.
+    #[arg(long, visible_alias = "enable-hicache")]
+    pub enable_hierarchical_cache: bool,
+    /// SGLang's `--hicache-ratio`: host pool size / device pool size (default 2.0).
+    #[arg(long)]
+    pub hicache_ratio: Option<f64>,
+    /// SGLang's `--hicache-write-policy`: `write_through` (default; every new node is backed
+    /// up) or `write_back` (backed up when evicted from the GPU).
+    #[arg(long, default_value = "write_through", value_parser = ["write_through", "write_back"])]
+    pub hicache_write_policy: String,
+    /// Mock only: a host-tier load-back costs this fraction of recomputing the tokens.
+    #[arg(long, default_value_t = 0.1)]
+    pub hicache_load_cost: f64,
 }
+
+/// SGLang's default `--hicache-ratio` for the `cache` host memory mode
+/// (`arg_groups/hicache_hook.py::handle_hicache_ratio_default`).
+pub const DEFAULT_HICACHE_RATIO: f64 = 2.0;
 
 /// The running-request limit when `--max-running-requests` is not given (what SGLang 0.5.23
 /// reported as `effective_max_running_requests_per_dp` for its dummy model).
@@ -199,6 +228,15 @@ impl MockArgs {
         if let Some(cfg) = &self.kv_events_config {
             KvEventsConfig::parse(cfg)?;
         }
+        if let Some(r) = self.hicache_ratio {
+            if !(r.is_finite() && r > 0.0) {
+                return Err("--hicache-ratio must be a positive number".into());
+            }
+        }
+        if !(self.hicache_load_cost.is_finite() && self.hicache_load_cost >= 0.0) {
+            return Err("--hicache-load-cost must be a number >= 0".into());
+        }
+        crate::mock::lora::Adapters::from_args(self)?;
         Ok(())
     }
 
@@ -241,6 +279,10 @@ pub struct KvEventsConfig {
     pub hwm: usize,
     pub max_queue_size: usize,
     pub topic: String,
+    /// Bind (true) or connect (false) the PUB socket; unset = SGLang's endpoint heuristic.
+    pub bind: Option<bool>,
+    /// `default` or `dynamo` (hashes namespaced by salt and any extra_key too).
+    pub format: String,
 }
 
 impl Default for KvEventsConfig {
@@ -253,6 +295,8 @@ impl Default for KvEventsConfig {
             hwm: 100000,
             max_queue_size: 100000,
             topic: String::new(),
+            bind: None,
+            format: "default".into(),
         }
     }
 }
@@ -262,6 +306,12 @@ impl KvEventsConfig {
     pub fn parse(json: &str) -> Result<KvEventsConfig, String> {
         let cfg: KvEventsConfig =
             serde_json::from_str(json).map_err(|e| format!("--kv-events-config: {e}"))?;
+        if !matches!(cfg.format.as_str(), "default" | "dynamo") {
+            return Err(format!(
+                "--kv-events-config: unknown format {:?} (expected \"default\" or \"dynamo\")",
+                cfg.format
+            ));
+        }
         match cfg.publisher.as_str() {
             "null" | "zmq" => Ok(cfg),
             other => Err(format!(
@@ -273,6 +323,11 @@ impl KvEventsConfig {
     /// True when events are published.
     pub fn enabled(&self) -> bool {
         self.publisher == "zmq"
+    }
+
+    /// `format == "dynamo"` (`uses_dynamo_format`).
+    pub fn dynamo_format(&self) -> bool {
+        self.format == "dynamo"
     }
 }
 

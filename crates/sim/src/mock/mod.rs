@@ -13,6 +13,7 @@ pub mod engine;
 pub mod http;
 pub mod kv_events;
 pub mod load;
+pub mod lora;
 pub mod metrics;
 pub mod sampler;
 pub mod state;
@@ -79,6 +80,7 @@ pub async fn start(args: MockArgs) -> anyhow::Result<RunningMock> {
         .enumerate()
         .map(|(r, publisher)| {
             let sched = Scheduler::new(r as u32, limits.clone(), version.clone());
+            let sched = engine::tiers::configure(sched, &args, kv_cfg.as_ref());
             engine::rank::spawn(
                 sched,
                 r as u32,

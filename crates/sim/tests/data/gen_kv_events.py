@@ -17,7 +17,7 @@ Imports that pull torch (kernels, environ, runtime_context, network) are stubbed
 used by the code above.
 
 Run (needs msgspec + pydantic; /work/venvs/sgl has SGLang without deps):
-  python3 -m venv /tmp/ev && /tmp/ev/bin/pip install msgspec==0.23.0 pydantic
+  python3 -m venv /tmp/ev && /tmp/ev/bin/pip install msgspec==0.23.0 pydantic pyzmq
   SGLANG_SITE=/work/venvs/sgl/lib/python3.11/site-packages \
     /tmp/ev/bin/python crates/sim/tests/data/gen_kv_events.py > crates/sim/tests/data/kv_events_0.5.23.txt
 
@@ -188,6 +188,45 @@ def main():
     batch("s6_host_writeback", rec.take())
     rec.record_remove(h, medium=kv.StorageMedium.CPU)
     batch("s6_host_evicted", rec.take())
+
+    # More host-tier sequences, as the mock's tree produces them (page 4):
+    # write-through (the GPU store, then its host copy); write-back with a full host
+    # (B leaves the GPU, the host drops A to make room, B's host copy); B loaded back.
+    rec = ev.KVCacheEventRecorder(enabled=True, page_size=4)
+    r = root()
+    w = Node(r, rng(1, 5))
+    rec.record_store(w)
+    rec.record_store(w, medium=kv.StorageMedium.CPU)
+    batch("s6_write_through", rec.take())
+    a = Node(r, rng(1, 9))
+    b = Node(r, rng(20, 28))
+    rec.record_remove(b)
+    rec.record_remove(a, medium=kv.StorageMedium.CPU)
+    rec.record_store(b, medium=kv.StorageMedium.CPU)
+    batch("s6_host_full", rec.take())
+    rec.record_store(b, medium=kv.StorageMedium.GPU)
+    batch("s6_load_back", rec.take())
+
+    # S7: the "dynamo" format (KVEventsConfig.format): hashes seeded by extra_key and
+    # cache_salt; lora_name also resolved from the adapter table (lora_id at the end of
+    # extra_key, registered at load time as KvEventLoraNames.from_lora_refs does).
+    names = ev.KvEventLoraNames()
+    names.register(lora_id=lora_id, lora_name="adapterB")
+    rec = ev.KVCacheEventRecorder(
+        enabled=True, page_size=4, dynamo_format=True, lora_names=names
+    )
+    r = root()
+    d1 = Node(r, rng(1, 5), cache_salt="tenant-1")
+    d2 = Node(d1, rng(5, 9), cache_salt="tenant-1")
+    rec.record_store(d1)
+    rec.record_store(d2)
+    batch("s7_dynamo_salted", rec.take())
+    rec.record_store(Node(r, rng(1, 9), extra_key="my-key"))
+    batch("s7_dynamo_extra_key", rec.take())
+    rec.record_store(Node(r, rng(1, 9), extra_key="k" + lora_id))
+    batch("s7_dynamo_adapter_table", rec.take())
+    rec.record_store(Node(r, rng(1, 9)))
+    batch("s7_dynamo_plain", rec.take())
 
     # Namespace functions on their own.
     seed = kv.kv_event_namespace_seed(extra_key=None, cache_salt="tenant-1")

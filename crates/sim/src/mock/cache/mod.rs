@@ -1,9 +1,12 @@
-//! The per-rank KV cache model: the paged radix tree, its change events and SGLang's
-//! block hash.
+//! The per-rank KV cache model: the paged radix tree (with namespaces and the HiCache host
+//! tier), its change events and SGLang's block hash.
 
 pub mod block_hash;
 pub mod event;
+pub mod host;
+pub mod namespace;
 pub mod radix;
 
 pub use event::{CacheEvent, Medium};
-pub use radix::{Inserted, NodeId, RadixCache, ROOT};
+pub use namespace::Namespace;
+pub use radix::{Inserted, NodeId, NsId, RadixCache, PLAIN, ROOT};

@@ -1,19 +1,33 @@
 //! A paged radix tree of resident KV pages for one DP rank, modelled on SGLang's
 //! `RadixCache` with `page_size > 1`: page-aligned keys, prefix matching that splits
 //! nodes, `lock_ref` counting from a node up to the root, LRU eviction of unlocked
-//! leaves, and the KV events each change produces (E3 semantics: one `Stored` per new
-//! node, one `Removed` per evicted node, nothing on a split, `Cleared` on reset).
+//! leaves, and the KV events each change produces (one `Stored` per new node, one
+//! `Removed` per evicted node, nothing on a split, `Cleared` on reset).
+//!
+//! Keys are namespaced (`namespace.rs`): a request's `(extra_key, cache_salt)` selects its
+//! own subtree (SGLang's `RadixKey` child keys carry both), so a request hits only pages
+//! stored under its namespace, and the published hashes are namespaced as SGLang's
+//! recorder namespaces them.
+//!
+//! With a host tier (`host.rs`, HiCache) a node is resident on the GPU, on the host or
+//! both; evicted GPU nodes are kept on the host, a host match is loaded back.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 use super::block_hash::{event_hash, page_digest, PageDigest};
-use super::event::CacheEvent;
+use super::event::{CacheEvent, Medium};
+use super::host::HostTier;
+use super::namespace::{namespace_seed, namespaced_block_hash, salt_chain_seed, Namespace};
 
 /// Index of a node in the arena; [`ROOT`] is the empty prefix.
 pub type NodeId = usize;
 /// The root node (never evicted, holds no pages).
 pub const ROOT: NodeId = 0;
+/// Index of an interned namespace; [`PLAIN`] is the base-model tree.
+pub type NsId = u32;
+/// The un-namespaced tree.
+pub const PLAIN: NsId = 0;
 
 /// Where an insertion ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,41 +41,86 @@ pub struct Inserted {
     pub covered: usize,
 }
 
-#[derive(Debug, Default)]
-struct Node {
-    parent: NodeId,
-    children: HashMap<u64, NodeId>,
-    tokens: Vec<u32>,
-    digests: Vec<PageDigest>,
-    lock_ref: u32,
-    last_access: u64,
+#[derive(Debug)]
+pub(super) struct Node {
+    pub(super) parent: NodeId,
+    pub(super) children: HashMap<u64, NodeId>,
+    pub(super) tokens: Vec<u32>,
+    /// The event-hash chain of the node's pages, before namespacing.
+    pub(super) digests: Vec<PageDigest>,
+    pub(super) ns: NsId,
+    pub(super) lock_ref: u32,
+    pub(super) last_access: u64,
+    /// Resident in device memory.
+    pub(super) on_gpu: bool,
+    /// Backed up in the host tier.
+    pub(super) on_host: bool,
+    /// Protected from host eviction while its load-back is prepared.
+    pub(super) pinned: bool,
+}
+
+impl Default for Node {
+    fn default() -> Self {
+        Node {
+            parent: ROOT,
+            children: HashMap::new(),
+            tokens: Vec::new(),
+            digests: Vec::new(),
+            ns: PLAIN,
+            lock_ref: 0,
+            last_access: 0,
+            on_gpu: true,
+            on_host: false,
+            pinned: false,
+        }
+    }
 }
 
 impl Node {
-    fn pages(&self, page: usize) -> usize {
+    pub(super) fn pages(&self, page: usize) -> usize {
         self.tokens.len() / page
     }
+}
+
+#[derive(Debug)]
+struct NsEntry {
+    extra_key: Option<String>,
+    cache_salt: Option<String>,
+    salt_seed: Option<PageDigest>,
 }
 
 /// The paged radix tree.
 #[derive(Debug)]
 pub struct RadixCache {
-    page: usize,
-    nodes: Vec<Node>,
+    pub(super) page: usize,
+    pub(super) nodes: Vec<Node>,
     free: Vec<NodeId>,
-    tree_pages: usize,
-    evictable_pages: usize,
-    clock: u64,
-    events: Vec<CacheEvent>,
+    pub(super) tree_pages: usize,
+    pub(super) evictable_pages: usize,
+    pub(super) clock: u64,
+    pub(super) events: Vec<CacheEvent>,
+    ns_table: Vec<NsEntry>,
+    ns_index: HashMap<(Option<String>, Option<String>), NsId>,
+    /// `KvEventLoraNames._names`: final extra_key -> adapter name (request registrations).
+    lora_names: HashMap<String, String>,
+    /// `KvEventLoraNames._adapter_names`: lora_id -> adapter name (`--lora-paths`).
+    adapter_names: HashMap<String, String>,
+    /// `KVEventsConfig.format == "dynamo"`: hashes also namespaced by salt and any
+    /// extra_key, `lora_name` resolved from the adapter table too.
+    dynamo_format: bool,
+    pub(super) host: Option<HostTier>,
 }
 
-fn page_key(page: &[u32]) -> u64 {
-    let mut k: u64 = 0xcbf2_9ce4_8422_2325;
+fn page_key(ns: NsId, page: &[u32]) -> u64 {
+    let mut k: u64 = 0xcbf2_9ce4_8422_2325 ^ u64::from(ns).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     for &t in page {
         k = (k ^ u64::from(t)).wrapping_mul(0x0000_0100_0000_01b3);
     }
     k
 }
+
+/// Length of the LoRA id at the end of an adapter request's extra_key (`_LORA_ID_LEN`).
+const LORA_ID_LEN: usize = 32;
 
 impl RadixCache {
     /// An empty tree with `page` tokens per page. Records `Cleared` (as SGLang's reset at
@@ -75,9 +134,49 @@ impl RadixCache {
             evictable_pages: 0,
             clock: 0,
             events: Vec::new(),
+            ns_table: vec![NsEntry {
+                extra_key: None,
+                cache_salt: None,
+                salt_seed: None,
+            }],
+            ns_index: HashMap::from([((None, None), PLAIN)]),
+            lora_names: HashMap::new(),
+            adapter_names: HashMap::new(),
+            dynamo_format: false,
+            host: None,
         };
         c.events.push(CacheEvent::Cleared);
         c
+    }
+
+    /// Publishes hashes in SGLang's `"dynamo"` event format (`KVEventsConfig.format`).
+    pub fn set_dynamo_format(&mut self, on: bool) {
+        self.dynamo_format = on;
+    }
+
+    /// Registers a loaded adapter (`KvEventLoraNames.from_lora_refs`: lora_id -> name).
+    pub fn register_adapter(&mut self, lora_id: &str, name: &str) {
+        self.adapter_names.insert(lora_id.into(), name.into());
+    }
+
+    /// Interns `ns` and, for an adapter request, registers its name under the final
+    /// extra_key (`Scheduler._record_kv_event_lora_name`, done when a request arrives).
+    pub fn namespace(&mut self, ns: &Namespace) -> NsId {
+        if let (Some(k), Some(name)) = (&ns.extra_key, &ns.lora_name) {
+            self.lora_names.insert(k.clone(), name.clone());
+        }
+        let key = (ns.extra_key.clone(), ns.cache_salt.clone());
+        if let Some(&id) = self.ns_index.get(&key) {
+            return id;
+        }
+        let id = self.ns_table.len() as NsId;
+        self.ns_table.push(NsEntry {
+            extra_key: ns.extra_key.clone(),
+            cache_salt: ns.cache_salt.clone(),
+            salt_seed: ns.cache_salt.as_deref().map(salt_chain_seed),
+        });
+        self.ns_index.insert(key, id);
+        id
     }
 
     /// Tokens per page.
@@ -85,12 +184,12 @@ impl RadixCache {
         self.page
     }
 
-    /// Pages held by the tree.
+    /// GPU pages held by the tree.
     pub fn tree_pages(&self) -> usize {
         self.tree_pages
     }
 
-    /// Pages held by the tree that no request locks.
+    /// GPU pages held by the tree that no request locks.
     pub fn evictable_pages(&self) -> usize {
         self.evictable_pages
     }
@@ -105,18 +204,35 @@ impl RadixCache {
         !self.events.is_empty()
     }
 
-    /// Longest resident page-aligned prefix of `key`: the node ending it and its length
-    /// in tokens. Splits a node when the match ends inside it; refreshes LRU times.
+    /// [`match_prefix_in`](Self::match_prefix_in) in the plain namespace.
     pub fn match_prefix(&mut self, key: &[u32]) -> (NodeId, usize) {
+        self.match_prefix_in(PLAIN, key)
+    }
+
+    /// Longest GPU-resident page-aligned prefix of `key` in namespace `ns`: the node ending
+    /// it and its length in tokens. Splits a node when the match ends inside it; refreshes
+    /// LRU times.
+    pub fn match_prefix_in(&mut self, ns: NsId, key: &[u32]) -> (NodeId, usize) {
+        self.clock += 1;
+        self.walk(ns, ROOT, key, true)
+    }
+
+    /// From `node`, follows `key` (page-aligned) through children resident on the GPU
+    /// (`gpu`) or host-only (`!gpu`); returns the deepest node and the tokens matched.
+    pub(super) fn walk(&mut self, ns: NsId, from: NodeId, key: &[u32], gpu: bool) -> (NodeId, usize) {
         let p = self.page;
         let key = &key[..key.len() / p * p];
-        self.clock += 1;
-        let mut node = ROOT;
+        let mut node = from;
         let mut pos = 0;
         while pos < key.len() {
-            let Some(&child) = self.nodes[node].children.get(&page_key(&key[pos..pos + p])) else {
+            let Some(&child) = self.nodes[node].children.get(&page_key(ns, &key[pos..pos + p]))
+            else {
                 break;
             };
+            let c = &self.nodes[child];
+            if c.on_gpu != gpu || (!gpu && !c.on_host) {
+                break;
+            }
             let m = self.common_pages(child, &key[pos..]);
             if m == 0 {
                 break;
@@ -145,17 +261,23 @@ impl RadixCache {
     fn split(&mut self, child: NodeId, m: usize) -> NodeId {
         let p = self.page;
         let parent = self.nodes[child].parent;
+        let ns = self.nodes[child].ns;
         let upper_tokens: Vec<u32> = self.nodes[child].tokens.drain(..m * p).collect();
         let upper_digests: Vec<PageDigest> = self.nodes[child].digests.drain(..m).collect();
-        let lower_key = page_key(&self.nodes[child].tokens[..p]);
-        let upper_key = page_key(&upper_tokens[..p]);
+        let lower_key = page_key(ns, &self.nodes[child].tokens[..p]);
+        let upper_key = page_key(ns, &upper_tokens[..p]);
+        let c = &self.nodes[child];
         let upper = self.alloc(Node {
             parent,
             children: HashMap::from([(lower_key, child)]),
             tokens: upper_tokens,
             digests: upper_digests,
-            lock_ref: self.nodes[child].lock_ref,
-            last_access: self.nodes[child].last_access,
+            ns,
+            lock_ref: c.lock_ref,
+            last_access: c.last_access,
+            on_gpu: c.on_gpu,
+            on_host: c.on_host,
+            pinned: c.pinned,
         });
         self.nodes[child].parent = upper;
         self.nodes[parent].children.insert(upper_key, upper);
@@ -175,47 +297,40 @@ impl RadixCache {
         }
     }
 
-    /// Inserts the page-aligned part of `key`, recording `Stored` for new pages.
+    /// [`insert_in`](Self::insert_in) in the plain namespace.
     pub fn insert(&mut self, key: &[u32]) -> Inserted {
+        self.insert_in(PLAIN, key)
+    }
+
+    /// Inserts the page-aligned part of `key` into namespace `ns`, recording `Stored` for
+    /// new pages. A host-only node on the path gets its device copy back from the fresh KV
+    /// (`Stored` GPU, as SGLang's insert over an evicted, backed-up node).
+    pub fn insert_in(&mut self, ns: NsId, key: &[u32]) -> Inserted {
         let p = self.page;
         let key = &key[..key.len() / p * p];
-        let (mut node, mut pos) = self.match_prefix(key);
+        let (mut node, mut pos) = self.match_prefix_in(ns, key);
         let already_present = pos;
-        if pos < key.len() {
-            let k = page_key(&key[pos..pos + p]);
-            if self.nodes[node].children.contains_key(&k) {
-                // A different page with the same key: leave the rest uncached.
-                return Inserted {
-                    node,
-                    already_present,
-                    covered: pos,
+        while pos < key.len() {
+            let k = page_key(ns, &key[pos..pos + p]);
+            if let Some(&child) = self.nodes[node].children.get(&k) {
+                let m = self.common_pages(child, &key[pos..]);
+                if self.nodes[child].on_gpu || m == 0 {
+                    // A different page with the same key: leave the rest uncached.
+                    break;
+                }
+                let child = if m < self.nodes[child].pages(p) {
+                    self.split(child, m)
+                } else {
+                    child
                 };
+                self.nodes[child].last_access = self.clock;
+                self.restore_to_gpu(child);
+                node = child;
+                pos += m * p;
+                continue;
             }
-            let mut prev = self.nodes[node].digests.last().copied();
-            let parent_hash = prev.as_ref().map(event_hash);
-            let tokens = key[pos..].to_vec();
-            let mut digests = Vec::with_capacity(tokens.len() / p);
-            let mut hashes = Vec::with_capacity(tokens.len() / p);
-            for page in tokens.chunks_exact(p) {
-                let d = page_digest(prev.as_ref(), page);
-                hashes.push(event_hash(&d));
-                digests.push(d);
-                prev = Some(d);
-            }
-            let pages = digests.len();
-            let leaf = self.alloc(Node {
-                parent: node,
-                children: HashMap::new(),
-                tokens: tokens.clone(),
-                digests,
-                lock_ref: 0,
-                last_access: self.clock,
-            });
+            let leaf = self.new_leaf(node, ns, key[pos..].to_vec());
             self.nodes[node].children.insert(k, leaf);
-            self.tree_pages += pages;
-            self.evictable_pages += pages;
-            self.events
-                .push(CacheEvent::stored(hashes, parent_hash, tokens));
             node = leaf;
             pos = key.len();
         }
@@ -223,6 +338,119 @@ impl RadixCache {
             node,
             already_present,
             covered: pos,
+        }
+    }
+
+    fn new_leaf(&mut self, parent: NodeId, ns: NsId, tokens: Vec<u32>) -> NodeId {
+        let mut prev = if parent == ROOT {
+            self.ns_table[ns as usize].salt_seed
+        } else {
+            self.nodes[parent].digests.last().copied()
+        };
+        let digests: Vec<PageDigest> = tokens
+            .chunks_exact(self.page)
+            .map(|page| {
+                let d = page_digest(prev.as_ref(), page);
+                prev = Some(d);
+                d
+            })
+            .collect();
+        let pages = digests.len();
+        let leaf = self.alloc(Node {
+            parent,
+            children: HashMap::new(),
+            tokens,
+            digests,
+            ns,
+            lock_ref: 0,
+            last_access: self.clock,
+            on_gpu: true,
+            on_host: false,
+            pinned: false,
+        });
+        self.tree_pages += pages;
+        self.evictable_pages += pages;
+        let ev = self.stored_event(leaf, Medium::Gpu);
+        self.events.push(ev);
+        self.after_gpu_store(leaf);
+        leaf
+    }
+
+    /// A host-only node becomes GPU-resident again (insert over it, or a load-back).
+    pub(super) fn restore_to_gpu(&mut self, id: NodeId) {
+        let pages = self.nodes[id].pages(self.page);
+        let n = &mut self.nodes[id];
+        debug_assert!(!n.on_gpu && n.lock_ref == 0);
+        n.on_gpu = true;
+        self.tree_pages += pages;
+        self.evictable_pages += pages;
+        let ev = self.stored_event(id, Medium::Gpu);
+        self.events.push(ev);
+    }
+
+    /// The hashes of node `id` as published: the raw event-hash chain, then
+    /// `namespaced_block_hash` with the namespace's seed.
+    fn published_hashes(&self, id: NodeId) -> Vec<i64> {
+        let n = &self.nodes[id];
+        let seed = self.event_seed(n.ns);
+        n.digests
+            .iter()
+            .map(|d| namespaced_block_hash(event_hash(d), seed.as_ref()))
+            .collect()
+    }
+
+    /// `KVCacheEventRecorder._namespace_seed`: in the default format only a registered
+    /// adapter namespace seeds (salted chains already differ); the dynamo format seeds by
+    /// both extra_key and cache_salt.
+    fn event_seed(&self, ns: NsId) -> Option<PageDigest> {
+        let e = &self.ns_table[ns as usize];
+        if self.dynamo_format {
+            return namespace_seed(e.extra_key.as_deref(), e.cache_salt.as_deref());
+        }
+        let registered = e
+            .extra_key
+            .as_deref()
+            .filter(|k| self.lora_names.contains_key(*k));
+        namespace_seed(registered, None)
+    }
+
+    /// `lora_name` of a node's events: `KvEventLoraNames.get` (default format) or
+    /// `.resolve` (dynamo: also the adapter id at the end of extra_key).
+    fn lora_name(&self, ns: NsId) -> Option<String> {
+        let k = self.ns_table[ns as usize].extra_key.as_deref()?;
+        if let Some(name) = self.lora_names.get(k) {
+            return Some(name.clone());
+        }
+        if !self.dynamo_format || k.len() < LORA_ID_LEN {
+            return None;
+        }
+        let id = k.get(k.len() - LORA_ID_LEN..)?;
+        self.adapter_names.get(id).cloned()
+    }
+
+    /// `record_store(node, medium)`.
+    pub(super) fn stored_event(&self, id: NodeId, medium: Medium) -> CacheEvent {
+        let n = &self.nodes[id];
+        let seed = self.event_seed(n.ns);
+        let parent = (n.parent != ROOT)
+            .then(|| self.nodes[n.parent].digests.last())
+            .flatten()
+            .map(|d| namespaced_block_hash(event_hash(d), seed.as_ref()));
+        CacheEvent::Stored {
+            hashes: self.published_hashes(id),
+            parent,
+            tokens: n.tokens.clone(),
+            medium,
+            cache_salt: self.ns_table[n.ns as usize].cache_salt.clone(),
+            lora_name: self.lora_name(n.ns),
+        }
+    }
+
+    /// `record_remove(node, medium)`.
+    pub(super) fn removed_event(&self, id: NodeId, medium: Medium) -> CacheEvent {
+        CacheEvent::Removed {
+            hashes: self.published_hashes(id),
+            medium,
         }
     }
 
@@ -251,16 +479,27 @@ impl RadixCache {
         }
     }
 
-    /// Evicts least-recently-used unlocked leaves until `pages` pages are freed (or
-    /// nothing evictable is left). Returns the pages freed.
+    /// A GPU-resident, unlocked node without GPU-resident children.
+    fn is_device_leaf(&self, id: NodeId) -> bool {
+        let n = &self.nodes[id];
+        id != ROOT
+            && n.on_gpu
+            && n.lock_ref == 0
+            && !n.tokens.is_empty()
+            && n.children.values().all(|&c| !self.nodes[c].on_gpu)
+    }
+
+    /// Evicts least-recently-used unlocked GPU leaves until `pages` GPU pages are freed
+    /// (or nothing evictable is left). Returns the pages freed. With a host tier an evicted
+    /// node stays on the host (written back when it had no host copy yet).
     pub fn evict(&mut self, pages: usize) -> usize {
         if pages == 0 || self.evictable_pages == 0 {
             return 0;
         }
         let mut heap: BinaryHeap<Reverse<(u64, NodeId)>> = BinaryHeap::new();
-        for (id, n) in self.nodes.iter().enumerate().skip(1) {
-            if !n.tokens.is_empty() && n.children.is_empty() && n.lock_ref == 0 {
-                heap.push(Reverse((n.last_access, id)));
+        for id in 1..self.nodes.len() {
+            if self.is_device_leaf(id) {
+                heap.push(Reverse((self.nodes[id].last_access, id)));
             }
         }
         let mut freed = 0;
@@ -268,47 +507,85 @@ impl RadixCache {
             let Some(Reverse((_, id))) = heap.pop() else {
                 break;
             };
+            if !self.is_device_leaf(id) {
+                continue;
+            }
             let parent = self.nodes[id].parent;
-            freed += self.remove_leaf(id);
-            let pn = &self.nodes[parent];
-            if parent != ROOT && pn.children.is_empty() && pn.lock_ref == 0 {
-                heap.push(Reverse((pn.last_access, parent)));
+            freed += self.evict_device(id);
+            if self.is_device_leaf(parent) {
+                heap.push(Reverse((self.nodes[parent].last_access, parent)));
             }
         }
         freed
     }
 
-    fn remove_leaf(&mut self, id: NodeId) -> usize {
-        let node = std::mem::take(&mut self.nodes[id]);
-        let pages = node.pages(self.page);
-        self.nodes[node.parent]
-            .children
-            .remove(&page_key(&node.tokens[..self.page]));
+    /// Drops node `id`'s device copy: `Removed` GPU, then the host keeps it (write-back:
+    /// `Stored` CPU_PINNED first) or, without a host copy, the node and any host-only
+    /// nodes below it leave the tree.
+    fn evict_device(&mut self, id: NodeId) -> usize {
+        let pages = self.nodes[id].pages(self.page);
+        let ev = self.removed_event(id, Medium::Gpu);
+        self.events.push(ev);
+        self.nodes[id].on_gpu = false;
         self.tree_pages -= pages;
         self.evictable_pages -= pages;
-        self.events.push(CacheEvent::removed(
-            node.digests.iter().map(event_hash).collect(),
-        ));
-        self.free.push(id);
+        if self.host.is_some() && !self.nodes[id].on_host {
+            self.host_store(id);
+        }
+        if !self.nodes[id].on_host {
+            self.drop_subtree(id);
+        }
         pages
     }
 
-    /// Event hashes of every resident page (for consistency checks).
+    /// Removes a node that has no device copy left, with the host-only nodes below it
+    /// (`Removed` CPU_PINNED for each, leaves first).
+    pub(super) fn drop_subtree(&mut self, id: NodeId) {
+        let mut below = Vec::new();
+        let mut stack: Vec<NodeId> = self.nodes[id].children.values().copied().collect();
+        while let Some(c) = stack.pop() {
+            below.push(c);
+            stack.extend(self.nodes[c].children.values().copied());
+        }
+        for &c in below.iter().rev() {
+            self.host_release(c);
+        }
+        for &c in below.iter().rev() {
+            self.detach(c);
+        }
+        self.detach(id);
+    }
+
+    /// Unlinks a node (without children by now) from its parent and frees its slot.
+    pub(super) fn detach(&mut self, id: NodeId) {
+        let node = std::mem::take(&mut self.nodes[id]);
+        if let Some(first) = node.tokens.get(..self.page) {
+            self.nodes[node.parent]
+                .children
+                .remove(&page_key(node.ns, first));
+        }
+        self.free.push(id);
+    }
+
+    /// Event hashes of every GPU-resident page as published (for consistency checks).
     pub fn resident_hashes(&self) -> std::collections::HashSet<i64> {
-        self.nodes
-            .iter()
-            .skip(1)
-            .flat_map(|n| n.digests.iter().map(event_hash))
+        (1..self.nodes.len())
+            .filter(|&id| self.nodes[id].on_gpu && !self.nodes[id].tokens.is_empty())
+            .flat_map(|id| self.published_hashes(id))
             .collect()
     }
 
-    /// Drops every page (callers ensure nothing is locked) and records `Cleared`.
+    /// Drops every page on every tier (callers ensure nothing is locked) and records
+    /// `Cleared`. Namespaces and adapter names stay registered, as SGLang's table does.
     pub fn reset(&mut self) {
         self.nodes.truncate(1);
         self.nodes[ROOT] = Node::default();
         self.free.clear();
         self.tree_pages = 0;
         self.evictable_pages = 0;
+        if let Some(h) = &mut self.host {
+            h.used_pages = 0;
+        }
         self.events.push(CacheEvent::Cleared);
     }
 }

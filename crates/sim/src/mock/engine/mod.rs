@@ -4,6 +4,7 @@
 pub mod rank;
 pub mod request;
 pub mod scheduler;
+pub mod tiers;
 pub mod timing;
 
 pub use rank::{Command, LoadView, RankHandle, WeightUpdate};

@@ -6,6 +6,7 @@ use std::time::Instant;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use crate::mock::cache::Namespace;
 use crate::mock::sampler::Sampler;
 
 /// Why a request finished (SGLang's `finish_reason`).
@@ -61,6 +62,8 @@ pub struct EngineRequest {
     pub sampler: Sampler,
     pub reply: mpsc::UnboundedSender<Reply>,
     pub arrival: Instant,
+    /// Cache namespace (`extra_key` + LoRA id, `cache_salt`); default = the plain tree.
+    pub ns: Namespace,
 }
 
 /// A message from the scheduler to the HTTP task that owns the request.
@@ -87,6 +90,9 @@ pub struct Done {
     pub finish: FinishReason,
     pub prompt_tokens: usize,
     pub cached_tokens: usize,
+    /// `(device, host)` split of the first admission's cached prefix
+    /// (`cached_tokens_details`), `None` when the request was never admitted.
+    pub cached_split: Option<(usize, usize)>,
     pub weight_version: Arc<str>,
     pub dp_rank: u32,
     /// Seconds from arrival to the first token (None when no token was generated).

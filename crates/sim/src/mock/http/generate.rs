@@ -51,7 +51,7 @@ pub async fn generate(state: &Arc<MockState>, bytes: &[u8]) -> Resp {
         Ok(b) => b,
         Err(m) => return native_error(StatusCode::BAD_REQUEST, m),
     };
-    let prepared = match prepare(state, b) {
+    let prepared = match prepare(state, b, bytes) {
         Ok(p) => p,
         Err(m) => return native_error(StatusCode::BAD_REQUEST, m),
     };
@@ -125,7 +125,7 @@ struct Prepared {
     stream: bool,
 }
 
-fn prepare(state: &MockState, b: GenerateBody) -> Result<Prepared, String> {
+fn prepare(state: &MockState, b: GenerateBody, bytes: &[u8]) -> Result<Prepared, String> {
     let vocab = state.args.vocab_size;
     let given = usize::from(b.text.is_some())
         + usize::from(b.input_ids.is_some())
@@ -189,6 +189,7 @@ fn prepare(state: &MockState, b: GenerateBody) -> Result<Prepared, String> {
         state,
         b.routed_dp_rank.as_ref().or(b.data_parallel_rank.as_ref()),
     )?;
+    let mut namespaces = super::namespace::for_call(state, bytes, count, false)?.into_iter();
     let mut flags = Vec::new();
     let mut prompts = Vec::with_capacity(count);
     for ((tokens, p), (rid, lp)) in inputs
@@ -201,6 +202,7 @@ fn prepare(state: &MockState, b: GenerateBody) -> Result<Prepared, String> {
             tokens,
             params: p,
             rid,
+            ns: namespaces.next().unwrap_or_default(),
         });
     }
     let stream = b.stream.unwrap_or(false);
@@ -228,6 +230,7 @@ fn final_object(it: &Item, d: &Done, e2e: f64, multi_rank: bool, index: Option<u
         output_ids: &d.output_ids,
         logprobs: &d.logprobs,
         cached_tokens: d.cached_tokens,
+        cached_split: d.cached_split,
         finish: Some(&d.finish),
         weight_version: &d.weight_version,
         dp_rank: multi_rank.then_some(d.dp_rank),
@@ -276,6 +279,7 @@ impl SseFormatter for GenerateSse {
                     output_ids: ids,
                     logprobs: lps,
                     cached_tokens,
+                    cached_split: None,
                     finish: None,
                     weight_version: &version,
                     dp_rank: multi.then_some(it.info.rank),

@@ -12,6 +12,8 @@ pub struct MetaArgs<'a> {
     pub output_ids: &'a [u32],
     pub logprobs: &'a [f32],
     pub cached_tokens: usize,
+    /// `(device, host)` split of the cached prefix when known (final objects).
+    pub cached_split: Option<(usize, usize)>,
     pub finish: Option<&'a FinishReason>,
     pub weight_version: &'a str,
     /// `None` renders `null` (single-rank servers).
@@ -44,7 +46,7 @@ pub fn meta_info(a: &MetaArgs) -> Value {
     }
     m.insert("completion_tokens".into(), a.output_ids.len().into());
     m.insert("cached_tokens".into(), a.cached_tokens.into());
-    m.insert("cached_tokens_details".into(), Value::Null);
+    m.insert("cached_tokens_details".into(), cached_details(a));
     m.insert("dp_rank".into(), a.dp_rank.map_or(Value::Null, Value::from));
     if a.return_logprob {
         let lps: Vec<Value> = a
@@ -64,6 +66,17 @@ pub fn meta_info(a: &MetaArgs) -> Value {
         m.insert("e2e_latency".into(), e.into());
     }
     Value::Object(m)
+}
+
+/// `OutputStreamer.get_cached_tokens_details`: `{"device", "host"}` from the first
+/// admission's split, `{"device": cached_tokens, "host": 0}` when only the total is known,
+/// null when nothing was cached.
+fn cached_details(a: &MetaArgs) -> Value {
+    match a.cached_split {
+        Some((device, host)) if device > 0 || host > 0 => json!({"device": device, "host": host}),
+        _ if a.cached_tokens > 0 => json!({"device": a.cached_tokens, "host": 0}),
+        _ => Value::Null,
+    }
 }
 
 /// The stand-in text of generated ids.

@@ -5,10 +5,12 @@ pub mod generate;
 pub mod hooks;
 pub mod info;
 pub mod meta;
+pub mod namespace;
 pub mod openai;
 pub mod parse;
 pub mod respond;
 pub mod server_info;
+pub mod v1_loads;
 
 use std::convert::Infallible;
 use std::sync::Arc;

@@ -131,7 +131,7 @@ pub async fn chat(state: &Arc<MockState>, bytes: &[u8]) -> Resp {
         Err(m) => return openai_error(StatusCode::BAD_REQUEST, m),
     };
     let logprobs = b.logprobs.unwrap_or(false);
-    run(state, Kind::Chat, vec![tokens], b.common, logprobs).await
+    run(state, Kind::Chat, vec![tokens], b.common, logprobs, bytes).await
 }
 
 /// Handles `/v1/completions`.
@@ -150,6 +150,7 @@ pub async fn completions(state: &Arc<MockState>, bytes: &[u8]) -> Resp {
         prompts,
         b.common,
         b.logprobs.is_some(),
+        bytes,
     )
     .await
 }
@@ -200,6 +201,7 @@ async fn run(
     prompts: Vec<Vec<u32>>,
     common: Common,
     logprobs: bool,
+    bytes: &[u8],
 ) -> Resp {
     let start = Instant::now();
     let stream = common.stream.unwrap_or(false);
@@ -231,13 +233,19 @@ async fn run(
         Ok(r) => r,
         Err(m) => return openai_error(StatusCode::BAD_REQUEST, m),
     };
+    let namespaces = match super::namespace::for_call(state, bytes, prompts.len(), true) {
+        Ok(n) => n,
+        Err(m) => return openai_error(StatusCode::BAD_REQUEST, m),
+    };
     let prompts: Vec<Prompt> = prompts
         .into_iter()
         .zip(rids)
-        .map(|(tokens, rid)| Prompt {
+        .zip(namespaces)
+        .map(|((tokens, rid), ns)| Prompt {
             tokens,
             params: params.clone(),
             rid,
+            ns,
         })
         .collect();
     let job = match parse::build_job(state, prompts, stream, rank, default_max as usize) {
@@ -352,6 +360,7 @@ fn meta_of(state: &MockState, d: &Done, logprobs: bool, e2e: Option<f64>, finish
         output_ids: &d.output_ids,
         logprobs: &d.logprobs,
         cached_tokens: d.cached_tokens,
+        cached_split: d.cached_split,
         finish: finish.then_some(&d.finish),
         weight_version: &d.weight_version,
         dp_rank: (state.ranks.len() > 1).then_some(d.dp_rank),

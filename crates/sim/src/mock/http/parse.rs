@@ -132,6 +132,8 @@ pub struct Prompt {
     pub params: SamplingParams,
     /// Explicit rid of this item (already expanded for batches).
     pub rid: Option<String>,
+    /// Cache namespace (`namespace.rs`).
+    pub ns: crate::mock::cache::Namespace,
 }
 
 /// What the HTTP side remembers of each request of a call.
@@ -225,6 +227,7 @@ pub fn build_job(
                     sampler,
                     reply: tx.clone(),
                     arrival: now,
+                    ns: p.ns.clone(),
                 },
             ));
         }

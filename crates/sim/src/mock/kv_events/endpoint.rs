@@ -1,6 +1,9 @@
-//! ZMQ endpoint rules of SGLang's publisher: bind when the endpoint has `*` or `::` or is
-//! `ipc://`/`inproc://`, connect otherwise; DP rank `r` uses TCP port `P + r` (or the
-//! suffix `_dp{r}` for ipc/inproc). The mock binds `*` on the `--host` address.
+//! ZMQ endpoint rules of SGLang 0.5.23's publisher (`disaggregation/kv_events.py`
+//! `ZmqEventPublisher._socket_setup`): the config's `bind` decides when set, otherwise bind
+//! when the endpoint has `*`, `::` or `0.0.0.0` or is `ipc://`/`inproc://`, connect
+//! otherwise; DP rank `r` uses TCP port `P + r` (or the suffix `_dp{r}` for ipc/inproc,
+//! `offset_endpoint_port`). The mock binds `*` on the `--host` address, `0.0.0.0` and any
+//! other host as written.
 
 /// One parsed endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,12 +37,20 @@ impl Endpoint {
         }
     }
 
-    /// True when SGLang would bind (rather than connect) this endpoint.
+    /// True when SGLang would bind (rather than connect) this endpoint without a `bind`
+    /// setting.
     pub fn binds(&self) -> bool {
         match self {
-            Endpoint::Tcp { host, .. } => host.contains('*') || host.contains("::"),
+            Endpoint::Tcp { host, .. } => {
+                host.contains('*') || host.contains("::") || host.contains("0.0.0.0")
+            }
             Endpoint::Other(_) => true,
         }
+    }
+
+    /// SGLang's choice with the config's `bind` (`None` = the heuristic).
+    pub fn binds_with(&self, bind: Option<bool>) -> bool {
+        bind.unwrap_or_else(|| self.binds())
     }
 
     /// The endpoint of DP rank `rank` given the rank-0 port `base`.
@@ -100,6 +111,11 @@ mod tests {
         assert_eq!(e.for_rank(2, 5557).unwrap().display(), "tcp://*:5559");
         assert_eq!(e.socket_addr("127.0.0.1"), "tcp://127.0.0.1:5557");
         assert!(!Endpoint::parse("tcp://10.0.0.1:5557").unwrap().binds());
+        let any = Endpoint::parse("tcp://0.0.0.0:5557").unwrap();
+        assert!(any.binds());
+        assert_eq!(any.socket_addr("127.0.0.1"), "tcp://0.0.0.0:5557");
+        let lo = Endpoint::parse("tcp://127.0.0.2:5557").unwrap();
+        assert!(lo.binds_with(Some(true)) && !lo.binds_with(None));
         let i = Endpoint::parse("inproc://ev").unwrap();
         assert_eq!(i.for_rank(1, 0).unwrap().display(), "inproc://ev_dp1");
         assert!(Endpoint::parse("http://x").is_err());

@@ -44,7 +44,7 @@ pub async fn start(
         .transpose()?;
     let mut last_err = String::new();
     for _attempt in 0..20 {
-        match open_all(&pub_ep, replay_ep.as_ref(), bind_host, dp_size).await {
+        match open_all(&pub_ep, replay_ep.as_ref(), bind_host, dp_size, cfg.bind).await {
             Ok((sockets, pub0, replay0)) => {
                 let per_rank = sockets
                     .into_iter()
@@ -77,6 +77,7 @@ async fn open_all(
     replay_ep: Option<&Endpoint>,
     host: &str,
     dp: usize,
+    bind: Option<bool>,
 ) -> Result<Opened, String> {
     let mut sockets = Vec::with_capacity(dp);
     let mut pub_base = pub_ep.port();
@@ -85,8 +86,9 @@ async fn open_all(
     let mut replay0 = replay_ep.cloned();
     for rank in 0..dp {
         let rank_ep = pub_ep.for_rank(rank, pub_base)?;
-        let connect_to = (!rank_ep.binds()).then(|| rank_ep.socket_addr(host));
-        let (pub_socket, actual) = publisher::open_pub(&rank_ep, host).await?;
+        let binds = rank_ep.binds_with(bind);
+        let connect_to = (!binds).then(|| rank_ep.socket_addr(host));
+        let (pub_socket, actual) = publisher::open_pub(&rank_ep, host, binds).await?;
         if rank == 0 {
             pub_base = actual.port();
             pub0 = actual;

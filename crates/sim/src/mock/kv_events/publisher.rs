@@ -65,10 +65,14 @@ pub struct RankSockets {
 }
 
 /// Opens the PUB socket (bind or connect) at `ep`.
-pub async fn open_pub(ep: &Endpoint, bind_host: &str) -> Result<(PubSocket, Endpoint), String> {
+pub async fn open_pub(
+    ep: &Endpoint,
+    bind_host: &str,
+    bind: bool,
+) -> Result<(PubSocket, Endpoint), String> {
     let mut s = PubSocket::new();
     let addr = ep.socket_addr(bind_host);
-    if ep.binds() {
+    if bind {
         let bound = s
             .bind(&addr)
             .await

@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use super::{pages_for, FinishReason, Scheduler, Seq, CLIP_MAX_NEW_TOKENS};
+use super::{pages_for, FinishReason, NodeId, PrefillPart, Scheduler, Seq, CLIP_MAX_NEW_TOKENS};
 
 impl Scheduler {
     /// Clipped output tokens `s` may still produce.
@@ -78,7 +78,18 @@ impl Scheduler {
                 break;
             }
             let len = front.tokens.len();
-            let (node, pre_len) = self.cache.match_prefix(&front.tokens[..len - 1]);
+            let ns = front.ns;
+            let (node, dev_len) = self.cache.match_prefix_in(ns, &front.tokens[..len - 1]);
+            let (node, host_len) = if self.cache.has_host() {
+                let rest = front.tokens[dev_len..len - 1].to_vec();
+                self.load_back(ns, node, &rest)
+            } else {
+                (node, 0)
+            };
+            let pre_len = dev_len + host_len;
+            let Some(front) = self.waiting.front() else {
+                break;
+            };
             let extend = len - pre_len;
             let take = if extend <= rem {
                 extend
@@ -128,6 +139,10 @@ impl Scheduler {
             s.own_pages = need;
             s.extend = take;
             s.cached_tokens += pre_len;
+            s.host_loaded = host_len;
+            if s.cached_split.is_none() {
+                s.cached_split = Some((pre_len - host_len, host_len));
+            }
             s.queue_time = now.duration_since(s.queued_at).as_secs_f64();
             hits += pre_len;
             input += take;
@@ -143,6 +158,44 @@ impl Scheduler {
         }
         self.note_hit_rate(hits, input);
         batch
+    }
+
+    /// HiCache load-back at admission: the host-only continuation of a GPU match ending at
+    /// `node` is loaded to the GPU when device pages can be made for it (SGLang's
+    /// `init_load_back`; declined otherwise). Returns the new match end and the tokens
+    /// loaded.
+    fn load_back(&mut self, ns: crate::mock::cache::NsId, node: NodeId, rest: &[u32]) -> (NodeId, usize) {
+        let (to, host_len) = self.cache.host_match(ns, node, rest);
+        if host_len == 0 {
+            return (node, 0);
+        }
+        let pages = host_len / self.limits.page_size;
+        self.cache.pin_host_path(node, to, true);
+        self.cache.inc_lock(node);
+        let ok = self.alloc(pages);
+        self.cache.dec_lock(node);
+        self.cache.pin_host_path(node, to, false);
+        if !ok {
+            return (node, 0);
+        }
+        self.free_req_pages(pages);
+        let loaded = self.cache.load_back(node, to);
+        debug_assert_eq!(loaded, pages, "pinned host path changed");
+        (to, host_len)
+    }
+
+    /// Milliseconds of loading `tokens` back from the host: `--hicache-load-cost` times
+    /// the recompute cost of the same tokens as a cold prefill, less the pass's fixed cost.
+    pub(super) fn host_load_ms(&self, tokens: usize) -> f64 {
+        if tokens == 0 || self.host_load_fraction == 0.0 {
+            return 0.0;
+        }
+        let t = &self.limits.timing;
+        let cold = t.prefill_ms(&[PrefillPart {
+            prefix: 0,
+            new: tokens,
+        }]) - t.prefill_ms(&[]);
+        self.host_load_fraction * cold.max(0.0)
     }
 
     /// SGLang's `cache_hit_rate` of the last prefill batch: hit / (hit + computed) tokens.

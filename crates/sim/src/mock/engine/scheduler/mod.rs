@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 
 use super::request::{Done, EngineRequest, FinishReason, Reply};
 use super::timing::{PrefillPart, TimingModel};
-use crate::mock::cache::{NodeId, RadixCache, ROOT};
+use crate::mock::cache::{NodeId, NsId, RadixCache, PLAIN, ROOT};
 
 pub use policy::SchedulePolicy;
 
@@ -58,6 +58,13 @@ const CLIP_MAX_NEW_TOKENS: usize = 4096;
 #[derive(Debug)]
 struct Seq {
     req: EngineRequest,
+    /// The request's cache namespace (interned in this rank's tree).
+    ns: NsId,
+    /// Tokens loaded back from the host tier for the current prefill round.
+    host_loaded: usize,
+    /// SGLang's `cached_tokens_device` / `cached_tokens_host` of the first admission
+    /// (`split_cached_prefix_by_tier`), `None` before it.
+    cached_split: Option<(usize, usize)>,
     /// Prompt followed by the output so far.
     tokens: Vec<u32>,
     logprobs: Vec<f32>,
@@ -89,6 +96,9 @@ impl Seq {
         let queued_at = req.arrival;
         Seq {
             req,
+            ns: PLAIN,
+            host_loaded: 0,
+            cached_split: None,
             tokens,
             logprobs,
             node: ROOT,
@@ -158,6 +168,8 @@ pub struct Scheduler {
     batch_full: bool,
     /// Reused buffer for the decode loop.
     spare: Vec<Seq>,
+    /// A host-tier load-back costs this fraction of recomputing the tokens.
+    host_load_fraction: f64,
 }
 
 fn pages_for(tokens: usize, page: usize) -> usize {
@@ -186,6 +198,7 @@ impl Scheduler {
             last_hit_rate: 0.0,
             batch_full: false,
             spare: Vec::new(),
+            host_load_fraction: 0.0,
         }
     }
 
@@ -199,9 +212,20 @@ impl Scheduler {
         std::mem::take(&mut self.outbox)
     }
 
-    /// Queues new requests.
+    /// Queues new requests, interning their namespaces (and registering adapter names for
+    /// KV events) on arrival as SGLang's `handle_generate_request` does.
     pub fn submit(&mut self, reqs: Vec<EngineRequest>) {
-        self.waiting.extend(reqs.into_iter().map(Seq::new));
+        for r in reqs {
+            let ns = self.cache.namespace(&r.ns);
+            let mut s = Seq::new(r);
+            s.ns = ns;
+            self.waiting.push_back(s);
+        }
+    }
+
+    /// Sets the cost of a host-tier load-back as a fraction of recomputing the tokens.
+    pub fn set_host_load_fraction(&mut self, f: f64) {
+        self.host_load_fraction = f;
     }
 
     /// The weight version stamped on finished requests.
@@ -427,12 +451,14 @@ impl Scheduler {
                 new: s.extend,
             })
             .collect();
-        let sim_ms = self.limits.timing.prefill_ms(&parts);
+        let loaded: usize = batch.iter().map(|s| s.host_loaded).sum();
+        let sim_ms = self.limits.timing.prefill_ms(&parts) + self.host_load_ms(loaded);
         let mut generated = 0;
         for mut s in batch {
             s.prefill_ms = sim_ms;
             s.kv_len += s.extend;
             s.extend = 0;
+            s.host_loaded = 0;
             self.cache_unfinished(&mut s);
             if s.kv_len < s.tokens.len() {
                 self.chunked = Some(s);
@@ -532,7 +558,7 @@ impl Scheduler {
     /// `cache_unfinished_req`: inserts the computed pages and moves the lock.
     fn cache_unfinished(&mut self, s: &mut Seq) {
         let p = self.limits.page_size;
-        let ins = self.cache.insert(&s.tokens[..s.kv_len]);
+        let ins = self.cache.insert_in(s.ns, &s.tokens[..s.kv_len]);
         self.cache.inc_lock(ins.node);
         self.cache.dec_lock(s.node);
         s.node = ins.node;
@@ -545,7 +571,7 @@ impl Scheduler {
     /// Frees a request's KV: inserts computed pages when `insert`, unlocks, frees pages.
     fn release(&mut self, s: Seq, insert: bool) {
         if insert && s.kv_len > 0 {
-            self.cache.insert(&s.tokens[..s.kv_len]);
+            self.cache.insert_in(s.ns, &s.tokens[..s.kv_len]);
         }
         self.cache.dec_lock(s.node);
         self.free_req_pages(s.own_pages);
@@ -555,7 +581,7 @@ impl Scheduler {
         let prompt_len = s.req.prompt.len();
         let node = s.node;
         if s.kv_len > 0 {
-            self.cache.insert(&s.tokens[..s.kv_len]);
+            self.cache.insert_in(s.ns, &s.tokens[..s.kv_len]);
         }
         self.cache.dec_lock(node);
         self.free_req_pages(s.own_pages);
@@ -567,6 +593,7 @@ impl Scheduler {
             mut tokens,
             logprobs,
             cached_tokens,
+            cached_split,
             queue_time,
             prefill_ms,
             retractions,
@@ -581,6 +608,7 @@ impl Scheduler {
             finish,
             prompt_tokens: prompt_len,
             cached_tokens,
+            cached_split,
             weight_version: self.weight_version.clone(),
             dp_rank: self.rank,
             ttft,

@@ -57,7 +57,7 @@ impl Scheduler {
         let mut keys: Vec<(bool, usize)> = Vec::with_capacity(self.waiting.len());
         let cache = &mut self.cache;
         for s in self.waiting.iter() {
-            let (_, matched) = cache.match_prefix(&s.tokens);
+            let (_, matched) = cache.match_prefix_in(s.ns, &s.tokens);
             let mut deferred = false;
             if matched <= IN_BATCH_CHECK_THRESHOLD
                 && s.tokens.len() >= IN_BATCH_DEPRIORITIZE_THRESHOLD

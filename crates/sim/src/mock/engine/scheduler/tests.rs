@@ -32,6 +32,7 @@ fn req(
         stream: false,
         reply: tx.clone(),
         arrival: Instant::now(),
+        ns: Default::default(),
     }
 }
 
