@@ -179,19 +179,24 @@ def main():
     rec.record_store(Node(r, rng(1, 5), extra_key=lora_id, cache_salt="tenant-1"))
     batch("s5_lora_salted", rec.take())
 
-    # Host tier (HiCache write-back publishes medium CPU_PINNED; host eviction removes it).
+    # Host tier, write-back: evicting an unbacked device leaf first runs its D->H backup
+    # (the ack publishes the host store, UnifiedTreeCore.finish_write_through), then
+    # demotes it (the device removal, UnifiedTreeCore._demote):
+    # UnifiedRadixCache evict loop, mem_cache/unified_radix_cache.py:1032-1040.
+    # Host eviction removes the host copy (UnifiedTreeCore._evict_host_leaf).
     rec = ev.KVCacheEventRecorder(enabled=True, page_size=4)
     r = root()
     h = Node(r, rng(1, 9))
-    rec.record_remove(h)
     rec.record_store(h, medium=kv.StorageMedium.CPU)
+    rec.record_remove(h)
     batch("s6_host_writeback", rec.take())
     rec.record_remove(h, medium=kv.StorageMedium.CPU)
     batch("s6_host_evicted", rec.take())
 
     # More host-tier sequences, as the mock's tree produces them (page 4):
-    # write-through (the GPU store, then its host copy); write-back with a full host
-    # (B leaves the GPU, the host drops A to make room, B's host copy); B loaded back.
+    # write-through (the GPU store, then its host copy once the backup is acked); write-back
+    # with a full host (the backup of B first evicts host leaf A, then B's host copy, then
+    # B's demotion); B loaded back (UnifiedTreeCore.load_back: a GPU store per loaded node).
     rec = ev.KVCacheEventRecorder(enabled=True, page_size=4)
     r = root()
     w = Node(r, rng(1, 5))
@@ -200,9 +205,9 @@ def main():
     batch("s6_write_through", rec.take())
     a = Node(r, rng(1, 9))
     b = Node(r, rng(20, 28))
-    rec.record_remove(b)
     rec.record_remove(a, medium=kv.StorageMedium.CPU)
     rec.record_store(b, medium=kv.StorageMedium.CPU)
+    rec.record_remove(b)
     batch("s6_host_full", rec.take())
     rec.record_store(b, medium=kv.StorageMedium.GPU)
     batch("s6_load_back", rec.take())

@@ -1,8 +1,9 @@
 //! The HiCache host tier of the radix tree (SGLang `--enable-hierarchical-cache`,
 //! `mem_cache/unified_cache/unified_tree_core.py`): a bounded pool of host pages holding
 //! copies of tree nodes. Events follow SGLang's recorder calls there: a node backed up to
-//! the host publishes `BlockStored` with medium `CPU_PINNED` (`finish_write_through` for
-//! write-through; on device eviction for write-back), a host copy dropped publishes
+//! the host publishes `BlockStored` with medium `CPU_PINNED` (`finish_write_through`, when
+//! the backup is acked: at insertion for write-through, before the device removal for
+//! write-back, `unified_radix_cache.py` evict loop), a host copy dropped publishes
 //! `BlockRemoved` `CPU_PINNED` (`_evict_host_leaf`, `_release_full_host_duplicate`), a
 //! host hit loaded back publishes `BlockStored` `GPU` per loaded node (`load_back`).
 //!
@@ -206,7 +207,7 @@ mod tests {
         assert_eq!(c.host_pages(), 2);
         assert_eq!(
             media(&c.take_events())[1..],
-            [("removed", Medium::Gpu), ("stored", Medium::CpuPinned)]
+            [("stored", Medium::CpuPinned), ("removed", Medium::Gpu)]
         );
         let key: Vec<u32> = (1..10).collect();
         let (node, dev) = c.match_prefix(&key);

@@ -519,19 +519,21 @@ impl RadixCache {
         freed
     }
 
-    /// Drops node `id`'s device copy: `Removed` GPU, then the host keeps it (write-back:
-    /// `Stored` CPU_PINNED first) or, without a host copy, the node and any host-only
-    /// nodes below it leave the tree.
+    /// Drops node `id`'s device copy (SGLang's `evict_device_leaf`): write-back first backs
+    /// an unbacked node up (`Stored` CPU_PINNED, after any host eviction it needs), then
+    /// `Removed` GPU; a backed-up node stays in the tree host-only; a node without a host
+    /// copy (no tier, write-through not yet backed up, host full) leaves the tree with any
+    /// host-only nodes below it.
     fn evict_device(&mut self, id: NodeId) -> usize {
         let pages = self.nodes[id].pages(self.page);
+        if self.host.is_some_and(|h| !h.write_through) && !self.nodes[id].on_host {
+            self.host_store(id);
+        }
         let ev = self.removed_event(id, Medium::Gpu);
         self.events.push(ev);
         self.nodes[id].on_gpu = false;
         self.tree_pages -= pages;
         self.evictable_pages -= pages;
-        if self.host.is_some() && !self.nodes[id].on_host {
-            self.host_store(id);
-        }
         if !self.nodes[id].on_host {
             self.drop_subtree(id);
         }

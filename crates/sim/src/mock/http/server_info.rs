@@ -83,6 +83,20 @@ fn server_args(state: &MockState) -> Vec<(&'static str, Value)> {
         // The mock always serves /metrics and reports cached_tokens.
         ("enable_metrics", json!(true)),
         ("enable_cache_report", json!(true)),
+        // Namespaces and HiCache (`lora.rs`, `cache/host.rs`); enable_lora stays null unless
+        // LoRA is on, as SGLang's resolution leaves it.
+        (
+            "enable_lora",
+            json!(crate::mock::lora::Adapters::from_args(a)
+                .is_ok_and(|l| l.enabled)
+                .then_some(true)),
+        ),
+        ("enable_hierarchical_cache", json!(a.enable_hierarchical_cache)),
+        (
+            "hicache_ratio",
+            json!(a.hicache_ratio.unwrap_or(crate::mock::config::DEFAULT_HICACHE_RATIO)),
+        ),
+        ("hicache_write_policy", json!(a.hicache_write_policy)),
     ]
 }
 
