@@ -32,7 +32,9 @@ impl Adapters {
     pub fn from_args(args: &MockArgs) -> Result<Adapters, String> {
         let mut list = Vec::new();
         for entry in &args.lora_paths {
-            let (name, path) = entry.split_once('=').unwrap_or((entry, entry));
+            let (name, path) = entry
+                .split_once('=')
+                .unwrap_or((entry.as_str(), entry.as_str()));
             if name.is_empty() {
                 return Err(format!("--lora-paths: empty adapter name in {entry:?}"));
             }

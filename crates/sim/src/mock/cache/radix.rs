@@ -267,17 +267,19 @@ impl RadixCache {
         let lower_key = page_key(ns, &self.nodes[child].tokens[..p]);
         let upper_key = page_key(ns, &upper_tokens[..p]);
         let c = &self.nodes[child];
+        let (lock_ref, last_access, on_gpu, on_host, pinned) =
+            (c.lock_ref, c.last_access, c.on_gpu, c.on_host, c.pinned);
         let upper = self.alloc(Node {
             parent,
             children: HashMap::from([(lower_key, child)]),
             tokens: upper_tokens,
             digests: upper_digests,
             ns,
-            lock_ref: c.lock_ref,
-            last_access: c.last_access,
-            on_gpu: c.on_gpu,
-            on_host: c.on_host,
-            pinned: c.pinned,
+            lock_ref,
+            last_access,
+            on_gpu,
+            on_host,
+            pinned,
         });
         self.nodes[child].parent = upper;
         self.nodes[parent].children.insert(upper_key, upper);
