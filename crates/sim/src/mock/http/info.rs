@@ -1,11 +1,10 @@
 //! Read-only routes: health, model and server info, load reports, version, metrics.
 
-use std::collections::HashMap;
 
 use http::StatusCode;
 use serde_json::{json, Map, Value};
 
-use super::respond::{empty, native_error, ok, text, Resp};
+use super::respond::{empty, ok, text, Resp};
 use crate::mock::state::MockState;
 
 /// Version string of the older shape (`--sglang-version 0.5.9`).
