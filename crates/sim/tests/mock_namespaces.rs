@@ -179,8 +179,10 @@ async fn salted_events_via(config: &str, expect_host: &str) {
     let mut sub = SubSocket::new();
     sub.subscribe("").await.unwrap();
     sub.connect(&format!("tcp://127.0.0.1:{port}")).await.unwrap();
-    // Slow joiner: flush until the subscription sees an AllBlocksCleared.
-    loop {
+    // Slow joiner: flush until the subscription sees an AllBlocksCleared (bounded, so a
+    // publisher nobody can reach fails the test instead of hanging it).
+    for attempt in 0.. {
+        assert!(attempt < 100, "no AllBlocksCleared from tcp://127.0.0.1:{port}");
         http(&addr, "POST", "/flush_cache", None).await;
         let got = tokio::time::timeout(std::time::Duration::from_millis(200), sub.recv()).await;
         if let Ok(Ok(m)) = got {
@@ -195,7 +197,8 @@ async fn salted_events_via(config: &str, expect_host: &str) {
     let (st, _) = post(&addr, "/generate", body).await;
     assert_eq!(st, 200);
     let payload = loop {
-        let p = sub.recv().await.unwrap().into_vec().pop().unwrap();
+        let got = tokio::time::timeout(std::time::Duration::from_secs(20), sub.recv()).await;
+        let p = got.expect("a BlockStored").unwrap().into_vec().pop().unwrap();
         if p.windows(11).any(|w| w == b"BlockStored") {
             break p;
         }
