@@ -37,13 +37,7 @@ fn take(c: &mut RadixCache) -> String {
 }
 
 fn encode(evs: Vec<CacheEvent>, page: usize) -> String {
-    hex(&encode_batch(
-        0.0,
-        &evs,
-        page,
-        0,
-        EventFormat::Tagged,
-    ))
+    hex(&encode_batch(0.0, &evs, page, 0, EventFormat::Tagged))
 }
 
 #[test]
@@ -70,7 +64,6 @@ fn tagged_batches_equal_sglang_bytes() {
     assert_eq!(take(&mut c), fx["s4_cleared"]);
 }
 
-
 const LORA_ID: &str = "0123456789abcdef0123456789abcdef";
 
 fn toks(a: u32, b: u32) -> Vec<u32> {
@@ -89,9 +82,17 @@ fn namespaced_batches_equal_sglang_bytes() {
     assert_eq!(take(&mut c), fx["s5_salted"], "salted chain");
     c.insert(&toks(1, 9));
     assert_eq!(take(&mut c), fx["s5_unsalted"], "same tokens, plain tree");
-    let lora = c.namespace(&Namespace::for_request(None, None, Some(("adapterA", LORA_ID))));
+    let lora = c.namespace(&Namespace::for_request(
+        None,
+        None,
+        Some(("adapterA", LORA_ID)),
+    ));
     c.insert_in(lora, &toks(1, 9));
-    assert_eq!(take(&mut c), fx["s5_lora"], "adapter namespace seeds the hashes");
+    assert_eq!(
+        take(&mut c),
+        fx["s5_lora"],
+        "adapter namespace seeds the hashes"
+    );
     // Make every other node more recent, so the adapter's node is the LRU leaf.
     c.match_prefix_in(salted, &toks(1, 9));
     c.match_prefix(&toks(1, 9));
@@ -99,7 +100,11 @@ fn namespaced_batches_equal_sglang_bytes() {
     assert_eq!(take(&mut c), fx["s5_lora_removed"]);
     let key = c.namespace(&Namespace::for_request(Some("my-key"), None, None));
     c.insert_in(key, &toks(1, 9));
-    assert_eq!(take(&mut c), fx["s5_extra_key"], "unregistered extra_key: plain hashes");
+    assert_eq!(
+        take(&mut c),
+        fx["s5_extra_key"],
+        "unregistered extra_key: plain hashes"
+    );
     let both = c.namespace(&Namespace::for_request(
         None,
         Some("tenant-1"),
@@ -114,9 +119,17 @@ fn namespaces_keep_trees_apart() {
     let mut c = RadixCache::new(4);
     let salted = c.namespace(&Namespace::for_request(None, Some("t"), None));
     c.insert(&toks(1, 9));
-    assert_eq!(c.match_prefix_in(salted, &toks(1, 9)).1, 0, "salt misses plain pages");
+    assert_eq!(
+        c.match_prefix_in(salted, &toks(1, 9)).1,
+        0,
+        "salt misses plain pages"
+    );
     let key = c.namespace(&Namespace::for_request(Some("k"), None, None));
-    assert_eq!(c.match_prefix_in(key, &toks(1, 9)).1, 0, "extra_key misses plain pages");
+    assert_eq!(
+        c.match_prefix_in(key, &toks(1, 9)).1,
+        0,
+        "extra_key misses plain pages"
+    );
     c.insert_in(key, &toks(1, 9));
     assert_eq!(c.match_prefix_in(key, &toks(1, 9)).1, 8);
     assert_eq!(c.tree_pages(), 4, "the same tokens held twice");
@@ -137,10 +150,22 @@ fn host_tier_batches_equal_sglang_bytes() {
     c.take_events();
     c.evict(2);
     let evs = c.take_events();
-    assert_eq!(encode(coalesce(evs.clone()), 4), fx["s6_host_full"], "host full");
+    assert_eq!(
+        encode(coalesce(evs.clone()), 4),
+        fx["s6_host_full"],
+        "host full"
+    );
     let host_drop: Vec<CacheEvent> = evs
         .into_iter()
-        .filter(|e| matches!(e, CacheEvent::Removed { medium: Medium::CpuPinned, .. }))
+        .filter(|e| {
+            matches!(
+                e,
+                CacheEvent::Removed {
+                    medium: Medium::CpuPinned,
+                    ..
+                }
+            )
+        })
         .collect();
     assert_eq!(encode(host_drop, 4), fx["s6_host_evicted"]);
     let key = toks(20, 29);
@@ -188,11 +213,17 @@ fn namespace_functions_equal_sglang() {
     let h = lines("hash ");
     let v = |k: &str| h[k].parse::<i64>().unwrap();
     let seed = namespace_seed(None, Some("tenant-1"));
-    assert_eq!(namespaced_block_hash(1, seed.as_ref()), v("ns_salt_tenant1_of_1"));
+    assert_eq!(
+        namespaced_block_hash(1, seed.as_ref()),
+        v("ns_salt_tenant1_of_1")
+    );
     let seed = namespace_seed(Some("ab"), Some("c"));
     assert_eq!(namespaced_block_hash(-5, seed.as_ref()), v("ns_ab_c_of_-5"));
     let seed = namespace_seed(Some("a"), Some("bc"));
     assert_eq!(namespaced_block_hash(-5, seed.as_ref()), v("ns_a_bc_of_-5"));
     let seed = namespace_seed(Some(LORA_ID), None);
-    assert_eq!(namespaced_block_hash(i64::MIN, seed.as_ref()), v("ns_lora_of_i64min"));
+    assert_eq!(
+        namespaced_block_hash(i64::MIN, seed.as_ref()),
+        v("ns_lora_of_i64min")
+    );
 }

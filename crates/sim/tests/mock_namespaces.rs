@@ -65,16 +65,37 @@ async fn namespaces_miss_each_other() {
     let addr = mock(&["--lora-paths", "adA=/w/a", "adB"]).await;
     assert_eq!(cached(&addr, json!({})).await, 0);
     assert_eq!(cached(&addr, json!({})).await, 32, "plain hit");
-    assert_eq!(cached(&addr, json!({"cache_salt": "t1"})).await, 0, "salt misses plain");
+    assert_eq!(
+        cached(&addr, json!({"cache_salt": "t1"})).await,
+        0,
+        "salt misses plain"
+    );
     assert_eq!(cached(&addr, json!({"cache_salt": "t1"})).await, 32);
-    assert_eq!(cached(&addr, json!({"cache_salt": "t2"})).await, 0, "other tenant");
-    assert_eq!(cached(&addr, json!({"cache_salt": ""})).await, 32, "empty salt = none");
+    assert_eq!(
+        cached(&addr, json!({"cache_salt": "t2"})).await,
+        0,
+        "other tenant"
+    );
+    assert_eq!(
+        cached(&addr, json!({"cache_salt": ""})).await,
+        32,
+        "empty salt = none"
+    );
     assert_eq!(cached(&addr, json!({"extra_key": "k"})).await, 0);
     assert_eq!(cached(&addr, json!({"extra_key": "k"})).await, 32);
-    assert_eq!(cached(&addr, json!({"lora_path": "adA"})).await, 0, "adapter misses base");
+    assert_eq!(
+        cached(&addr, json!({"lora_path": "adA"})).await,
+        0,
+        "adapter misses base"
+    );
     assert_eq!(cached(&addr, json!({"lora_path": "adA"})).await, 32);
     assert_eq!(cached(&addr, json!({"lora_path": "adB"})).await, 0);
-    let (st, v) = post(&addr, "/generate", json!({"input_ids": [1, 2], "lora_path": "nope"})).await;
+    let (st, v) = post(
+        &addr,
+        "/generate",
+        json!({"input_ids": [1, 2], "lora_path": "nope"}),
+    )
+    .await;
     assert_eq!(st, 400, "{v}");
     // OpenAI: `model: base:adapter` selects the adapter's pages; `cache_salt` too.
     let (st, v) = post(
@@ -97,7 +118,12 @@ async fn namespaces_miss_each_other() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lora_needs_enable_lora() {
     let addr = mock(&[]).await;
-    let (st, v) = post(&addr, "/generate", json!({"input_ids": [1, 2], "lora_path": "a"})).await;
+    let (st, v) = post(
+        &addr,
+        "/generate",
+        json!({"input_ids": [1, 2], "lora_path": "a"}),
+    )
+    .await;
     assert_eq!(st, 400);
     assert!(v.to_string().contains("LoRA is not enabled"), "{v}");
 }
@@ -117,27 +143,50 @@ async fn host_tier_hit_is_cached_and_split() {
     // Two other prompts push the first one's pages off the GPU (onto the host).
     for base in [100u32, 200] {
         let ids: Vec<u32> = (base..base + 33).collect();
-        let (st, _) = post(&addr, "/generate", json!({"input_ids": ids, "sampling_params": {"max_new_tokens": 1}})).await;
+        let (st, _) = post(
+            &addr,
+            "/generate",
+            json!({"input_ids": ids, "sampling_params": {"max_new_tokens": 1}}),
+        )
+        .await;
         assert_eq!(st, 200);
     }
     let body = json!({"input_ids": (1..=33).collect::<Vec<u32>>(), "sampling_params": {"max_new_tokens": 1}});
     let (_, v) = post(&addr, "/generate", body).await;
     assert_eq!(v["meta_info"]["cached_tokens"], 32, "{v}");
     let d = &v["meta_info"]["cached_tokens_details"];
-    assert_eq!(d["host"].as_u64().unwrap() + d["device"].as_u64().unwrap(), 32, "{d}");
-    assert!(d["host"].as_u64().unwrap() > 0, "loaded back from the host: {d}");
+    assert_eq!(
+        d["host"].as_u64().unwrap() + d["device"].as_u64().unwrap(),
+        32,
+        "{d}"
+    );
+    assert!(
+        d["host"].as_u64().unwrap() > 0,
+        "loaded back from the host: {d}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn v1_loads_has_load_snapshot_shape() {
     let addr = mock(&[]).await;
-    let want: Value = serde_json::from_str(include_str!("data/server_info/v1_loads_rank.json")).unwrap();
-    for (include, key) in [("", "all"), ("core", "core"), ("memory,queues", "memory,queues")] {
+    let want: Value =
+        serde_json::from_str(include_str!("data/server_info/v1_loads_rank.json")).unwrap();
+    for (include, key) in [
+        ("", "all"),
+        ("core", "core"),
+        ("memory,queues", "memory,queues"),
+    ] {
         let (st, b) = http(&addr, "GET", &format!("/v1/loads?include={include}"), None).await;
         assert_eq!(st, 200, "{b}");
         let v: Value = serde_json::from_str(&b).unwrap();
         assert_eq!(v["version"], "0.5.23");
-        let keys = |x: &Value| x.as_object().unwrap().keys().cloned().collect::<BTreeSet<_>>();
+        let keys = |x: &Value| {
+            x.as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect::<BTreeSet<_>>()
+        };
         let got = &v["loads"][0];
         assert_eq!(keys(got), keys(&want[key]), "include={include}");
         for (k, sub) in want[key].as_object().unwrap() {
@@ -152,9 +201,17 @@ async fn v1_loads_has_load_snapshot_shape() {
     assert_eq!(v["detail"], want["bogus_error"]);
     let (st, b) = http(&addr, "GET", "/v1/loads?format=prometheus", None).await;
     assert_eq!(st, 200);
-    assert!(b.contains("# TYPE sglang_num_running_reqs gauge\nsglang_num_running_reqs{dp_rank=\"0\"} 0\n"), "{b}");
+    assert!(
+        b.contains(
+            "# TYPE sglang_num_running_reqs gauge\nsglang_num_running_reqs{dp_rank=\"0\"} 0\n"
+        ),
+        "{b}"
+    );
     assert!(b.contains("sglang_queues_waiting{dp_rank=\"0\"} 0"), "{b}");
-    assert!(b.contains("sglang_disagg_kv_transfer_speed_gb_s{dp_rank=\"0\"} 0.0"), "{b}");
+    assert!(
+        b.contains("sglang_disagg_kv_transfer_speed_gb_s{dp_rank=\"0\"} 0.0"),
+        "{b}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -178,11 +235,16 @@ async fn salted_events_via(config: &str, expect_host: &str) {
     let port = kv["endpoint_port_base"].as_u64().unwrap();
     let mut sub = SubSocket::new();
     sub.subscribe("").await.unwrap();
-    sub.connect(&format!("tcp://127.0.0.1:{port}")).await.unwrap();
+    sub.connect(&format!("tcp://127.0.0.1:{port}"))
+        .await
+        .unwrap();
     // Slow joiner: flush until the subscription sees an AllBlocksCleared (bounded, so a
     // publisher nobody can reach fails the test instead of hanging it).
     for attempt in 0.. {
-        assert!(attempt < 100, "no AllBlocksCleared from tcp://127.0.0.1:{port}");
+        assert!(
+            attempt < 100,
+            "no AllBlocksCleared from tcp://127.0.0.1:{port}"
+        );
         http(&addr, "POST", "/flush_cache", None).await;
         let got = tokio::time::timeout(std::time::Duration::from_millis(200), sub.recv()).await;
         if let Ok(Ok(m)) = got {
@@ -198,14 +260,28 @@ async fn salted_events_via(config: &str, expect_host: &str) {
     assert_eq!(st, 200);
     let payload = loop {
         let got = tokio::time::timeout(std::time::Duration::from_secs(20), sub.recv()).await;
-        let p = got.expect("a BlockStored").unwrap().into_vec().pop().unwrap();
+        let p = got
+            .expect("a BlockStored")
+            .unwrap()
+            .into_vec()
+            .pop()
+            .unwrap();
         if p.windows(11).any(|w| w == b"BlockStored") {
             break p;
         }
     };
-    assert!(payload.windows(8).any(|w| w == b"tenant-1"), "cache_salt on the wire");
-    assert!(payload.windows(9).any(|w| w == b"lora_name"), "lora_name on the wire");
-    assert!(payload.windows(3).any(|w| w == b"adA"), "the adapter's name");
+    assert!(
+        payload.windows(8).any(|w| w == b"tenant-1"),
+        "cache_salt on the wire"
+    );
+    assert!(
+        payload.windows(9).any(|w| w == b"lora_name"),
+        "lora_name on the wire"
+    );
+    assert!(
+        payload.windows(3).any(|w| w == b"adA"),
+        "the adapter's name"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -219,5 +295,9 @@ async fn bind_true_host_publishes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn any_address_binds_and_publishes() {
-    salted_events_via(r#"{"publisher":"zmq","endpoint":"tcp://0.0.0.0:0"}"#, "0.0.0.0").await;
+    salted_events_via(
+        r#"{"publisher":"zmq","endpoint":"tcp://0.0.0.0:0"}"#,
+        "0.0.0.0",
+    )
+    .await;
 }

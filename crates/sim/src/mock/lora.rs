@@ -22,9 +22,12 @@ pub struct Adapters {
 
 /// `LoRARef.deterministic_id`.
 pub fn deterministic_id(name: &str, path: &str) -> String {
-    uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, format!("{name}\0{path}").as_bytes())
-        .simple()
-        .to_string()
+    uuid::Uuid::new_v5(
+        &uuid::Uuid::NAMESPACE_URL,
+        format!("{name}\0{path}").as_bytes(),
+    )
+    .simple()
+    .to_string()
 }
 
 impl Adapters {

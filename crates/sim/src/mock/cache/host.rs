@@ -68,7 +68,9 @@ impl RadixCache {
         if short > 0 {
             self.host_evict(short, id);
         }
-        let Some(h) = &mut self.host else { return false };
+        let Some(h) = &mut self.host else {
+            return false;
+        };
         if h.used_pages + pages > h.capacity_pages {
             return false;
         }

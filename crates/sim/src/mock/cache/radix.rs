@@ -219,13 +219,21 @@ impl RadixCache {
 
     /// From `node`, follows `key` (page-aligned) through children resident on the GPU
     /// (`gpu`) or host-only (`!gpu`); returns the deepest node and the tokens matched.
-    pub(super) fn walk(&mut self, ns: NsId, from: NodeId, key: &[u32], gpu: bool) -> (NodeId, usize) {
+    pub(super) fn walk(
+        &mut self,
+        ns: NsId,
+        from: NodeId,
+        key: &[u32],
+        gpu: bool,
+    ) -> (NodeId, usize) {
         let p = self.page;
         let key = &key[..key.len() / p * p];
         let mut node = from;
         let mut pos = 0;
         while pos < key.len() {
-            let Some(&child) = self.nodes[node].children.get(&page_key(ns, &key[pos..pos + p]))
+            let Some(&child) = self.nodes[node]
+                .children
+                .get(&page_key(ns, &key[pos..pos + p]))
             else {
                 break;
             };

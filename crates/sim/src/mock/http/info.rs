@@ -1,6 +1,5 @@
 //! Read-only routes: health, model and server info, load reports, version, metrics.
 
-
 use http::StatusCode;
 use serde_json::{json, Map, Value};
 

@@ -100,7 +100,10 @@ mod tests {
         assert_eq!(adapter_from_model("m:a", "m").as_deref(), Some("a"));
         assert_eq!(adapter_from_model("m", "m"), None);
         assert_eq!(adapter_from_model("s3://x", "s3://x"), None);
-        assert_eq!(adapter_from_model("s3://x:b", "s3://x").as_deref(), Some("b"));
+        assert_eq!(
+            adapter_from_model("s3://x:b", "s3://x").as_deref(),
+            Some("b")
+        );
         assert_eq!(adapter_from_model("o:", "m"), None);
     }
 }

@@ -91,10 +91,15 @@ fn server_args(state: &MockState) -> Vec<(&'static str, Value)> {
                 .is_ok_and(|l| l.enabled)
                 .then_some(true)),
         ),
-        ("enable_hierarchical_cache", json!(a.enable_hierarchical_cache)),
+        (
+            "enable_hierarchical_cache",
+            json!(a.enable_hierarchical_cache),
+        ),
         (
             "hicache_ratio",
-            json!(a.hicache_ratio.unwrap_or(crate::mock::config::DEFAULT_HICACHE_RATIO)),
+            json!(a
+                .hicache_ratio
+                .unwrap_or(crate::mock::config::DEFAULT_HICACHE_RATIO)),
         ),
         ("hicache_write_policy", json!(a.hicache_write_policy)),
     ]

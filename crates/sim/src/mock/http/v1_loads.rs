@@ -43,7 +43,10 @@ fn core(rank: u32, v: &LoadView, state: &MockState, ts: f64) -> Vec<(&'static st
         ("dp_rank", json!(rank)),
         ("num_running_reqs", json!(stat.num_running_reqs)),
         ("num_waiting_reqs", json!(stat.num_waiting_reqs)),
-        ("num_waiting_uncached_tokens", json!(stat.num_waiting_uncached_tokens)),
+        (
+            "num_waiting_uncached_tokens",
+            json!(stat.num_waiting_uncached_tokens),
+        ),
         ("num_used_tokens", json!(stat.num_tokens)),
         ("num_total_tokens", json!(stat.num_total_tokens)),
         ("num_active_tokens", json!(stat.num_total_tokens)),
@@ -62,7 +65,11 @@ fn core(rank: u32, v: &LoadView, state: &MockState, ts: f64) -> Vec<(&'static st
 
 /// The sections SGLang's scheduler sets: `memory`, `disaggregation` and `queues` always,
 /// `lora` with LoRA enabled, `speculative` never (no speculative decoding).
-fn sections(v: &LoadView, state: &MockState, lora: bool) -> Vec<(&'static str, &'static str, Value)> {
+fn sections(
+    v: &LoadView,
+    state: &MockState,
+    lora: bool,
+) -> Vec<(&'static str, &'static str, Value)> {
     let mut out = vec![(
         "memory",
         "memory",
@@ -215,7 +222,11 @@ pub fn v1_loads(state: &MockState, query: Option<&str>) -> Resp {
     let loads: Vec<Value> = per_rank
         .into_iter()
         .map(|(_, d)| {
-            Value::Object(d.into_iter().map(|(k, v)| (k.to_string(), v)).collect::<Map<_, _>>())
+            Value::Object(
+                d.into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect::<Map<_, _>>(),
+            )
         })
         .collect();
     ok(&json!({

@@ -164,7 +164,12 @@ impl Scheduler {
     /// `node` is loaded to the GPU when device pages can be made for it (SGLang's
     /// `init_load_back`; declined otherwise). Returns the new match end and the tokens
     /// loaded.
-    fn load_back(&mut self, ns: crate::mock::cache::NsId, node: NodeId, rest: &[u32]) -> (NodeId, usize) {
+    fn load_back(
+        &mut self,
+        ns: crate::mock::cache::NsId,
+        node: NodeId,
+        rest: &[u32],
+    ) -> (NodeId, usize) {
         let (to, host_len) = self.cache.host_match(ns, node, rest);
         if host_len == 0 {
             return (node, 0);
