@@ -41,7 +41,7 @@ impl PerPrompt {
     fn get(&self, prompt: usize) -> Option<&str> {
         match self {
             PerPrompt::Absent => None,
-            PerPrompt::One(s) => Some(s),
+            PerPrompt::One(s) => Some(s.as_str()),
             PerPrompt::Each(v) => v.get(prompt).and_then(|s| s.as_deref()),
         }
         .filter(|s| !s.is_empty())
