@@ -748,7 +748,10 @@ fn stored_copy(prev_seq: Option<u64>, tokens: &[u32]) -> KvEvent {
     crate::tokens::seq_hashes_into(prev_seq, tokens, PAGE as usize, &mut seqs);
     KvEvent::Stored {
         parent: None,
-        block_hashes: seqs.iter().map(|s| engine(*s) ^ 0x5A5A_0000_0000_0001).collect(),
+        block_hashes: seqs
+            .iter()
+            .map(|s| engine(*s) ^ 0x5A5A_0000_0000_0001)
+            .collect(),
         token_ids: tokens.to_vec(),
         block_size: PAGE,
     }
