@@ -5,6 +5,7 @@ use hashbrown::hash_map::Entry;
 
 use parking_lot::RwLock;
 
+use super::copies::Copies;
 use super::find::DepthSource;
 use super::hashers::IdBuild;
 use super::table::{self, Table};
@@ -107,8 +108,37 @@ impl Shard {
     }
 }
 
-/// One deferred change of a batch: add (`true`) or drop (`false`) a holder of a block.
+/// One deferred change of a batch: add (`true`) or drop (`false`) a copy of a block.
 pub(crate) type Op = (SeqHash, bool);
+
+impl Shard {
+    /// Adds a copy of `seq` on `unit`: a holder, or one more copy of a block it holds.
+    /// Returns true when `unit` became a holder.
+    #[inline]
+    fn add_copy(&mut self, seq: SeqHash, unit: UnitId, copies: &mut Copies) -> bool {
+        let new = self.insert(seq, unit);
+        if !new {
+            copies.add(seq);
+        }
+        new
+    }
+
+    /// Drops a copy of `seq` on `unit`: one of its extra copies, else the holder itself.
+    /// Returns false when `unit` held no copy.
+    #[inline]
+    fn drop_copy(&mut self, seq: SeqHash, unit: UnitId, copies: &mut Copies) -> bool {
+        copies.take(seq) || self.remove(seq, unit)
+    }
+
+    #[inline]
+    fn apply(&mut self, (seq, add): Op, unit: UnitId, copies: &mut Copies) {
+        if add {
+            self.add_copy(seq, unit, copies);
+        } else {
+            self.drop_copy(seq, unit, copies);
+        }
+    }
+}
 
 /// A shard's table is cut into this many regions (log2) for ordering bulk ops: 1,024
 /// regions of a 2 MB shard table (10M entries over 128 shards) are 2 KB each, so
@@ -159,24 +189,41 @@ impl BlockMap {
         self.shards[shard_of(seq)].0.write().remove(seq, unit)
     }
 
+    /// Adds a copy of `seq` on `unit` (counted in `copies` when it holds one already);
+    /// returns true when `unit` became a holder.
+    pub(crate) fn add_copy(&self, seq: SeqHash, unit: UnitId, copies: &mut Copies) -> bool {
+        self.shards[shard_of(seq)]
+            .0
+            .write()
+            .add_copy(seq, unit, copies)
+    }
+
+    /// Drops a copy of `seq` on `unit`: the holder goes with its last copy. Returns false
+    /// when `unit` held no copy.
+    pub(crate) fn drop_copy(&self, seq: SeqHash, unit: UnitId, copies: &mut Copies) -> bool {
+        if copies.take(seq) {
+            return true;
+        }
+        self.remove(seq, unit)
+    }
+
     /// Applies one event's changes for `unit`: ops are grouped by shard with a
     /// counting sort (stable, so changes of one block keep their order) and
     /// each shard's lock is taken once per batch instead of once per block.
-    /// Empties `ops`.
-    pub(crate) fn apply_batch(&self, unit: UnitId, ops: &mut Vec<Op>) {
+    /// `copies` is `unit`'s copy count (an add of a held block is one more copy, a
+    /// drop takes one). Empties `ops`.
+    pub(crate) fn apply_batch(&self, unit: UnitId, ops: &mut Vec<Op>, copies: &mut Copies) {
         if ops.len() <= 2 {
-            for &(seq, add) in ops.iter() {
-                let mut shard = self.shards[shard_of(seq)].0.write();
-                if add {
-                    shard.insert(seq, unit);
-                } else {
-                    shard.remove(seq, unit);
-                }
+            for &op in ops.iter() {
+                self.shards[shard_of(op.0)]
+                    .0
+                    .write()
+                    .apply(op, unit, copies);
             }
             ops.clear();
             return;
         }
-        self.apply_sorted(unit, ops, false);
+        self.apply_sorted(unit, ops, false, copies);
     }
 
     /// [`BlockMap::apply_batch`] for a large backlog of one unit's changes (a bulk
@@ -185,11 +232,11 @@ impl BlockMap {
     /// their order), so the inserts walk the table's memory forwards instead of
     /// jumping at random (a cache and TLB miss each on a table of hundreds of MB).
     /// Empties `ops`.
-    pub(crate) fn apply_bulk(&self, unit: UnitId, ops: &mut Vec<Op>) {
-        self.apply_sorted(unit, ops, true);
+    pub(crate) fn apply_bulk(&self, unit: UnitId, ops: &mut Vec<Op>, copies: &mut Copies) {
+        self.apply_sorted(unit, ops, true, copies);
     }
 
-    fn apply_sorted(&self, unit: UnitId, ops: &mut Vec<Op>, by_bucket: bool) {
+    fn apply_sorted(&self, unit: UnitId, ops: &mut Vec<Op>, by_bucket: bool, copies: &mut Copies) {
         let mut start = [0u32; SHARDS + 1];
         for &(seq, _) in ops.iter() {
             start[shard_of(seq) + 1] += 1;
@@ -207,7 +254,7 @@ impl BlockMap {
                 sorted[at[s] as usize] = op;
                 at[s] += 1;
             }
-            self.apply_grouped(unit, &sorted, &start, by_bucket);
+            self.apply_grouped(unit, &sorted, &start, by_bucket, copies);
             if by_bucket {
                 // A bulk load's buffer is large: do not keep it per thread.
                 sorted = Vec::new();
@@ -224,6 +271,7 @@ impl BlockMap {
         sorted: &[Op],
         start: &[u32; SHARDS + 1],
         by_bucket: bool,
+        copies: &mut Copies,
     ) {
         let mut regions = Regions::default();
         for s in 0..SHARDS {
@@ -235,12 +283,9 @@ impl BlockMap {
             if by_bucket {
                 group = regions.order(group, table::bucket_mask(&shard.map));
             }
-            for &(seq, add) in group {
-                if add {
-                    shard.insert(seq, unit);
-                } else {
-                    shard.remove(seq, unit);
-                }
+            // Changes of one block are in one shard, in order: its copy count stays exact.
+            for &op in group {
+                shard.apply(op, unit, copies);
             }
         }
     }
@@ -355,6 +400,7 @@ mod tests {
     fn bulk_ops_apply_like_batched_ones() {
         let bulk = BlockMap::default();
         let batched = BlockMap::default();
+        let (mut bulk_copies, mut batched_copies) = (Copies::default(), Copies::default());
         for round in 0..3u64 {
             let key = |i: u64| i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
             let mut ops: Vec<Op> = (0..5_000u64)
@@ -363,8 +409,8 @@ mod tests {
             // The same block twice in one batch: the later change wins.
             ops.extend((0..500u64).map(|i| (key(i * 3), round % 2 == 0)));
             let mut copy = ops.clone();
-            bulk.apply_bulk(1, &mut ops);
-            batched.apply_batch(1, &mut copy);
+            bulk.apply_bulk(1, &mut ops, &mut bulk_copies);
+            batched.apply_batch(1, &mut copy, &mut batched_copies);
             assert!(ops.is_empty() && copy.is_empty());
         }
         assert_eq!(bulk.len(), batched.len());

@@ -5,6 +5,7 @@
 mod block_map;
 mod booking;
 pub mod cap;
+mod copies;
 mod error;
 pub mod event;
 mod find;

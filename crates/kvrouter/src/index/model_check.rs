@@ -2,7 +2,10 @@
 //! plain map engine hash -> sequence hash; depth = leading blocks held) on
 //! random event sequences over a small trie of pages, so prefixes are shared
 //! across units, stores chain through parents and removals evict leaves first
-//! (the prefix-closed world the index's search relies on).
+//! (the prefix-closed world the index's search relies on). Units with opaque engine hashes
+//! also hold copies: the same pages under a second family of engine hashes (an engine
+//! namespace the events do not name), so one block may be held twice by one unit and a
+//! holder must stay until its last copy goes.
 
 use std::collections::{HashMap, HashSet};
 
@@ -37,13 +40,27 @@ fn seqs_of(path: &[u32]) -> Vec<SeqHash> {
         .collect()
 }
 
-/// Engine hash of a block on a unit: opaque per unit (salted), or the router's
-/// own sequence hash (identity), depending on the unit.
-fn engine_of(unit: (u32, u32), seq: SeqHash) -> u64 {
-    if unit.0 % 3 == 2 {
+/// Whether a unit's engine sends the router's own sequence hashes (identity records).
+fn is_identity(unit: (u32, u32)) -> bool {
+    unit.0 % 3 == 2
+}
+
+/// Copy families of a unit: opaque units hold up to two copies of a block.
+fn copies_of(unit: (u32, u32)) -> u64 {
+    if is_identity(unit) {
+        1
+    } else {
+        2
+    }
+}
+
+/// Engine hash of copy `copy` of a block on a unit: opaque per unit and copy (salted), or
+/// the router's own sequence hash (identity), depending on the unit.
+fn engine_of(unit: (u32, u32), copy: u64, seq: SeqHash) -> u64 {
+    if is_identity(unit) {
         seq
     } else {
-        (seq ^ u64::from(unit.1 + 1).wrapping_mul(0x9E37_79B9)).rotate_left(23)
+        (seq ^ u64::from(unit.1 + 1).wrapping_mul(0x9E37_79B9) ^ (copy << 60)).rotate_left(23)
     }
 }
 
@@ -54,10 +71,14 @@ struct Reference {
 }
 
 impl Reference {
+    /// Whether `unit` holds `seq` under any copy.
     fn holds(&self, unit: (u32, u32), seq: SeqHash) -> bool {
+        (0..copies_of(unit)).any(|c| self.holds_copy(unit, c, seq))
+    }
+    fn holds_copy(&self, unit: (u32, u32), copy: u64, seq: SeqHash) -> bool {
         self.units
             .get(&unit)
-            .is_some_and(|m| m.get(&engine_of(unit, seq)) == Some(&seq))
+            .is_some_and(|m| m.get(&engine_of(unit, copy, seq)) == Some(&seq))
     }
     fn resident(&self) -> usize {
         self.units.values().map(HashMap::len).sum()
@@ -114,15 +135,19 @@ fn run(seed: u64, steps: usize, bulk: bool) {
                 let path = random_path(&mut rng);
                 let seqs = seqs_of(&path);
                 let cut = rng.random_range(0..path.len());
-                let parent_held = cut == 0 || reference.holds(unit, seqs[cut - 1]);
-                let parent = (cut > 0).then(|| engine_of(unit, seqs[cut - 1]));
+                let copy = rng.random_range(0..copies_of(unit));
+                let parent_held = cut == 0 || reference.holds_copy(unit, copy, seqs[cut - 1]);
+                let parent = (cut > 0).then(|| engine_of(unit, copy, seqs[cut - 1]));
                 let mut tokens = Vec::new();
                 for i in cut..path.len() {
                     tokens.extend(page_tokens(&path[..=i]));
                 }
                 let ev = KvEvent::Stored {
                     parent,
-                    block_hashes: seqs[cut..].iter().map(|s| engine_of(unit, *s)).collect(),
+                    block_hashes: seqs[cut..]
+                        .iter()
+                        .map(|s| engine_of(unit, copy, *s))
+                        .collect(),
                     token_ids: tokens,
                     block_size: PAGE,
                 };
@@ -132,7 +157,7 @@ fn run(seed: u64, steps: usize, bulk: bool) {
                     let m = reference.units.entry(unit).or_default();
                     let mut new = 0;
                     for s in &seqs[cut..] {
-                        if m.insert(engine_of(unit, *s), *s).is_none() {
+                        if m.insert(engine_of(unit, copy, *s), *s).is_none() {
                             new += 1;
                         }
                     }
@@ -145,14 +170,16 @@ fn run(seed: u64, steps: usize, bulk: bool) {
                     );
                 }
             }
-            // Evict some leaves of the unit (leaf-first, like SGLang's radix cache).
+            // Evict some leaves of the unit (leaf-first, like SGLang's radix cache), or a copy
+            // of a block whose other copy stays (the unit still holds it).
             55..=84 => {
                 let held = reference.held(unit);
-                let mut victims = Vec::new();
+                let mut victims: Vec<(u64, SeqHash)> = Vec::new();
                 for _ in 0..rng.random_range(1..=4) {
                     let path = random_path(&mut rng);
                     let seqs = seqs_of(&path);
                     let last = *seqs.last().expect("non-empty");
+                    let copy = rng.random_range(0..copies_of(unit));
                     // A leaf: held, and no held child.
                     let is_leaf = held.contains(&last)
                         && (0..BRANCH).all(|c| {
@@ -161,21 +188,31 @@ fn run(seed: u64, steps: usize, bulk: bool) {
                             path.len() == DEPTH
                                 || !held.contains(seqs_of(&child).last().expect("non-empty"))
                         });
-                    if is_leaf && !victims.contains(&last) {
-                        victims.push(last);
+                    let other_copy_stays = (0..copies_of(unit)).any(|c| {
+                        c != copy
+                            && reference.holds_copy(unit, c, last)
+                            && !victims.contains(&(c, last))
+                    });
+                    let removable = reference.holds_copy(unit, copy, last)
+                        && (other_copy_stays || (is_leaf && !victims.iter().any(|v| v.1 == last)));
+                    if removable && !victims.contains(&(copy, last)) {
+                        victims.push((copy, last));
                     } else if rng.random_bool(0.2) {
                         // Unknown removal: ignored.
-                        victims.push(rng.random::<u64>() | 1);
+                        victims.push((0, rng.random::<u64>() | 1));
                     }
                 }
                 let ev = KvEvent::Removed {
-                    block_hashes: victims.iter().map(|s| engine_of(unit, *s)).collect(),
+                    block_hashes: victims
+                        .iter()
+                        .map(|(c, s)| engine_of(unit, *c, *s))
+                        .collect(),
                 };
                 let applied = idx.apply(wid, rank, &ev).expect("removal applies");
                 let m = reference.units.entry(unit).or_default();
                 let removed = victims
                     .iter()
-                    .filter(|s| m.remove(&engine_of(unit, **s)).is_some())
+                    .filter(|(c, s)| m.remove(&engine_of(unit, *c, *s)).is_some())
                     .count();
                 assert_eq!(applied.removed, removed, "step {step}");
             }

@@ -739,3 +739,105 @@ fn namespaced_stores_match_only_requests_of_their_namespace() {
     .unwrap();
     assert_eq!(idx.unit_blocks(w(1), 0), 3);
 }
+
+/// The same pages under a second engine namespace the events do not tell apart (SGLang 0.5.23:
+/// a LoRA request with an `extra_key` publishes other hashes than the adapter's plain copy, but
+/// the same `lora_name`): distinct engine hashes, the same router blocks.
+fn stored_copy(prev_seq: Option<u64>, tokens: &[u32]) -> KvEvent {
+    let mut seqs = Vec::new();
+    crate::tokens::seq_hashes_into(prev_seq, tokens, PAGE as usize, &mut seqs);
+    KvEvent::Stored {
+        parent: None,
+        block_hashes: seqs
+            .iter()
+            .map(|s| engine(*s) ^ 0x5A5A_0000_0000_0001)
+            .collect(),
+        token_ids: tokens.to_vec(),
+        block_size: PAGE,
+    }
+}
+
+fn copy_removed(prev_seq: Option<u64>, tokens: &[u32]) -> KvEvent {
+    let KvEvent::Stored { block_hashes, .. } = stored_copy(prev_seq, tokens) else {
+        unreachable!()
+    };
+    KvEvent::Removed { block_hashes }
+}
+
+#[test]
+fn evicting_a_decoy_copy_keeps_the_holder_of_the_other_copy() {
+    // Failed before per-unit copy counting: the decoy's removal dropped worker 1 as the holder
+    // of blocks 0-1, so its 8-page copy matched 0 pages.
+    let adapter = ns(None, Some("adapterA"));
+    let place = Placement {
+        namespace: adapter,
+        tier: Tier::Gpu,
+    };
+    let t = toks(32, 3);
+    for bulk in [false, true] {
+        let idx = KvIndex::new(PAGE);
+        idx.set_bulk_load(w(1), bulk);
+        // The real holder: 8 pages. The decoy: the first 2 pages again, other engine hashes.
+        idx.apply_in(w(1), 0, place, &stored_after(adapter, None, &t))
+            .unwrap();
+        idx.apply_in(w(1), 0, place, &stored_copy(adapter, &t[..8]))
+            .unwrap();
+        assert_eq!(idx.unit_blocks(w(1), 0), 10);
+        let removed = idx
+            .apply_in(w(1), 0, place, &copy_removed(adapter, &t[..8]))
+            .unwrap();
+        assert_eq!(removed.removed, 2);
+        idx.set_bulk_load(w(1), false);
+        let q = seqs_in(adapter, &t);
+        assert_eq!(depth(&idx.find_matches(&q), 1, 0), 8, "bulk {bulk}");
+        assert_eq!(idx.unit_blocks(w(1), 0), 8);
+        assert_eq!(idx.resident_blocks(), 8);
+        // The last copy's removal drops the holder.
+        let KvEvent::Stored { block_hashes, .. } = stored_after(adapter, None, &t) else {
+            unreachable!()
+        };
+        idx.apply(
+            w(1),
+            0,
+            &KvEvent::Removed {
+                block_hashes: block_hashes[..2].to_vec(),
+            },
+        )
+        .unwrap();
+        assert_eq!(depth(&idx.find_matches(&q), 1, 0), 0, "bulk {bulk}");
+        assert_eq!(idx.distinct_blocks(), 6);
+    }
+}
+
+#[test]
+fn copies_removed_in_either_order_and_cleared_leave_nothing() {
+    let t = toks(16, 5);
+    let idx = KvIndex::new(PAGE);
+    idx.apply(w(1), 0, &stored(None, &t)).unwrap();
+    idx.apply(w(1), 0, &stored_copy(None, &t)).unwrap();
+    // The same engine hash again is no new copy (idempotent).
+    idx.apply(w(1), 0, &stored_copy(None, &t)).unwrap();
+    let q = seq_hashes(&t, PAGE as usize);
+    // The first copy goes: the second keeps the blocks.
+    let KvEvent::Stored { block_hashes, .. } = stored(None, &t) else {
+        unreachable!()
+    };
+    idx.apply(w(1), 0, &KvEvent::Removed { block_hashes })
+        .unwrap();
+    assert_eq!(depth(&idx.find_matches(&q), 1, 0), 4);
+    idx.apply(w(1), 0, &copy_removed(None, &t)).unwrap();
+    assert!(idx.find_matches(&q).units.is_empty());
+    assert_eq!(idx.distinct_blocks(), 0);
+    // Two copies, then a clear: nothing is left to count.
+    idx.apply(w(1), 0, &stored(None, &t)).unwrap();
+    idx.apply(w(1), 0, &stored_copy(None, &t)).unwrap();
+    idx.apply(w(1), 0, &KvEvent::Cleared).unwrap();
+    assert_eq!(idx.distinct_blocks(), 0);
+    idx.apply(w(1), 0, &stored(None, &t)).unwrap();
+    let KvEvent::Stored { block_hashes, .. } = stored(None, &t) else {
+        unreachable!()
+    };
+    idx.apply(w(1), 0, &KvEvent::Removed { block_hashes })
+        .unwrap();
+    assert_eq!(idx.distinct_blocks(), 0, "a stale count survived the clear");
+}

@@ -5,10 +5,16 @@
 //! (Dynamo-format events, kvrouter's own relay) nothing is stored per unit: the
 //! block map's membership is the record, and only a count is kept. Enumerating
 //! those blocks (clear / remove worker) then scans the block map.
+//!
+//! Copies: two engine hashes of one unit may map to the same router block (the engine holds
+//! the pages twice, see [`super::copies`]); the block map records the holder once and
+//! [`Copies`] counts the rest, so the holder goes only with its last copy. Identity records
+//! are not counted (an engine that sends the router's own hashes has one hash per block).
 
 use hashbrown::hash_map::Entry;
 
 use super::block_map::{BlockMap, Op};
+use super::copies::Copies;
 use super::event::EngineHash;
 use super::hashers::MulBuild;
 use super::table::{self, Table};
@@ -25,6 +31,8 @@ pub(crate) struct UnitBlocks {
     pub(crate) evicted: u64,
     mapped: Table<EngineHash, SeqHash, MulBuild>,
     identity: usize,
+    /// Blocks held under more than one engine hash (see module docs).
+    copies: Copies,
     /// Bulk load ([`UnitBlocks::set_bulk`]): block-map changes not applied yet, in order.
     deferred: Vec<Op>,
     bulk: bool,
@@ -59,6 +67,7 @@ impl UnitBlocks {
             evicted: 0,
             mapped: Table::default(),
             identity: 0,
+            copies: Copies::default(),
             deferred: Vec::new(),
             bulk: false,
         }
@@ -84,7 +93,7 @@ impl UnitBlocks {
     /// changes this unit's block-map entries directly).
     fn flush(&mut self, blocks: &BlockMap) {
         if !self.deferred.is_empty() {
-            blocks.apply_bulk(self.id, &mut self.deferred);
+            blocks.apply_bulk(self.id, &mut self.deferred, &mut self.copies);
         }
     }
 
@@ -93,7 +102,7 @@ impl UnitBlocks {
     /// Empties `ops`.
     pub(crate) fn commit(&mut self, blocks: &BlockMap, ops: &mut Vec<Op>) {
         if !self.bulk {
-            blocks.apply_batch(self.id, ops);
+            blocks.apply_batch(self.id, ops, &mut self.copies);
             return;
         }
         self.deferred.append(ops);
@@ -119,20 +128,20 @@ impl UnitBlocks {
                 Entry::Occupied(o) if *o.get() == seq => return Insert::Present,
                 Entry::Occupied(mut o) => {
                     let old = o.insert(seq);
-                    blocks.remove(old, self.id);
-                    blocks.insert(seq, self.id);
+                    blocks.drop_copy(old, self.id, &mut self.copies);
+                    blocks.add_copy(seq, self.id, &mut self.copies);
                     return Insert::Replaced;
                 }
                 Entry::Vacant(v) => {
                     v.insert(seq);
                     if self.identity == 0 || !blocks.holds(engine, self.id) {
-                        blocks.insert(seq, self.id);
+                        blocks.add_copy(seq, self.id, &mut self.copies);
                         return Insert::New;
                     }
                     // The engine hash was also an identity record: replace it.
-                    blocks.remove(engine, self.id);
+                    blocks.drop_copy(engine, self.id, &mut self.copies);
                     self.identity -= 1;
-                    blocks.insert(seq, self.id);
+                    blocks.add_copy(seq, self.id, &mut self.copies);
                     return Insert::Replaced;
                 }
             }
@@ -229,10 +238,10 @@ impl UnitBlocks {
         self.flush(blocks);
         if let Some(seq) = self.mapped.remove(&engine) {
             self.shrink_if_sparse();
-            blocks.remove(seq, self.id);
+            blocks.drop_copy(seq, self.id, &mut self.copies);
             return Some(seq);
         }
-        if self.identity > 0 && blocks.remove(engine, self.id) {
+        if self.identity > 0 && blocks.drop_copy(engine, self.id, &mut self.copies) {
             self.identity -= 1;
             return Some(engine);
         }
@@ -247,6 +256,7 @@ impl UnitBlocks {
             blocks.remove(seq, self.id);
         }
         self.mapped = Table::default();
+        self.copies.clear();
         if self.identity > 0 {
             blocks.remove_unit_everywhere(self.id);
             self.identity = 0;
@@ -266,6 +276,8 @@ impl UnitBlocks {
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        table::heap_bytes(&self.mapped) + self.deferred.capacity() * std::mem::size_of::<Op>()
+        table::heap_bytes(&self.mapped)
+            + self.copies.heap_bytes()
+            + self.deferred.capacity() * std::mem::size_of::<Op>()
     }
 }

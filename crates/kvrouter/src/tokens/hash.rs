@@ -53,6 +53,14 @@ pub fn seq_hashes(tokens: &[u32], page_size: usize) -> Vec<SeqHash> {
     out
 }
 
+/// Sequence hashes of every full page of `tokens` in namespace `namespace` (the namespace
+/// key, `tokens::namespace`, chained before the first page; `None` = [`seq_hashes`]).
+pub fn seq_hashes_in(namespace: Option<SeqHash>, tokens: &[u32], page_size: usize) -> Vec<SeqHash> {
+    let mut out = Vec::with_capacity(tokens.len() / page_size.max(1));
+    seq_hashes_into(namespace, tokens, page_size, &mut out);
+    out
+}
+
 /// Appends to `out` the sequence hashes of the full pages of `tokens`, chained
 /// after `parent`; returns the last sequence hash (or `parent` if no full page).
 pub fn seq_hashes_into(

@@ -16,7 +16,8 @@ pub mod namespace;
 pub mod pages;
 
 pub use hash::{
-    chain, local_hash, next_seq, seq_hashes, seq_hashes_into, BlockHash, SeqHash, XXH3_SEED,
+    chain, local_hash, next_seq, seq_hashes, seq_hashes_in, seq_hashes_into, BlockHash, SeqHash,
+    XXH3_SEED,
 };
 pub use hasher::BlockHasher;
 pub use namespace::NamespaceParts;

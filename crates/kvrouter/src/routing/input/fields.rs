@@ -14,6 +14,10 @@ pub(super) struct Fields<'a> {
     pub input_embeds: Option<&'a str>,
     pub stream: Option<bool>,
     pub rid: Option<&'a str>,
+    pub cache_salt: Option<&'a str>,
+    pub extra_key: Option<&'a str>,
+    pub lora_path: Option<&'a str>,
+    pub model: Option<&'a str>,
 }
 
 #[derive(Deserialize)]
@@ -32,6 +36,14 @@ struct Wire<'a> {
     stream: Option<bool>,
     #[serde(borrow, default)]
     rid: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    cache_salt: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    extra_key: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    lora_path: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    model: Option<&'a RawValue>,
 }
 
 /// Reads the fields with serde_json (the behaviour the fast scanner must reproduce).
@@ -45,5 +57,9 @@ pub(super) fn read_with_serde(body: &[u8]) -> Result<Fields<'_>, serde_json::Err
         input_embeds: w.input_embeds.map(RawValue::get),
         stream: w.stream,
         rid: w.rid.map(RawValue::get),
+        cache_salt: w.cache_salt.map(RawValue::get),
+        extra_key: w.extra_key.map(RawValue::get),
+        lora_path: w.lora_path.map(RawValue::get),
+        model: w.model.map(RawValue::get),
     })
 }

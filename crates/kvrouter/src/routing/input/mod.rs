@@ -10,6 +10,7 @@
 pub mod approx;
 mod fields;
 mod ids;
+mod namespace;
 mod scan;
 pub mod text;
 
@@ -77,6 +78,8 @@ pub struct RoutingInput<'a> {
     decoded_ids: DecodedIds,
     /// Token ids of a text prompt, from the model's tokenizer (see `text`).
     text_ids: text::TextIds,
+    /// `cache_salt`, `extra_key`, LoRA adapter: the block namespace (see `namespace`).
+    namespace: namespace::Namespace,
 }
 
 /// Token ids decoded at parse time (a `Mutex` so `RoutingInput` stays `Sync`).
@@ -106,6 +109,19 @@ fn array_first_byte(raw: &str) -> Option<u8> {
         return None;
     }
     s[1..].iter().copied().find(|b| !b.is_ascii_whitespace())
+}
+
+/// The number of prompts of a batch request (`None` for a single prompt), as
+/// [`RoutingInput::is_batch`] decides.
+fn batch_size_if_batch(
+    batch_size: usize,
+    input_ids: Option<&str>,
+    text: Option<&str>,
+) -> Option<usize> {
+    let batch = batch_size != 1
+        || input_ids.and_then(array_first_byte) == Some(b'[')
+        || text.and_then(array_first_byte) == Some(b'"');
+    batch.then_some(batch_size)
 }
 
 fn array_len(field: &'static str, raw: &str) -> Result<usize, InputError> {
@@ -172,6 +188,17 @@ impl<'a> RoutingInput<'a> {
         } else {
             1
         };
+        let batch = batch_size_if_batch(batch_size, input_ids, text);
+        let namespace = namespace::Namespace::read(
+            endpoint,
+            namespace::RawNamespace {
+                cache_salt: is_null(wire.cache_salt),
+                extra_key: is_null(wire.extra_key),
+                lora_path: is_null(wire.lora_path),
+                model: is_null(wire.model),
+            },
+            batch,
+        )?;
         Ok(RoutingInput {
             endpoint,
             stream: wire.stream.unwrap_or(false),
@@ -182,14 +209,13 @@ impl<'a> RoutingInput<'a> {
             rid: is_null(wire.rid),
             decoded_ids: DecodedIds(Mutex::new(decoded.filter(|_| input_ids.is_some()))),
             text_ids: text::TextIds::default(),
+            namespace,
         })
     }
 
     /// True when the request carries a batch of prompts.
     pub fn is_batch(&self) -> bool {
-        self.batch_size != 1
-            || self.input_ids.and_then(array_first_byte) == Some(b'[')
-            || self.text.and_then(array_first_byte) == Some(b'"')
+        batch_size_if_batch(self.batch_size, self.input_ids, self.text).is_some()
     }
 
     /// The token ids of a single (non-batch) prompt, decoded on demand: `input_ids` on any

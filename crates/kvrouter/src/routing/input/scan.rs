@@ -27,7 +27,7 @@ fn skip_ws(s: &[u8], mut p: usize) -> usize {
 pub(super) fn scan(body: &[u8]) -> Option<(Fields<'_>, Option<Vec<u32>>)> {
     let mut fields = Fields::default();
     let mut ids = None;
-    let mut seen = [false; 7];
+    let mut seen = [false; 11];
     let mut p = skip_ws(body, 0);
     if body.get(p) != Some(&b'{') {
         return None;
@@ -51,6 +51,10 @@ pub(super) fn scan(body: &[u8]) -> Option<(Fields<'_>, Option<Vec<u32>>)> {
                 b"input_embeds" => 4,
                 b"stream" => 5,
                 b"rid" => 6,
+                b"cache_salt" => 7,
+                b"extra_key" => 8,
+                b"lora_path" => 9,
+                b"model" => 10,
                 _ => usize::MAX,
             };
             if slot == usize::MAX {
@@ -82,7 +86,11 @@ pub(super) fn scan(body: &[u8]) -> Option<(Fields<'_>, Option<Vec<u32>>)> {
                             fields.stream =
                                 serde_json::from_str::<Option<bool>>(raw.unwrap_or("null")).ok()?
                         }
-                        _ => fields.rid = raw,
+                        6 => fields.rid = raw,
+                        7 => fields.cache_salt = raw,
+                        8 => fields.extra_key = raw,
+                        9 => fields.lora_path = raw,
+                        _ => fields.model = raw,
                     }
                     p += len;
                 }
@@ -260,6 +268,8 @@ mod tests {
             r#"{"temperature":0.7,"stop":[1e2,-3]}"#,
             r#"-12.5e3"#,
             r#"[1, 4294967296]"#,
+            r#""sql""#,
+            r#"["a", null]"#,
         ];
         let keys = [
             "input_ids",
@@ -269,6 +279,10 @@ mod tests {
             "input_embeds",
             "stream",
             "rid",
+            "cache_salt",
+            "extra_key",
+            "lora_path",
+            "model",
             "sampling_params",
             "x",
         ];
@@ -322,6 +336,10 @@ mod tests {
             "messages",
             "input_embeds",
             "rid",
+            "cache_salt",
+            "extra_key",
+            "lora_path",
+            "model",
         ]
         .iter()
         .any(|k| body.matches(&format!("\"{k}\"")).count() > 1)

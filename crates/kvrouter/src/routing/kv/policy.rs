@@ -27,7 +27,7 @@ use crate::config::KvConfig;
 use crate::index::{KvIndex, Unit};
 use crate::routing::input::RoutingInput;
 use crate::routing::policy::{Choice, Policy};
-use crate::tokens::seq_hashes;
+use crate::tokens::seq_hashes_in;
 use crate::workers::{Rank, Worker};
 
 /// Settings of the KV policy (from `config::KvConfig`).
@@ -136,7 +136,11 @@ impl KvPolicy {
         let t0 = Instant::now();
         let (tokens, seqs, source) = match input.token_ids() {
             Some(Ok(t)) => {
-                let seqs = seq_hashes(&t, page);
+                // In the namespace the worker stores them in (`input/namespace.rs`).
+                let served = candidates
+                    .iter()
+                    .find_map(|w| w.info.served_model_name.as_deref());
+                let seqs = seq_hashes_in(input.namespace_key(0, served), &t, page);
                 let source = if input.ids_from_tokenizer() {
                     InputSource::Tokenizer
                 } else {
