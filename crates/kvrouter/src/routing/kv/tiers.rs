@@ -367,4 +367,77 @@ mod tests {
         assert!(off.index(Tier::Gpu).is_none());
         assert_eq!(off.resident_blocks(Tier::Host), 0);
     }
+
+    /// The policy over three single-rank workers, predict-on-route off (choices independent).
+    fn policy_with(tiers: &Arc<LowerTiers>) -> (super::super::KvPolicy, Arc<KvIndex>) {
+        use super::super::{KvPolicy, KvPolicySettings, UnitLoads};
+        let settings = KvPolicySettings::from_config(&crate::config::KvConfig {
+            predict: false,
+            ..crate::config::KvConfig::default()
+        });
+        let gpu = Arc::new(KvIndex::new(PAGE));
+        let p = KvPolicy::new(gpu.clone(), Arc::new(UnitLoads::default()), settings)
+            .with_tiers(tiers.clone());
+        (p, gpu)
+    }
+
+    fn choose(p: &super::super::KvPolicy, tokens: &[u32]) -> u32 {
+        use crate::routing::{Endpoint, Policy, RoutingInput};
+        use crate::workers::{Worker, WorkerInfo};
+        let workers: Vec<Arc<Worker>> = (1..=3)
+            .map(|id| {
+                let info = WorkerInfo {
+                    page_size: PAGE,
+                    ..WorkerInfo::default()
+                };
+                Arc::new(Worker::new(
+                    WorkerId(id),
+                    &format!("http://10.0.0.{id}:30000"),
+                    info,
+                ))
+            })
+            .collect();
+        let body = serde_json::to_vec(&serde_json::json!({ "input_ids": tokens })).unwrap();
+        let input = RoutingInput::parse(Endpoint::Generate, &body).unwrap();
+        let c = p.select(&input, &workers).unwrap();
+        workers[c.index].id.0
+    }
+
+    #[test]
+    fn the_policy_prefers_a_host_holder_to_none_and_a_gpu_holder_to_a_host_holder() {
+        let tokens: Vec<u32> = (0..64).map(|i| 7_000 + i).collect(); // 16 pages
+        let tiers = LowerTiers::new(PAGE, TierCredits::DEFAULT);
+        let (p, gpu) = policy_with(&tiers);
+        // Worker 2 holds the whole prefix in host memory only: 16 - 12 = 4 < 16.
+        store(tiers.index(Tier::Host).unwrap(), 2, &tokens, 100);
+        for _ in 0..8 {
+            assert_eq!(choose(&p, &tokens), 2);
+        }
+        // Worker 3 holds it on the GPU: 0 < 4.
+        store(&gpu, 3, &tokens, 100);
+        assert_eq!(choose(&p, &tokens), 3);
+        // Worker 1: 4 GPU pages (cost 12) against worker 2's 16 host pages (cost 4), once
+        // worker 3 is gone from the GPU.
+        gpu.apply(WorkerId(3), 0, &KvEvent::Cleared).unwrap();
+        store(&gpu, 1, &tokens[..16], 200);
+        assert_eq!(choose(&p, &tokens), 2);
+        // Credit off: worker 1's GPU pages win.
+        let off = LowerTiers::new(PAGE, TierCredits::OFF);
+        let (p_off, gpu_off) = policy_with(&off);
+        store(&gpu_off, 1, &tokens[..16], 200);
+        assert_eq!(choose(&p_off, &tokens), 1);
+    }
+
+    #[test]
+    fn a_gpu_prefix_continued_in_host_memory_is_credited_after_it() {
+        let tokens: Vec<u32> = (0..64).map(|i| 9_000 + i).collect();
+        let tiers = LowerTiers::new(PAGE, TierCredits::DEFAULT);
+        let (p, gpu) = policy_with(&tiers);
+        // Worker 1: 8 GPU pages (cost 8). Worker 2: 2 GPU pages and all 16 in host memory
+        // (14 extra at 0.75: cost 14 - 10.5 = 3.5).
+        store(&gpu, 1, &tokens[..32], 100);
+        store(&gpu, 2, &tokens[..8], 300);
+        store(tiers.index(Tier::Host).unwrap(), 2, &tokens, 300);
+        assert_eq!(choose(&p, &tokens), 2);
+    }
 }
