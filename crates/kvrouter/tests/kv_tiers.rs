@@ -114,7 +114,10 @@ fn remove_chain(first_hash: i64, pages: usize, medium: &str) -> V {
     let hashes = (0..pages as i64).map(|i| V::from(first_hash + i)).collect();
     tagged(
         "BlockRemoved",
-        vec![("block_hashes", V::Array(hashes)), ("medium", V::from(medium))],
+        vec![
+            ("block_hashes", V::Array(hashes)),
+            ("medium", V::from(medium)),
+        ],
     )
 }
 
@@ -184,7 +187,11 @@ async fn a_prefix_in_the_host_tier_only_beats_no_prefix() {
     let mut events = vec![cleared()];
     for (i, s) in seeds.iter().enumerate() {
         let ids = request(*s);
-        events.extend(store_chain(&ids[..4 * PAGE], 1000 * (i as i64 + 1), "CPU_PINNED"));
+        events.extend(store_chain(
+            &ids[..4 * PAGE],
+            1000 * (i as i64 + 1),
+            "CPU_PINNED",
+        ));
     }
     let url = a.url().to_string();
     a.publish_until(&r.url, events, "A's host-tier blocks indexed", |v| {

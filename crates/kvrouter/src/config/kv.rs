@@ -103,7 +103,11 @@ pub struct KvOptions {
     #[arg(long, env = "KVROUTER_DYNAMO_ZMQ_ENDPOINT", num_args = 0.., value_delimiter = ',', action = clap::ArgAction::Append)]
     pub dynamo_zmq_endpoint: Vec<String>,
     /// What a prefix page found only in a lower cache tier (SGLang HiCache: host memory `CPU_PINNED`; storage `DISK` / `EXTERNAL`) is worth as a fraction of a GPU hit, as `host=F,disk=F` (each 0..=1; a part left out keeps its default; Dynamo's weights are the defaults). A tier credited 0 is not indexed; `off` ignores both (see docs/kv-routing.md "Cache tiers").
-    #[arg(long, env = "KVROUTER_KV_TIER_CREDIT", default_value = "host=0.75,disk=0.25")]
+    #[arg(
+        long,
+        env = "KVROUTER_KV_TIER_CREDIT",
+        default_value = "host=0.75,disk=0.25"
+    )]
     pub kv_tier_credit: String,
 }
 

@@ -323,7 +323,10 @@ mod tests {
             ..inputs(0, 0, 0, 0, 2)
         };
         let plain = inputs(0, 0, 0, 0, 2);
-        assert_eq!(cost(&w, &plain, S) - cost(&w, &busy, S), 24.0 + 0.25 * 24.0 * 2.0);
+        assert_eq!(
+            cost(&w, &plain, S) - cost(&w, &busy, S),
+            24.0 + 0.25 * 24.0 * 2.0
+        );
     }
 
     #[test]

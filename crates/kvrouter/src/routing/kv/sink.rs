@@ -208,7 +208,10 @@ mod tests {
         };
         sink.apply_placed(w, r, at(Tier::Host), removed.clone());
         assert_eq!(tiers.unit_blocks(Tier::Host, w, r), 1);
-        assert_eq!((gpu.unit_blocks(w, r), tiers.unit_blocks(Tier::Disk, w, r)), (2, 2));
+        assert_eq!(
+            (gpu.unit_blocks(w, r), tiers.unit_blocks(Tier::Disk, w, r)),
+            (2, 2)
+        );
         // A tier's own clear clears that tier; a plain clear clears all.
         sink.apply_placed(w, r, at(Tier::Disk), KvEvent::Cleared);
         assert_eq!(tiers.unit_blocks(Tier::Disk, w, r), 0);

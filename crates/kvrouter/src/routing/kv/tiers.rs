@@ -75,11 +75,7 @@ impl TierCredits {
             match name.trim().to_ascii_lowercase().as_str() {
                 "host" | "cpu" => out.host = credit,
                 "disk" | "storage" => out.disk = credit,
-                other => {
-                    return Err(format!(
-                        "unknown tier {other:?} (tiers: host, disk)"
-                    ))
-                }
+                other => return Err(format!("unknown tier {other:?} (tiers: host, disk)")),
             }
         }
         Ok(out)
@@ -302,7 +298,14 @@ mod tests {
             TierCredits::parse("host=0,disk=0").unwrap(),
             TierCredits::OFF
         );
-        for bad in ["host=1.5", "host=-0.1", "host=x", "gpu=0.5", "host", "host=NaN"] {
+        for bad in [
+            "host=1.5",
+            "host=-0.1",
+            "host=x",
+            "gpu=0.5",
+            "host",
+            "host=NaN",
+        ] {
             assert!(TierCredits::parse(bad).is_err(), "{bad}");
         }
         assert!(TierCredits::parse("host=2")
