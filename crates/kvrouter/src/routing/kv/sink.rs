@@ -206,7 +206,7 @@ mod tests {
         let removed = KvEvent::Removed {
             block_hashes: vec![11],
         };
-        sink.apply_placed(w, r, at(Tier::Host), removed.clone());
+        sink.apply_placed(w, r, at(Tier::Host), removed);
         assert_eq!(tiers.unit_blocks(Tier::Host, w, r), 1);
         assert_eq!(
             (gpu.unit_blocks(w, r), tiers.unit_blocks(Tier::Disk, w, r)),
