@@ -102,6 +102,13 @@ pub struct KvOptions {
     /// Dynamo ZMQ event-plane publisher to subscribe to, `tcp://HOST:PORT` (repeatable): Dynamo 1.6's default KV event transport (topic `kv-events`).
     #[arg(long, env = "KVROUTER_DYNAMO_ZMQ_ENDPOINT", num_args = 0.., value_delimiter = ',', action = clap::ArgAction::Append)]
     pub dynamo_zmq_endpoint: Vec<String>,
+    /// What a prefix page found only in a lower cache tier (SGLang HiCache: host memory `CPU_PINNED`; storage `DISK` / `EXTERNAL`) is worth as a fraction of a GPU hit, as `host=F,disk=F` (each 0..=1; a part left out keeps its default; Dynamo's weights are the defaults). A tier credited 0 is not indexed; `off` ignores both (see docs/kv-routing.md "Cache tiers").
+    #[arg(
+        long,
+        env = "KVROUTER_KV_TIER_CREDIT",
+        default_value = "host=0.75,disk=0.25"
+    )]
+    pub kv_tier_credit: String,
 }
 
 impl Default for KvOptions {
@@ -144,6 +151,8 @@ pub struct KvConfig {
     pub share_predictions: bool,
     /// `--dynamo-kv-subject`, `--dynamo-worker-id`, `--dynamo-zmq-endpoint`.
     pub dynamo: crate::events::dynamo_map::DynamoSettings,
+    /// `--kv-tier-credit`: host / disk tier pages as fractions of a GPU hit.
+    pub tier_credit: crate::routing::kv::TierCredits,
 }
 
 impl Default for KvConfig {
@@ -242,6 +251,8 @@ impl KvConfig {
             nats_url,
             jetstream,
             dynamo,
+            tier_credit: crate::routing::kv::TierCredits::parse(&o.kv_tier_credit)
+                .map_err(|e| invalid("kv_tier_credit", e))?,
         })
     }
 }
@@ -412,6 +423,28 @@ mod tests {
             },
         ] {
             assert!(!KvConfig::from_options(&off).unwrap().share_predictions);
+        }
+    }
+
+    #[test]
+    fn tier_credit_defaults_to_dynamo_and_is_validated() {
+        use crate::routing::kv::TierCredits;
+        assert_eq!(KvConfig::default().tier_credit, TierCredits::DEFAULT);
+        let off = KvOptions {
+            kv_tier_credit: "host=0,disk=0".into(),
+            ..KvOptions::default()
+        };
+        assert_eq!(
+            KvConfig::from_options(&off).unwrap().tier_credit,
+            TierCredits::OFF
+        );
+        for bad in ["host=1.2", "ram=0.5", "host:0.5"] {
+            let o = KvOptions {
+                kv_tier_credit: bad.into(),
+                ..KvOptions::default()
+            };
+            let e = KvConfig::from_options(&o).unwrap_err();
+            assert_eq!(e.field, "kv_tier_credit", "{bad}");
         }
     }
 

@@ -18,9 +18,6 @@ use crate::index::{EngineHash, KvEvent, Placement, Tier};
 use crate::tokens::NamespaceParts;
 use crate::workers::{Rank, WorkerId};
 
-/// The storage medium SGLang names the GPU (device) tier.
-const GPU_MEDIUM: &str = "GPU";
-
 /// Why a rank was cleared in the middle of its stream (carried to relay consumers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResetReason {
@@ -377,17 +374,22 @@ impl RankFeed {
                 namespace,
             } => {
                 m.received.with_label_values(&["stored"]).inc();
-                if !on_gpu(medium.as_deref()) {
+                let Some(tier) = Tier::from_medium(medium.as_deref()) else {
                     m.ignored.with_label_values(&["medium"]).inc();
                     return;
-                }
+                };
                 let place = Placement {
                     namespace: namespace_key(&namespace),
-                    tier: Tier::Gpu,
+                    tier,
                 };
                 let expected_tokens = block_hashes.len() * block_size as usize;
                 if token_ids.len() != expected_tokens {
                     self.page_size_mismatch(block_size, block_hashes.len(), token_ids.len());
+                    return;
+                }
+                if block_size != self.page_size && tier != Tier::Gpu {
+                    // The page fold follows the GPU tier's tree only.
+                    m.ignored.with_label_values(&["tier_fold"]).inc();
                     return;
                 }
                 if block_size != self.page_size {
@@ -410,8 +412,16 @@ impl RankFeed {
                 medium,
             } => {
                 m.received.with_label_values(&["removed"]).inc();
-                if !on_gpu(medium.as_deref()) {
+                let Some(tier) = Tier::from_medium(medium.as_deref()) else {
                     m.ignored.with_label_values(&["medium"]).inc();
+                    return;
+                };
+                if tier != Tier::Gpu {
+                    let place = Placement {
+                        namespace: None,
+                        tier,
+                    };
+                    self.absorb_in(place, KvEvent::Removed { block_hashes });
                     return;
                 }
                 let block_hashes = match self.fold.as_mut() {
@@ -492,11 +502,6 @@ fn namespace_key(ns: &WireNamespace) -> Option<crate::tokens::SeqHash> {
         lora_id: ns.lora_id.filter(|_| ns.lora_name.is_none()),
     }
     .key()
-}
-
-/// `None` (field absent) means the GPU tier.
-fn on_gpu(medium: Option<&str>) -> bool {
-    medium.is_none_or(|m| m.eq_ignore_ascii_case(GPU_MEDIUM))
 }
 
 fn observe_lag(ts: f64) {
@@ -858,18 +863,83 @@ mod tests {
         );
     }
 
+    /// Records the tier of every placed event.
+    #[derive(Default)]
+    struct TierSink(parking_lot::Mutex<Vec<(Tier, KvEvent)>>);
+
+    impl KvEventSink for TierSink {
+        fn apply(&self, _: WorkerId, _: Rank, event: KvEvent) {
+            self.0.lock().push((Tier::Gpu, event));
+        }
+        fn apply_placed(&self, _: WorkerId, _: Rank, p: Placement, event: KvEvent) -> Absorbed {
+            self.0.lock().push((p.tier, event));
+            Absorbed::Ok
+        }
+    }
+
+    fn with_medium(mut event: V, medium: &str) -> V {
+        if let V::Array(items) = &mut event {
+            items.push(V::from(medium));
+        }
+        event
+    }
+
     #[test]
-    fn non_gpu_medium_and_unknown_tags_are_skipped() {
+    fn lower_tier_events_reach_the_sink_with_their_tier() {
+        let sink = Arc::new(TierSink::default());
+        let mut f = RankFeed::new(WorkerId(1), 0, "http://w".into(), PAGE, 0, sink.clone());
+        let removed = |medium: &str| {
+            V::Array(vec![
+                V::from("BlockRemoved"),
+                V::Array(vec![V::from(1)]),
+                V::from(medium),
+            ])
+        };
+        f.offer(
+            0,
+            Payload::Sglang(&batch(vec![
+                with_medium(stored(1, &[1, 2], 2), "CPU_PINNED"),
+                with_medium(stored(2, &[1, 2], 2), "DISK"),
+                removed("CPU_PINNED"),
+                removed("EXTERNAL"),
+                // Worker pages of another size are folded for the GPU tree only.
+                with_medium(stored(3, &[1], 1), "CPU_PINNED"),
+            ])),
+            false,
+        );
+        let tiers: Vec<(Tier, &str)> = sink
+            .0
+            .lock()
+            .iter()
+            .map(|(t, e)| {
+                let kind = match e {
+                    KvEvent::Stored { .. } => "stored",
+                    KvEvent::Removed { .. } => "removed",
+                    _ => "other",
+                };
+                (*t, kind)
+            })
+            .collect();
+        assert_eq!(
+            tiers,
+            vec![
+                (Tier::Host, "stored"),
+                (Tier::Disk, "stored"),
+                (Tier::Host, "removed"),
+                (Tier::Disk, "removed"),
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_medium_and_unknown_tags_are_skipped() {
         let sink = RecordingSink::new();
         let mut f = feed(&sink);
-        let mut host = stored(1, &[1, 2], 2);
-        if let V::Array(items) = &mut host {
-            items.push(V::from("CPU_PINNED"));
-        }
+        let host = with_medium(stored(1, &[1, 2], 2), "NVRAM");
         let removed_host = V::Array(vec![
             V::from("BlockRemoved"),
             V::Array(vec![V::from(1)]),
-            V::from("CPU_PINNED"),
+            V::from("NVRAM"),
         ]);
         let unknown = V::Array(vec![V::from("BlockPinned")]);
         f.offer(

@@ -51,7 +51,8 @@ pub fn build(config: &Config, registry: &Registry) -> RoutingParts {
         KvPolicySettings::from_config(&config.kv),
     )
     .with_rates(kv.rates.clone())
-    .with_pressure(kv.pressure.clone());
+    .with_pressure(kv.pressure.clone())
+    .with_tiers(kv.tiers.clone());
     if let (true, Some(url)) = (config.kv.share_predictions, &config.kv.nats_url) {
         policy = policy.with_booking_hook(crate::sharing::start(url, kv.index.clone(), registry));
     }

@@ -9,11 +9,15 @@
 //! wait = s_prefill * w_prefill * queued_prefill
 //!      + s_decode  * (w_decode * active_blocks                      // context of requests in flight
 //!                   + w_queue  * active_requests)
+//! computed        = new_prefill - lower_tier                        // pages loaded back from host / disk
 //! cost = wait
-//!      + s_prefill * (w_prefill * new_prefill
-//!                   + w_stall * new_prefill * active_requests)      // their stall while it prefills
+//!      + s_prefill * (w_prefill * computed
+//!                   + w_stall * computed * active_requests)         // their stall while it prefills
 //!      + w_evict * displaced                                        // others' prefixes it evicts
 //! ```
+//!
+//! `lower_tier` is the credit of the pages after `usable` that the unit's host and disk tiers
+//! hold (`tiers.rs`: `host_credit * host_pages + disk_credit * disk_pages`, 0 without tiers).
 //!
 //! `s_prefill`, `s_decode` are the unit's learned speed factors (`rates.rs`: its seconds per
 //! block / per token over the fleet reference's, 1 unless clearly different), so cost times the
@@ -47,7 +51,7 @@ pub struct CostWeights {
 }
 
 /// The inputs of one unit's cost for one request.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct UnitInputs {
     /// Full pages in the request.
     pub request_blocks: u32,
@@ -66,16 +70,29 @@ pub struct UnitInputs {
     pub lost: u32,
     /// Blocks this request's new prefill would evict from the unit's full cache.
     pub displaced: u32,
+    /// Prefill blocks saved by pages of lower cache tiers after the usable prefix (their
+    /// credited count, `tiers.rs`; at most `new_prefill`).
+    pub lower_tier: f64,
 }
 
 impl UnitInputs {
-    /// Blocks this request would add to the unit's prefill work.
+    /// Leading blocks still there when the request runs (cached minus lost, or in flight).
+    pub fn usable(&self) -> u32 {
+        self.cached
+            .saturating_sub(self.lost)
+            .max(self.inflight_depth)
+    }
+
+    /// Blocks this request would add to the unit's prefill work (lower-tier pages included:
+    /// loading them back takes GPU pages too).
     pub fn new_prefill(&self) -> u32 {
-        self.request_blocks.saturating_sub(
-            self.cached
-                .saturating_sub(self.lost)
-                .max(self.inflight_depth),
-        )
+        self.request_blocks.saturating_sub(self.usable())
+    }
+
+    /// [`UnitInputs::new_prefill`] minus the lower tiers' credit: the prefill it computes.
+    pub fn computed_prefill(&self) -> f64 {
+        let new = f64::from(self.new_prefill());
+        (new - self.lower_tier.clamp(0.0, new)).max(0.0)
     }
 
     /// Prefill work of other requests already in flight on the unit.
@@ -99,7 +116,7 @@ pub fn wait(w: &CostWeights, u: &UnitInputs, speed: Speed) -> f64 {
 
 /// Cost of sending the request to this unit (lower is better) at the unit's `speed`.
 pub fn cost(w: &CostWeights, u: &UnitInputs, speed: Speed) -> f64 {
-    let new = f64::from(u.new_prefill());
+    let new = u.computed_prefill();
     let busy = u.active_requests as f64;
     let own = w.prefill * new + w.stall * new * busy;
     wait(w, u, speed) + speed.prefill * own + w.evict * f64::from(u.displaced)
@@ -180,6 +197,7 @@ mod tests {
             active_requests: siblings + others,
             lost: 0,
             displaced: 0,
+            lower_tier: 0.0,
         }
     }
 
@@ -276,6 +294,39 @@ mod tests {
         };
         assert_eq!(cost(&w, &u, S) - cost(&W, &u, S), 20.0);
         assert_eq!(wait(&w, &u, S), wait(&W, &u, S));
+    }
+
+    #[test]
+    fn lower_tier_pages_save_their_credit_of_a_prefill() {
+        // 64 blocks, none on the GPU, 32 in host memory at 0.75: 24 blocks saved.
+        let cold = inputs(0, 0, 0, 0, 0);
+        let host = UnitInputs {
+            lower_tier: 24.0,
+            ..cold
+        };
+        assert_eq!(host.computed_prefill(), 40.0);
+        assert_eq!(host.new_prefill(), 64, "loading back still takes GPU pages");
+        assert_eq!(cost(&W, &cold, S) - cost(&W, &host, S), 24.0);
+        // A GPU holder of those 32 blocks beats the host holder.
+        let gpu = inputs(32, 0, 0, 0, 0);
+        assert!(cost(&W, &gpu, S) < cost(&W, &host, S));
+        // The credit never makes the prefill negative.
+        let over = UnitInputs {
+            lower_tier: 100.0,
+            ..gpu
+        };
+        assert_eq!(over.computed_prefill(), 0.0);
+        // The stall term charges only the computed prefill.
+        let w = CostWeights { stall: 0.25, ..W };
+        let busy = UnitInputs {
+            lower_tier: 24.0,
+            ..inputs(0, 0, 0, 0, 2)
+        };
+        let plain = inputs(0, 0, 0, 0, 2);
+        assert_eq!(
+            cost(&w, &plain, S) - cost(&w, &busy, S),
+            24.0 + 0.25 * 24.0 * 2.0
+        );
     }
 
     #[test]

@@ -4,12 +4,15 @@
 //! router-local worker id), so tests and operators can compare replicas; plus each unit's
 //! learned rates and speed factors (`unit_rates`), each unit's eviction rate
 //! (`unit_pressure`) and the observed reuse the cost model charges displaced blocks at
-//! (`observed_reuse`, `pressure.rs`); none of these is part of the digest.
+//! (`observed_reuse`, `pressure.rs`); and the lower cache tiers (`tiers`: their credits, resident
+//! blocks per tier, each unit's host and disk blocks; `tiers.rs`). None of these is part of the
+//! digest.
 
 use serde_json::{json, Value};
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::feeds::KvRuntime;
+use crate::index::Tier;
 use crate::workers::Registry;
 
 /// The JSON view (see module docs).
@@ -56,6 +59,33 @@ pub fn index_json(kv: &KvRuntime, registry: &Registry) -> Value {
                 "prefill_factor": r.speed.prefill, "decode_factor": r.speed.decode})
         })
         .collect();
+    let tiers = &kv.tiers;
+    let mut tier_rows: Vec<(String, u32, usize, usize)> = Vec::new();
+    for w in registry.snapshot().iter() {
+        for rank in w.ranks() {
+            tier_rows.push((
+                w.url.clone(),
+                rank,
+                tiers.unit_blocks(Tier::Host, w.id, rank),
+                tiers.unit_blocks(Tier::Disk, w.id, rank),
+            ));
+        }
+    }
+    tier_rows.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    let tier_units: Vec<Value> = tier_rows
+        .iter()
+        .map(|(url, rank, host, disk)| {
+            json!({"worker": url, "rank": rank, "host_blocks": host, "disk_blocks": disk})
+        })
+        .collect();
+    let credits = tiers.credits();
+    let tiers_json = json!({
+        "credit": {"host": credits.host, "disk": credits.disk},
+        "resident_blocks": {"gpu": index.resident_blocks(),
+            "host": tiers.resident_blocks(Tier::Host), "disk": tiers.resident_blocks(Tier::Disk)},
+        "memory_bytes": tiers.memory_bytes(),
+        "units": tier_units,
+    });
     json!({
         "page_size": index.page_size(),
         "resident_blocks": index.resident_blocks(),
@@ -67,5 +97,6 @@ pub fn index_json(kv: &KvRuntime, registry: &Registry) -> Value {
         "unit_rates": rates,
         "unit_pressure": pressure,
         "observed_reuse": kv.pressure.reuse(),
+        "tiers": tiers_json,
     })
 }

@@ -16,6 +16,9 @@
 //! - Any mode: one `LoadSource` per rank of a worker whose `kv_events` block advertises
 //!   SGLang's load publisher; its reports join the unit loads (`load.rs`).
 //!
+//! Every source feeds a `TieredSink` (`sink.rs`): GPU events to the index, host and disk events
+//! to the lower tiers' indexes (`tiers.rs`); clears, restarts and removals cover every tier.
+//!
 //! Worker removed: its sources stop first, then `index.remove_worker`. Worker restarted (a
 //! refused connect then a success, or a changed launch marker in `/server_info`): its sources
 //! stop, its ranks are cleared and new sources start (the cursor also sees the sequence
@@ -33,6 +36,8 @@ use tokio::sync::broadcast::error::RecvError;
 use super::load::UnitLoads;
 use super::pressure::UnitPressure;
 use super::rates::{RateSettings, UnitRates};
+use super::sink::TieredSink;
+use super::tiers::LowerTiers;
 use crate::config::KvConfig;
 use crate::events::{
     CatchUp, JetStreamConfig, JetStreamSetup, JetStreamSource, JetStreamSourceConfig, KvEventSink,
@@ -45,6 +50,10 @@ use crate::workers::{Registry, RegistryEvent, Worker, WorkerId};
 /// The KV side of a running router (see module docs).
 pub struct KvRuntime {
     pub index: Arc<KvIndex>,
+    /// The host and disk tiers' indexes and credits (`tiers.rs`).
+    pub tiers: Arc<LowerTiers>,
+    /// What every event source applies to: `index` and `tiers` by the event's tier.
+    sink: Arc<dyn KvEventSink>,
     pub loads: Arc<UnitLoads>,
     /// Per-unit prefill / decode rates learned from responses (`rates.rs`).
     pub rates: Arc<UnitRates>,
@@ -76,8 +85,15 @@ impl KvRuntime {
     /// workers are registered; already registered ones are picked up too).
     pub fn start(page_size: u32, config: &KvConfig, registry: &Registry) -> Arc<KvRuntime> {
         let index = Arc::new(KvIndex::new(page_size));
+        let tiers = LowerTiers::new(page_size, config.tier_credit);
+        let sink: Arc<dyn KvEventSink> = Arc::new(TieredSink {
+            gpu: index.clone(),
+            tiers: tiers.clone(),
+        });
         let rt = Arc::new(KvRuntime {
             index: index.clone(),
+            tiers,
+            sink: sink.clone(),
             loads: Arc::new(UnitLoads::default()),
             rates: Arc::new(UnitRates::new(RateSettings {
                 enabled: config.learn_rates,
@@ -97,7 +113,7 @@ impl KvRuntime {
                 &config.dynamo,
                 page_size,
                 registry.watch(),
-                index,
+                sink,
             ),
         });
         let mut events = registry.subscribe();
@@ -180,7 +196,7 @@ impl KvRuntime {
                 .map(|w| w.id),
             WorkerKey::Dynamo(id) => dynamo.workers.resolve(&watch.borrow(), id),
         };
-        let sink: Arc<dyn KvEventSink> = self.index.clone();
+        let sink = self.sink.clone();
         let handle = NatsConsumer::start(client, cfg, Arc::new(resolver), sink).await?;
         *self.nats.lock() = Some(handle);
         tracing::info!(nats_url = %url, relay = publish, "NATS KV event feed started");
@@ -226,7 +242,7 @@ impl KvRuntime {
                 if let Some(r) = replay {
                     cfg = cfg.with_replay(r);
                 }
-                let sink: Arc<dyn KvEventSink> = self.index.clone();
+                let sink = self.sink.clone();
                 ZmqSource::spawn(cfg, sink, relay.clone())
             })
             .collect::<Vec<_>>();
@@ -287,7 +303,7 @@ impl KvRuntime {
             prefix,
             page_size: self.index.page_size(),
         };
-        let sink: Arc<dyn KvEventSink> = self.index.clone();
+        let sink = self.sink.clone();
         feeds.insert(w.id, JetStreamSource::spawn(client, stream, cfg, sink));
         tracing::info!(worker = %w.url, "reading worker KV events from JetStream");
     }
@@ -314,6 +330,7 @@ impl KvRuntime {
         drop(self.sources.lock().remove(&worker));
         drop(self.load_sources.lock().remove(&worker));
         self.index.remove_worker(worker);
+        self.tiers.remove_worker(worker);
         self.loads.remove_worker(worker);
         self.rates.remove_worker(worker);
         self.pressure.remove_worker(worker);
@@ -341,6 +358,7 @@ impl KvRuntime {
             .set_worker_capacity(w.id, w.info.max_total_num_tokens);
         for rank in w.ranks() {
             self.index.clear_rank(w.id, rank);
+            self.tiers.clear_rank(w.id, rank);
         }
     }
 
@@ -384,6 +402,7 @@ fn spawn_timer(weak: Weak<KvRuntime>) {
             let now = Instant::now();
             rt.index.expire_predictions(now);
             rt.index.update_gauges();
+            super::metrics::set_tier_blocks(&rt.index, &rt.tiers);
             rt.rates.refresh();
             rt.pressure.refresh(&rt.index, now);
         }

@@ -238,3 +238,29 @@ impl KvMetrics {
         })
     }
 }
+
+/// `kvrouter_kv_tier_blocks{tier=gpu|host|disk}`: resident (block, unit) entries per cache
+/// tier (`tiers.rs`; `gpu` equals `kvrouter_index_blocks`). Refreshed by the KV runtime's timer.
+pub fn set_tier_blocks(gpu: &crate::index::KvIndex, tiers: &super::tiers::LowerTiers) {
+    use crate::index::Tier;
+    static G: OnceLock<prometheus::IntGaugeVec> = OnceLock::new();
+    let g = G.get_or_init(|| {
+        register(
+            prometheus::IntGaugeVec::new(
+                Opts::new(
+                    "kvrouter_kv_tier_blocks",
+                    "Resident (block, worker rank) entries per KV cache tier (gpu, host, disk)",
+                ),
+                &["tier"],
+            )
+            .expect("valid metric"),
+        )
+    });
+    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    g.with_label_values(&["gpu"])
+        .set(count(gpu.resident_blocks()));
+    for (tier, label) in [(Tier::Host, "host"), (Tier::Disk, "disk")] {
+        g.with_label_values(&[label])
+            .set(count(tiers.resident_blocks(tier)));
+    }
+}

@@ -1,7 +1,8 @@
 //! KV-aware routing: the cost model, the `KvPolicy` over (worker, DP rank) units, the
 //! placement of blind requests (rendezvous hashing with bounded loads), the per-request
 //! attachment (predict-on-route booking, unit load, `meta_info` scan), the unit rates learned
-//! from responses, the index's event sink, the event-source wiring and the `/debug/index` view.
+//! from responses, the lower cache tiers (`tiers.rs`), the index's event sink, the event-source
+//! wiring and the `/debug/index` view.
 //! Design and defaults: docs/kv-routing.md.
 
 pub mod attachment;
@@ -18,6 +19,7 @@ pub mod rates;
 pub mod scan;
 pub mod siblings;
 pub mod sink;
+pub mod tiers;
 
 pub use attachment::KvAttachment;
 pub use blind::BlindSettings;
@@ -28,6 +30,7 @@ pub use load::UnitLoads;
 pub use policy::{KvPolicy, KvPolicySettings};
 pub use pressure::UnitPressure;
 pub use rates::UnitRates;
+pub use tiers::{LowerTiers, TierCredits};
 
 #[cfg(test)]
 mod tests;

@@ -23,6 +23,7 @@ use super::metrics::{InputSource, KvMetrics};
 use super::pressure::UnitPressure;
 use super::rates::{RateProbe, Speed, UnitRates};
 use super::siblings::SiblingLocks;
+use super::tiers::LowerTiers;
 use crate::config::KvConfig;
 use crate::index::{KvIndex, Unit};
 use crate::routing::input::RoutingInput;
@@ -83,6 +84,8 @@ pub struct KvPolicy {
     rates: Option<Arc<UnitRates>>,
     pressure: Option<Arc<UnitPressure>>,
     siblings: SiblingLocks,
+    /// Host / disk cache tiers credited in the cost (`tiers.rs`).
+    tiers: Option<Arc<LowerTiers>>,
 }
 
 impl KvPolicy {
@@ -95,7 +98,14 @@ impl KvPolicy {
             rates: None,
             pressure: None,
             siblings: SiblingLocks::default(),
+            tiers: None,
         }
+    }
+
+    /// Credits each unit's prefix pages in the lower cache tiers (`tiers.rs`).
+    pub fn with_tiers(mut self, tiers: Arc<LowerTiers>) -> Self {
+        self.tiers = Some(tiers);
+        self
     }
 
     /// Tells `hook` about every booking this policy takes (`hook.rs`).
@@ -171,6 +181,7 @@ impl KvPolicy {
         let _serial = self.siblings.hold(prompt_key);
         let t1 = Instant::now();
         let overlaps = self.index.find_matches(&seqs);
+        let mut tiers = self.tiers.as_ref().and_then(|t| t.request(&seqs));
         let t2 = Instant::now();
         let request_blocks = overlaps.request_blocks;
         let w = &self.weights();
@@ -191,6 +202,7 @@ impl KvPolicy {
                     active_requests: load.requests,
                     lost: 0,
                     displaced: 0,
+                    lower_tier: 0.0,
                 };
                 if let Some(p) = &self.pressure {
                     let t = p.view(worker.id, rank);
@@ -208,6 +220,9 @@ impl KvPolicy {
                         inputs.lost = t.lost(at_risk, wait(w, &inputs, speed) * secs);
                     }
                     inputs.displaced = t.displaced(capacity, inputs.new_prefill());
+                }
+                if let Some(t) = tiers.as_mut() {
+                    inputs.lower_tier = t.credit(Unit::new(worker.id, rank), inputs.usable());
                 }
                 scored.push(Scored {
                     candidate: i,
