@@ -108,10 +108,9 @@ class RankEngine:
                 self.batches += 1
 
     def key(self, tokens, extra_key=None, cache_salt=None):
-        kw = {}
-        if self.S.radix_key_has_salt:
-            kw["cache_salt"] = cache_salt
-        return self.S.RadixKey(array("q", tokens), extra_key, **kw)
+        if self.S.radix_key_has_salt:  # 0.5.23: array("q") tokens, cache_salt namespace
+            return self.S.RadixKey(array("q", tokens), extra_key, cache_salt=cache_salt)
+        return self.S.RadixKey(list(tokens), extra_key)  # older: a list, no salt
 
     def run_request(self, tokens, output_ids, extra_key=None, cache_salt=None):
         """One request from admission to finish; returns cached_tokens."""
@@ -119,7 +118,8 @@ class RankEngine:
         with self.lock:
             key = self.key(tokens, extra_key, cache_salt)
             m = self.tree.match_prefix(S.MatchPrefixParams(key=key))
-            cached = m.device_prefix_len
+            cached = (m.device_prefix_len if hasattr(m, "device_prefix_len")
+                      else len(m.device_indices))  # older MatchResult: the indices
             node = m.last_device_node
             self.tree.inc_lock_ref(node)
             full = list(tokens) + list(output_ids[:-1])
@@ -128,14 +128,15 @@ class RankEngine:
                 self.tree.evict(S.EvictParams(num_tokens=need - self.alloc.available_size()))
             slots = self.alloc.alloc(need)
             self.publish()  # prefill step (evictions)
-            fkey = self.key(full, extra_key, cache_salt).page_aligned(self.page_size)
+            ps = self.page_size
+            fkey = self.key(full[: len(full) // ps * ps], extra_key, cache_salt)
             value = S.torch.tensor(list(range(len(fkey))))
             res = self.tree.insert(S.InsertParams(key=fkey, value=value))
             # the tree took one ref for new pages; the rest (dups and the partial page)
             # go back to the pool, as _insert_cache / free_kv_row do
             new_pages = len(fkey) - res.prefix_len
             self.alloc.used -= len(slots) - max(0, new_pages)
-            prompt_key = self.key(tokens, extra_key, cache_salt).page_aligned(self.page_size)
+            prompt_key = self.key(tokens[: len(tokens) // ps * ps], extra_key, cache_salt)
             if 0 < len(prompt_key) < len(fkey):
                 self.tree.insert(S.InsertParams(key=prompt_key, value=value[:len(prompt_key)]))
             self.tree.dec_lock_ref(node)
@@ -191,14 +192,15 @@ class RankEngine:
         """The tree's pages as the router keys them (see content.py)."""
         with self.lock:
             unit = content.Unit()
-            names = self.tree.kv_events.lora_names
+            rec = getattr(self.tree, "kv_events", None)
+            names = rec.lora_names if rec is not None else None
 
             def walk(node, parent_seq):
                 for child in node.children.values():
                     k = child.key
                     toks = list(k.token_ids[: len(k)])
                     if parent_seq is None:
-                        lora = names.resolve(k.extra_key) if k.extra_key else None
+                        lora = names.resolve(k.extra_key) if (names and k.extra_key) else None
                         salt = getattr(k, "cache_salt", None)
                         parent = content.namespace_key(cache_salt=salt, lora=lora)
                     else:

@@ -306,8 +306,11 @@ def install(native_module=None) -> None:
     sys.meta_path.insert(0, _FirstFinder(finder))
     sys.meta_path.append(finder)
     _installed = True
-    from sglang.srt.mem_cache.cpp_utils import native_hash as nh
-
+    try:
+        from sglang.srt.mem_cache.cpp_utils import native_hash as nh
+    except ImportError:  # older SGLang hashes pages in Python (hashlib) itself
+        NATIVE_HASH_SOURCE = "SGLang's own Python page hash (no native extension in this version)"
+        return
     impl = native_module if native_module is not None else PyNativeHash
     if native_module is not None:
         NATIVE_HASH_SOURCE = "SGLang's hash_binding.cpp, compiled with pybind11"
