@@ -67,6 +67,10 @@ def main():
     for k, v in S.missing.items():
         print(f"not in this version: {k}: {v}")
     env = procs.Env(target, python=sys.executable, native=nat_path)
+    if not S.version.startswith("0.5.23"):
+        # the mock's older-engine mode (docs/mock.md): 0.5.9 server info, /get_load,
+        # positional events with 3-frame replay
+        env.mock_flags = ["--sglang-version", "0.5.9", "--kv-events-format", "positional"]
     names = [n for n in (args.only.split(",") if args.only else
                          (QUICK if args.quick else list(CHECKS) + ["differential"])) if n]
     kinds = ["sglang", "mock"] if args.worker == "both" else [args.worker]

@@ -64,7 +64,7 @@ class Worker:
         if self.kind == "sglang":
             self.proc = self.env.sglang_worker(**kw)
         else:
-            self.proc = self.env.mock_worker(**kw)
+            self.proc = self.env.mock_worker(extra=self.env.mock_flags, **kw)
         self.url = self.proc.url
         self.subs = []
         if self.kind == "mock" and self.form != "none":

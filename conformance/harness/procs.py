@@ -92,6 +92,7 @@ class Env:
         self.native = native
         self.log_level = log_level
         self.procs = []
+        self.mock_flags = []  # e.g. --sglang-version 0.5.9 --kv-events-format positional
 
     def track(self, proc):
         self.procs.append(proc)

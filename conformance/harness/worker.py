@@ -144,11 +144,50 @@ class Worker:
 
     def v1_loads(self, include):
         if self.S.load_snapshot_mod is None:
-            return None
+            return self._v1_loads_old()
         inc = set(s.strip() for s in include.split(",")) if include else None
         return {"timestamp": datetime.now(timezone.utc).isoformat(), "version": self.S.version,
                 "accelerator": None, "num_accelerators": 0,
                 "loads": [e.load_snapshot().to_dict(inc) for e in self.engines]}
+
+    def _v1_loads_old(self):
+        """Older SGLang (0.5.9): ``GetLoadsReqOutput`` per rank through ``v1_loads``'s own
+        dict factory and aggregate (``entrypoints/v1_loads.py``)."""
+        import dataclasses
+
+        try:
+            from sglang.srt.entrypoints import v1_loads as vl
+            from sglang.srt.managers.io_struct import GetLoadsReqOutput
+        except ImportError:
+            return None
+        loads = []
+        for e in self.engines:
+            o = GetLoadsReqOutput(
+                dp_rank=e.rank, timestamp=time.time(), num_running_reqs=e.load["running"],
+                num_waiting_reqs=e.load["waiting"], num_used_tokens=e.alloc.used,
+                max_total_num_tokens=e.alloc.capacity, token_usage=0.0, gen_throughput=0.0,
+                cache_hit_rate=0.0, utilization=0.0, max_running_requests=e.max_running)
+            d = dataclasses.asdict(o, dict_factory=vl._loads_dict_factory)
+            d["num_total_reqs"] = d["num_running_reqs"] + d["num_waiting_reqs"]
+            loads.append(d)
+        return {"timestamp": datetime.now(timezone.utc).isoformat(), "version": self.S.version,
+                "dp_rank_count": len(loads), "loads": loads,
+                "aggregate": vl._compute_aggregate(loads)}
+
+    def get_load(self):
+        """``/get_load`` (gone in 0.5.23): ``GetLoadReqOutput`` per rank."""
+        import dataclasses
+
+        try:
+            from sglang.srt.managers.io_struct import GetLoadReqOutput
+        except ImportError:
+            return None
+        if self.S.load_snapshot_mod is not None:
+            return None  # 0.5.23 serves 404 here
+        return [dataclasses.asdict(GetLoadReqOutput(
+            dp_rank=e.rank, num_reqs=e.load["running"] + e.load["waiting"],
+            num_waiting_reqs=e.load["waiting"], num_tokens=e.alloc.used, ts_tic=time.time()))
+            for e in self.engines]
 
     def _rank(self, body):
         r = body.get("routed_dp_rank", body.get("data_parallel_rank"))
@@ -168,6 +207,9 @@ class Worker:
     def _run(self, rank, tokens, max_new, body):
         salt, extra, lora = self._namespace(body)
         e = self.engines[rank]
+        if salt and not self.S.radix_key_has_salt:
+            # older SGLang: cache_salt is carried as the request's extra_key
+            extra, salt = (extra or "") + salt, None
         if lora:
             lid = lora_id_of(lora)
             # Req.__init__ appends the adapter's lora_id to extra_key; the scheduler
@@ -272,6 +314,9 @@ def make_handler(w: Worker):
             if p == "/v1/loads":
                 body = w.v1_loads((q.get("include") or [None])[0])
                 return self._send(404 if body is None else 200, body or {"detail": "Not Found"})
+            if p == "/get_load":
+                body = w.get_load()
+                return self._send(404 if body is None else 200, body if body is not None else {"detail": "Not Found"})
             if p == "/_conformance/state":
                 return self._send(200, w.state())
             if p == "/flush_cache":

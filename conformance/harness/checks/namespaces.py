@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .. import fleet
 from ..fleet import PAGE, prompt
-from ..result import Step
+from ..result import Step, skipped
 
 
 def _cached(body):
@@ -16,9 +16,12 @@ def _cached(body):
 
 
 def run(ctx):
-    s = Step("namespaces", ctx.kind)
     if "namespaces" in ctx.S.missing:
-        s.note(f"SGLang {ctx.S.version} has no namespaced KV events: {ctx.S.missing['namespaces']}")
+        return skipped("namespaces", ctx.kind,
+                       f"SGLang {ctx.S.version} publishes no namespace ({ctx.S.missing['namespaces']}; "
+                       "BlockStored has no cache_salt/lora_name and the same tokens hash alike in "
+                       "every extra_key), so no router can index namespaces from its events")
+    s = Step("namespaces", ctx.kind)
     env = ctx.env
     a = fleet.Worker(env, ctx.kind, capacity=1024)
     b = fleet.Worker(env, ctx.kind, capacity=1024)
