@@ -17,5 +17,5 @@ python3 -m venv "$venv"
 "$py" -m pip install -q --upgrade pip
 # sglang's declared deps pull CUDA torch (~4.8 GB); the harness only needs its pure-Python parts.
 "$py" -m pip install -q --no-deps "sglang==$ver"
-grep -v -E '^(#|sglang==|$)' "$req" | xargs -r "$py" -m pip install -q
+grep -v -E '^(#|sglang==|$)' "$req" | xargs -r "$py" -m pip install -q 2>&1 | { grep -v -E "^(sglang [0-9.]+ requires|ERROR: pip.s dependency resolver)" || true; }
 echo "install.sh: installed sglang $ver into $venv"

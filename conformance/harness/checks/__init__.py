@@ -1,0 +1,1 @@
+"""The checks, one module per concern; each exposes run(ctx) -> Result."""
