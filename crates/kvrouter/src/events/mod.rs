@@ -33,6 +33,7 @@ pub mod relay_lock;
 pub mod replay;
 pub mod sglang_wire;
 pub mod sink;
+pub mod trust;
 pub mod zmq_source;
 
 pub use endpoint::rank_endpoint;
@@ -45,4 +46,5 @@ pub use load_wire::LoadStat;
 pub use nats_source::{NatsConsumer, NatsConsumerConfig, WorkerKey, WorkerResolver};
 pub use relay::{NatsRelay, RelaySender};
 pub use sink::{Absorbed, KvEventSink, Record, RecordingSink};
+pub use trust::{Distrust, SourceTrust};
 pub use zmq_source::{ZmqSource, ZmqSourceConfig};

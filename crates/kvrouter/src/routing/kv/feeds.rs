@@ -222,7 +222,8 @@ impl KvRuntime {
             .map(|(rank, endpoint, replay)| {
                 let mut cfg =
                     ZmqSourceConfig::new(w.id, &w.url, rank, endpoint, self.index.page_size())
-                        .with_topic(topic.clone());
+                        .with_topic(topic.clone())
+                        .with_trust(crate::events::SourceTrust::new(w));
                 if let Some(r) = replay {
                     cfg = cfg.with_replay(r);
                 }
