@@ -26,6 +26,7 @@ pub mod js_source;
 pub mod load_source;
 pub mod load_wire;
 pub mod metrics;
+pub mod nats_auth;
 pub mod nats_envelope;
 pub mod nats_source;
 pub mod relay;
