@@ -5,7 +5,8 @@
 //! worker it was started for is registered, healthy and still the same incarnation
 //! (`Worker::incarnation`, bumped when a restart is detected), and after its connection was
 //! re-established only once a health round has seen the same process answer again
-//! (`Worker::confirmations`): what arrives before that is dropped and counted in
+//! (`Worker::confirmations`; a worker registered with health checks disabled cannot be
+//! confirmed, so this last condition does not apply to it): what arrives before that is dropped and counted in
 //! `kvrouter_kv_events_untrusted_total{reason}` (the sequence gap it leaves is then handled
 //! as any gap: replay or clear).
 
@@ -76,7 +77,8 @@ impl SourceTrust {
             return Err(Distrust::Unhealthy);
         }
         if let Some(seen) = self.pending {
-            if w.confirmations() <= seen {
+            // A worker without health checks is never confirmed: its reconnects are believed.
+            if !w.spec.disable_health_check && w.confirmations() <= seen {
                 return Err(Distrust::Unconfirmed);
             }
             self.pending = None;

@@ -1,7 +1,8 @@
 //! Worker URLs: the one definition of a valid worker URL and of its canonical form,
 //! shared by the configuration (`--worker-urls`) and the registry (`POST /workers`,
-//! lookups and removal by URL). Canonical: `http://host[:port][/path]`, host
-//! lowercased, `localhost` and `[::ffff:a.b.c.d]` spelled as the IPv4 address, the
+//! lookups and removal by URL). Canonical: `http://host[:port][/path]`, host lowercased,
+//! one spelling per socket (`localhost`, `0.0.0.0` and `[::ffff:127.0.0.1]` are
+//! `127.0.0.1`, `[::]` is `[::1]`, a trailing dot is dropped; see `canonical_host`), the
 //! default port (80) omitted, no trailing slash and no `user:password@` (credentials are
 //! split off into a [`Credentials`] secret, so the URL can be shown in metrics, logs,
 //! headers and JSON). Also the address policy: link-local addresses (judged on the IPv4
@@ -67,16 +68,15 @@ pub fn parse_worker_url(raw: &str) -> Result<WorkerAddress, String> {
         .ok_or_else(|| "no host".to_string())?
         .trim_matches(|c| c == '[' || c == ']')
         .to_ascii_lowercase();
-    // `localhost` and an IPv4-mapped IPv6 literal (`[::ffff:127.0.0.1]`, which a
-    // dual-stack socket connects to as `127.0.0.1`) are spelled as the IPv4 address.
-    let ipv4 = match host.parse::<std::net::Ipv6Addr>() {
-        Ok(v6) => v6.to_ipv4_mapped().map(|v4| v4.to_string()),
-        Err(_) => (host == "localhost").then(|| "127.0.0.1".to_string()),
-    };
-    let host = match ipv4 {
-        Some(v4) => {
-            parsed.set_host(Some(&v4)).map_err(|e| e.to_string())?;
-            v4
+    let host = match canonical_host(&host) {
+        Some(respelled) => {
+            let bracketed = if respelled.contains(':') {
+                format!("[{respelled}]")
+            } else {
+                respelled.clone()
+            };
+            parsed.set_host(Some(&bracketed)).map_err(|e| e.to_string())?;
+            respelled
         }
         None => host,
     };
@@ -96,6 +96,34 @@ pub fn parse_worker_url(raw: &str) -> Result<WorkerAddress, String> {
         host,
         credentials,
     })
+}
+
+/// Another spelling of `host` (lowercase, IPv6 without brackets) for the same socket, when it
+/// has one: `localhost` (and `localhost.`) is `127.0.0.1`; the unspecified addresses, which
+/// a connection reaches as loopback, are `127.0.0.1` and `::1`; an IPv4-mapped IPv6 literal
+/// (`::ffff:127.0.0.1`, which a dual-stack socket connects to as `127.0.0.1`) is its IPv4
+/// address; a fully qualified name's trailing dot (`host.example.`) is dropped.
+fn canonical_host(host: &str) -> Option<String> {
+    if let Ok(v6) = host.parse::<std::net::Ipv6Addr>() {
+        if v6.is_unspecified() {
+            return Some("::1".to_string());
+        }
+        return v6.to_ipv4_mapped().map(|v4| {
+            if v4.is_unspecified() {
+                "127.0.0.1".to_string()
+            } else {
+                v4.to_string()
+            }
+        });
+    }
+    if host == "0.0.0.0" {
+        return Some("127.0.0.1".to_string());
+    }
+    let name = host.strip_suffix('.').filter(|n| !n.is_empty());
+    match name.unwrap_or(host) {
+        "localhost" => Some("127.0.0.1".to_string()),
+        _ => name.map(str::to_string),
+    }
 }
 
 /// Decodes `%XX` escapes of a URL's userinfo (invalid escapes are kept as written).
@@ -308,12 +336,18 @@ mod tests {
             "http://host.example"
         );
         assert_eq!(worker_url_key("http://host.example"), "http://host.example");
+        assert_eq!(worker_url_key("http://Host.Example.:80/"), "http://host.example");
+        assert_eq!(worker_url_key("http://[::]:5"), "http://[::1]:5");
+        assert_eq!(worker_url_key("http://[::1]:5"), "http://[::1]:5");
         for raw in [
             "http://[::ffff:127.0.0.1]:30000",
             "http://[::FFFF:7f00:1]:30000/",
             "http://0x7f000001:30000",
             "http://127.1:30000",
             "HTTP://127.0.0.1:030000",
+            "http://localhost.:30000",
+            "http://0.0.0.0:30000/",
+            "http://127.0.0.1.:30000",
         ] {
             assert_eq!(worker_url_key(raw), "http://127.0.0.1:30000", "{raw}");
         }
