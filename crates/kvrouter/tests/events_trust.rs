@@ -189,3 +189,47 @@ async fn a_restart_whose_sequence_continues_the_old_one_never_mixes_incarnations
     }
     publisher.shut_down().await;
 }
+
+/// The registry side of the trust rule, with health rounds driven by the test: a round that
+/// finds the same launch marker confirms the worker (a reconnected source may believe it
+/// again); one that finds a new marker is a restart (new incarnation), not a confirmation; a
+/// worker that refuses connections is never confirmed. Fails before the fix (no
+/// confirmations, no trust).
+#[tokio::test]
+async fn health_rounds_confirm_only_the_same_incarnation() {
+    use kvrouter::events::{Distrust, SourceTrust};
+    use kvrouter::workers::{HealthConfig, PageSizeRule, Registry, RegistryConfig, WorkerSpec};
+    let (config, block) = wildcard_publisher(1, 2);
+    let worker = FakeWorker::start(server_info_0_5_23(&config, block.clone(), 0)).await;
+    let reg = Registry::new(RegistryConfig {
+        page_size: PageSizeRule::Folds { router: 16 },
+        health: HealthConfig {
+            interval: Duration::from_secs(3600), // rounds driven by the test
+            timeout: Duration::from_secs(2),
+            ..HealthConfig::default()
+        },
+        ..RegistryConfig::default()
+    });
+    let id = reg.add_worker(&worker.url, WorkerSpec::default()).await.unwrap();
+    let w = reg.get(id).unwrap();
+    let mut trust = SourceTrust::new(&w);
+    assert_eq!(trust.check(), Ok(()), "the first connection is believed");
+    trust.reconnected();
+    assert_eq!(trust.check(), Err(Distrust::Unconfirmed));
+    reg.check_health_now().await;
+    assert_eq!(trust.check(), Ok(()), "the same launch marker confirms");
+
+    trust.reconnected();
+    worker.set_server_info(server_info_0_5_23(&config, block, 1));
+    let confirmed = w.confirmations();
+    reg.check_health_now().await;
+    assert_eq!(w.confirmations(), confirmed, "a new launch marker is no confirmation");
+    assert_eq!(w.incarnation(), 1);
+    assert_eq!(trust.check(), Err(Distrust::Incarnation));
+
+    let mut trust = SourceTrust::new(&w);
+    trust.reconnected();
+    let _ = worker.stop().await;
+    reg.check_health_now().await;
+    assert_eq!(trust.check(), Err(Distrust::Unconfirmed), "a dead worker is never confirmed");
+}
