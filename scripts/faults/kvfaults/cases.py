@@ -464,3 +464,8 @@ CASES = {
     "uploads": case_stalled_uploads,
     "flood": case_event_flood,
 }
+
+# Issue 25 items 4-6 (worker URL spellings, headers, a squatted event port): kvfaults/cases_safe.py.
+from . import cases_safe  # noqa: E402
+
+CASES.update(cases_safe.CASES)

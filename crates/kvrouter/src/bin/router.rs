@@ -44,13 +44,18 @@ async fn main() {
         print!("{}", example_config());
         return;
     }
-    let config = match Config::load_from(cli) {
+    let mut config = match Config::load_from(cli) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("router: {e}");
             std::process::exit(2);
         }
     };
+    config
+        .warnings
+        .extend(kvrouter::config::env_check::unknown_variable_warnings(
+            std::env::vars_os(),
+        ));
     init_logging(&config);
     for warning in &config.warnings {
         tracing::warn!("{warning}");

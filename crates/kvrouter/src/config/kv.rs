@@ -109,6 +109,24 @@ pub struct KvOptions {
         default_value = "host=0.75,disk=0.25"
     )]
     pub kv_tier_credit: String,
+    /// NATS credentials file (`.creds`: user JWT and NKey seed, NATS decentralized auth) the router connects with; the way to run the NATS event path on a shared network (docs/events.md). At most one of --nats-creds, --nats-nkey-seed-file, --nats-user, --nats-token.
+    #[arg(long, env = "KVROUTER_NATS_CREDS")]
+    pub nats_creds: Option<std::path::PathBuf>,
+    /// File holding the NKey seed (`SU...`) of a NATS `nkey` user the router connects as.
+    #[arg(long, env = "KVROUTER_NATS_NKEY_SEED_FILE")]
+    pub nats_nkey_seed_file: Option<std::path::PathBuf>,
+    /// NATS user name (with --nats-password, best given as KVROUTER_NATS_PASSWORD so it stays out of the process list).
+    #[arg(long, env = "KVROUTER_NATS_USER")]
+    pub nats_user: Option<String>,
+    /// NATS password of --nats-user (never logged).
+    #[arg(long, env = "KVROUTER_NATS_PASSWORD", hide_env_values = true)]
+    pub nats_password: Option<String>,
+    /// NATS authentication token (never logged; best given as KVROUTER_NATS_TOKEN).
+    #[arg(long, env = "KVROUTER_NATS_TOKEN", hide_env_values = true)]
+    pub nats_token: Option<String>,
+    /// PEM root certificate(s) to trust for the NATS server; makes TLS required (use with a `tls://` URL).
+    #[arg(long, env = "KVROUTER_NATS_TLS_CA")]
+    pub nats_tls_ca: Option<std::path::PathBuf>,
 }
 
 impl Default for KvOptions {
@@ -143,6 +161,8 @@ pub struct KvConfig {
     /// Blind placements (`--kv-blind-threshold`, `--kv-balance-factor`; see `routing::kv::blind`).
     pub blind: crate::routing::kv::BlindSettings,
     pub nats_url: Option<String>,
+    /// How to authenticate to NATS (`--nats-creds` and friends; `events::nats_auth`).
+    pub nats_auth: crate::events::nats_auth::NatsAuth,
     pub publish_events: bool,
     /// `--nats-jetstream`: the stream and relay-lock settings (None: core NATS).
     pub jetstream: Option<crate::events::JetStreamConfig>,
@@ -191,6 +211,7 @@ impl KvConfig {
             }
             u => u.clone(),
         };
+        let (nats_url, nats_auth) = nats_auth(o, nats_url)?;
         if o.publish_events && nats_url.is_none() {
             return Err(invalid("publish_events", "needs --nats-url"));
         }
@@ -249,12 +270,77 @@ impl KvConfig {
             publish_events: o.publish_events,
             share_predictions: o.share_predictions && !o.no_predict && nats_url.is_some(),
             nats_url,
+            nats_auth,
             jetstream,
             dynamo,
             tier_credit: crate::routing::kv::TierCredits::parse(&o.kv_tier_credit)
                 .map_err(|e| invalid("kv_tier_credit", e))?,
         })
     }
+}
+
+/// The NATS URL without credentials and how to authenticate (flags, or `user:pass@` / `token@`
+/// in the URL): at most one kind of credentials, each needing --nats-url.
+fn nats_auth(
+    o: &KvOptions,
+    url: Option<String>,
+) -> Result<(Option<String>, crate::events::nats_auth::NatsAuth), ConfigError> {
+    use crate::events::nats_auth::{NatsAuth, NatsCredentials, Secret};
+    let (url, in_url) = match url {
+        Some(u) => {
+            let (clean, c) = NatsAuth::split_url(&u);
+            (Some(clean), c)
+        }
+        None => (None, NatsCredentials::None),
+    };
+    if o.nats_password.is_some() && o.nats_user.is_none() {
+        return Err(invalid("nats_password", "needs --nats-user"));
+    }
+    let mut given: Vec<(&str, NatsCredentials)> = Vec::new();
+    if let Some(p) = &o.nats_creds {
+        given.push(("nats_creds", NatsCredentials::CredsFile(p.clone())));
+    }
+    if let Some(p) = &o.nats_nkey_seed_file {
+        given.push(("nats_nkey_seed_file", NatsCredentials::NkeySeedFile(p.clone())));
+    }
+    if let Some(user) = &o.nats_user {
+        let Some(password) = &o.nats_password else {
+            return Err(invalid("nats_user", "needs --nats-password (or KVROUTER_NATS_PASSWORD)"));
+        };
+        given.push((
+            "nats_user",
+            NatsCredentials::UserPassword {
+                user: user.clone(),
+                password: Secret::new(password.clone()),
+            },
+        ));
+    }
+    if let Some(t) = &o.nats_token {
+        given.push(("nats_token", NatsCredentials::Token(Secret::new(t.clone()))));
+    }
+    if in_url != NatsCredentials::None {
+        given.push(("nats_url", in_url));
+    }
+    if given.len() > 1 {
+        let names: Vec<&str> = given.iter().map(|(n, _)| *n).collect();
+        return Err(invalid(
+            names[1],
+            format!("give one kind of NATS credentials, not {}", names.join(" and ")),
+        ));
+    }
+    if let Some((name, _)) = given.first() {
+        if url.is_none() {
+            return Err(invalid(name, "needs --nats-url"));
+        }
+    }
+    if o.nats_tls_ca.is_some() && url.is_none() {
+        return Err(invalid("nats_tls_ca", "needs --nats-url"));
+    }
+    let auth = NatsAuth {
+        credentials: given.pop().map(|(_, c)| c).unwrap_or_default(),
+        tls_ca: o.nats_tls_ca.clone(),
+    };
+    Ok((url, auth))
 }
 
 /// The `--dynamo-*` settings.

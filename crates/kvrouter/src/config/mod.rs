@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod compat;
+pub mod env_check;
 pub mod example;
 pub mod file;
 pub mod kv;
@@ -114,6 +115,8 @@ pub struct Config {
     pub etcd: Option<crate::discovery::EtcdConfig>,
     /// sgl-router compatibility warnings to log once at start (policy mapping, ignored flags).
     pub warnings: Vec<String>,
+    /// Which client headers reach the workers (`--forward-request-header`).
+    pub header_policy: crate::proxy::headers::HeaderPolicy,
 }
 
 impl Default for Config {
@@ -324,6 +327,10 @@ impl Config {
                 .map_err(|e: String| invalid("metrics_compat", e))?,
             etcd,
             warnings: policy_warning.into_iter().collect(),
+            header_policy: crate::proxy::headers::HeaderPolicy::with_extra(
+                &o.forward_request_header,
+            )
+            .map_err(|e| invalid("forward_request_header", e))?,
         })
     }
 

@@ -310,6 +310,13 @@ pub struct Options {
     /// No circuit breaker (every worker's circuit stays closed).
     #[arg(long, env = "KVROUTER_DISABLE_CIRCUIT_BREAKER", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
     pub disable_circuit_breaker: bool,
+    /// Client request headers forwarded to workers besides the default allow-list
+    /// (Content-Type, Content-Length, Accept, X-Request-Id, X-Correlation-Id, X-Request-Id-*,
+    /// traceparent, tracestate, baggage, X-SMG-Routing-Key, X-Sglext-*): header names,
+    /// `prefix*`, or `*` for every end-to-end header (comma-separated or repeated). Cookie,
+    /// Authorization and SGLang's X-Override-* are dropped unless named (docs/router.md).
+    #[arg(long, env = "KVROUTER_FORWARD_REQUEST_HEADER", num_args = 0.., value_delimiter = ',', action = clap::ArgAction::Append)]
+    pub forward_request_header: Vec<String>,
 }
 
 /// The declared defaults of `cmd`'s arguments, ignoring the process environment and arguments.

@@ -50,6 +50,9 @@ pub struct EventMetrics {
     pub catching_up: IntGauge,
     /// Live event sources (ZMQ tasks and NATS consumers).
     pub sources: IntGauge,
+    /// ZMQ batches dropped because the source does not trust its endpoint now, by `reason`
+    /// (removed, incarnation, unhealthy, unconfirmed; see `events::trust`).
+    pub untrusted: IntCounterVec,
 }
 
 /// The process-wide event metrics (registered on first use).
@@ -156,6 +159,12 @@ impl EventMetrics {
             sources: gauge(
                 "kvrouter_kv_event_sources",
                 "Live KV event sources (ZMQ subscriptions and NATS consumers)",
+            ),
+            untrusted: counter_vec(
+                "kvrouter_kv_events_untrusted_total",
+                "ZMQ KV event batches dropped: the worker was removed, restarted, unhealthy, or \
+                 not yet confirmed by a health round after the subscription reconnected",
+                "reason",
             ),
         }
     }

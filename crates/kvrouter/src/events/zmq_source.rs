@@ -1,6 +1,7 @@
 //! ZMQ source: one task per (worker, rank) subscribing to the worker's SGLang
 //! publisher (SUB socket, reconnecting with backoff), feeding a [`RankFeed`],
-//! fetching replays when the feed asks, and handing accepted batches to the relay.
+//! fetching replays when the feed asks, and handing accepted batches to the relay. With a
+//! [`SourceTrust`] it drops what arrives while the endpoint is not trusted (`trust.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +17,7 @@ use super::metrics::metrics;
 use super::relay::RelaySender;
 use super::replay::fetch_replay;
 use super::sink::KvEventSink;
+use super::trust::SourceTrust;
 use crate::backoff::ExponentialBackoff;
 use crate::workers::{Rank, WorkerId};
 
@@ -41,6 +43,8 @@ pub struct ZmqSourceConfig {
     pub topic: String,
     /// The router's page size; stores of any other block size are rejected loudly.
     pub page_size: u32,
+    /// When set, batches are applied only while the worker is trusted (`trust.rs`).
+    pub trust: Option<SourceTrust>,
 }
 
 impl ZmqSourceConfig {
@@ -60,7 +64,14 @@ impl ZmqSourceConfig {
             replay_endpoint: None,
             topic: String::new(),
             page_size,
+            trust: None,
         }
+    }
+
+    /// Applies batches only while `trust` admits them.
+    pub fn with_trust(mut self, trust: SourceTrust) -> Self {
+        self.trust = Some(trust);
+        self
     }
 
     pub fn with_replay(mut self, replay_endpoint: impl Into<String>) -> Self {
@@ -89,12 +100,18 @@ impl ZmqSource {
     }
 }
 
-async fn run(config: ZmqSourceConfig, sink: Arc<dyn KvEventSink>, relay: Option<RelaySender>) {
+async fn run(
+    mut config: ZmqSourceConfig,
+    sink: Arc<dyn KvEventSink>,
+    relay: Option<RelaySender>,
+) {
     let _live = LiveSource::new();
     let label: Arc<str> = config.worker_url.as_str().into();
     let mut feed = RankFeed::new(config.worker, config.rank, label, config.page_size, 0, sink);
     let mut backoff = RESUBSCRIBE_BACKOFF.start();
     let mut failures = 0u32;
+    let mut trust = config.trust.take();
+    let mut connected_before = false;
     loop {
         let mut options = SocketOptions::default();
         options.connect_timeout(CONNECT_TIMEOUT);
@@ -114,11 +131,20 @@ async fn run(config: ZmqSourceConfig, sink: Arc<dyn KvEventSink>, relay: Option<
         }
         failures = 0;
         backoff.reset();
+        if std::mem::replace(&mut connected_before, true) {
+            if let Some(t) = trust.as_mut() {
+                t.reconnected();
+            }
+        }
         debug!(worker = %config.worker_url, rank = config.rank, endpoint = %config.endpoint, "kv events: subscribed");
         loop {
             tokio::select! {
                 message = socket.recv() => match message {
-                    Ok(message) => on_message(&mut feed, &config, relay.as_ref(), message).await,
+                    Ok(message) => {
+                        if trusted(trust.as_mut()) {
+                            on_message(&mut feed, &config, relay.as_ref(), message).await;
+                        }
+                    }
                     Err(e) => {
                         debug!(worker = %config.worker_url, rank = config.rank, error = %e, "kv events: subscription lost, reconnecting");
                         feed.mark_reconnected();
@@ -127,13 +153,29 @@ async fn run(config: ZmqSourceConfig, sink: Arc<dyn KvEventSink>, relay: Option<
                 },
                 Some(event) = monitor.next() => {
                     if let SocketEvent::Disconnected(_) = event {
-                        // The socket reconnects by itself; the stream may have restarted.
+                        // The socket reconnects by itself; the stream may have restarted,
+                        // and whoever answers next on the port may not be the worker.
                         feed.mark_reconnected();
+                        if let Some(t) = trust.as_mut() {
+                            t.reconnected();
+                        }
                     }
                 }
             }
         }
         tokio::time::sleep(backoff.current()).await;
+    }
+}
+
+/// Whether a batch arriving now may be applied (always, without a trust); counts drops.
+fn trusted(trust: Option<&mut SourceTrust>) -> bool {
+    let Some(t) = trust else { return true };
+    match t.check() {
+        Ok(()) => true,
+        Err(why) => {
+            metrics().untrusted.with_label_values(&[why.label()]).inc();
+            false
+        }
     }
 }
 

@@ -54,7 +54,12 @@ pub fn build(config: &Config, registry: &Registry) -> RoutingParts {
     .with_pressure(kv.pressure.clone())
     .with_tiers(kv.tiers.clone());
     if let (true, Some(url)) = (config.kv.share_predictions, &config.kv.nats_url) {
-        policy = policy.with_booking_hook(crate::sharing::start(url, kv.index.clone(), registry));
+        policy = policy.with_booking_hook(crate::sharing::start(
+            url,
+            &config.kv.nats_auth,
+            kv.index.clone(),
+            registry,
+        ));
     }
     RoutingParts {
         policy: Box::new(policy),

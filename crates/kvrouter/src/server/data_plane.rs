@@ -150,8 +150,13 @@ pub async fn handle(
     if let Err(e) = admit(state).await {
         return error(route, e);
     }
-    let mut attempts =
-        WorkerAttempts::new(state, endpoint, &parts.headers, &bytes, &input, started);
+    // The client headers the workers get (allow-list, hop-by-hop stripped, X-Forwarded-For).
+    let headers = crate::proxy::headers::for_worker(
+        &parts.headers,
+        parts.extensions.get().copied(),
+        &state.config.header_policy,
+    );
+    let mut attempts = WorkerAttempts::new(state, endpoint, &headers, &bytes, &input, started);
     let policy = RetryPolicy {
         max_retries: state.config.retry_max_retries,
         backoff: state.backoff,

@@ -77,7 +77,9 @@ pub async fn serve(listener: TcpListener, state: Arc<AppState>) -> std::io::Resu
         let watcher = graceful.watcher();
         tokio::spawn(async move {
             let _slot = slot;
-            let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+            let svc = service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
+                req.extensions_mut()
+                    .insert(crate::proxy::headers::ClientAddr(peer));
                 let state = state.clone();
                 let admission = admission.clone();
                 async move {

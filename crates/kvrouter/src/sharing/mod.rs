@@ -25,7 +25,12 @@ use crate::workers::Registry;
 
 /// Starts sharing for `index`: returns the booking hook at once and connects to `nats_url`
 /// in the background (until connected, bookings are dropped from the full queue and counted).
-pub fn start(nats_url: &str, index: Arc<KvIndex>, registry: &Registry) -> Arc<dyn BookingHook> {
+pub fn start(
+    nats_url: &str,
+    auth: &crate::events::nats_auth::NatsAuth,
+    index: Arc<KvIndex>,
+    registry: &Registry,
+) -> Arc<dyn BookingHook> {
     let instance = crate::events::relay_lock::instance_id();
     let (publisher, rx) = Publisher::new(publisher::QUEUE);
     let watch = registry.watch();
@@ -40,14 +45,18 @@ pub fn start(nats_url: &str, index: Arc<KvIndex>, registry: &Registry) -> Arc<dy
         applier::PENDING,
     ));
     let url = nats_url.to_owned();
+    let auth = auth.clone();
     tokio::spawn(async move {
         // no_echo: the server does not send our own publications back (each replica would
         // otherwise decode all of its own traffic); the applier still skips its instance id.
-        let client = match async_nats::ConnectOptions::new()
-            .no_echo()
-            .connect(&url)
-            .await
-        {
+        let options = match auth.options().await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::error!(nats_url = %url, error = %e, "cannot read the NATS credentials: predictions are not shared");
+                return;
+            }
+        };
+        let client = match options.no_echo().connect(&url).await {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(nats_url = %url, error = %e, "cannot connect to NATS: predictions are not shared");

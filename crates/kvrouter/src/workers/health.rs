@@ -67,9 +67,17 @@ async fn check_worker<F: CheckedFleet>(fleet: &F, worker: &Arc<Worker>) {
         if worker.take_connect_failure() {
             // Nothing was listening and now something is: a new process.
             fleet.restarted(worker).await;
-        } else if worker.incarnation_marker().is_some() && relaunched(fleet, worker).await {
-            // Down and up again between two rounds: the launch marker changed.
-            fleet.restarted(worker).await;
+        } else if worker.incarnation_marker().is_none() {
+            // No launch marker to compare: answering without a refused connect is all we know.
+            worker.confirm();
+        } else {
+            match relaunched(fleet, worker).await {
+                // Down and up again between two rounds: the launch marker changed.
+                Some(true) => fleet.restarted(worker).await,
+                // The same process answers: event sources that reconnected may trust it again.
+                Some(false) => worker.confirm(),
+                None => {}
+            }
         }
         apply_success(worker);
         if cfg.poll_load {
@@ -103,15 +111,21 @@ fn apply_failure(w: &Arc<Worker>) {
 /// Reads `/server_info` and compares its launch marker (`info::incarnation_marker`) with the
 /// one known: true when it changed (the marker is updated). A worker restarted inside one
 /// health interval answers every check, so this is the only sign of its new process that
-/// does not wait for its KV events. Unreadable answers are no restart.
-async fn relaunched<F: CheckedFleet>(fleet: &F, worker: &Arc<Worker>) -> bool {
+/// does not wait for its KV events. Unreadable answers are no restart and no confirmation
+/// (`None`).
+async fn relaunched<F: CheckedFleet>(fleet: &F, worker: &Arc<Worker>) -> Option<bool> {
     let url = format!("{}/server_info", worker.url);
     let timeout = fleet.health_config().timeout;
     match http_get_json(fleet.client(), &url, worker.authorization(), timeout).await {
-        Ok(v) => worker.swap_incarnation_marker(incarnation_marker(&v)),
+        Ok(v) => {
+            let marker = incarnation_marker(&v);
+            let known = marker.is_some();
+            let changed = worker.swap_incarnation_marker(marker);
+            known.then_some(changed)
+        }
         Err(e) => {
             tracing::debug!(worker = %worker.url, error = %e, "server info unreadable; launch marker not checked");
-            false
+            None
         }
     }
 }

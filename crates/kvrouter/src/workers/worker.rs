@@ -53,6 +53,8 @@ pub struct Worker {
     /// `/v1/loads` or `/get_load`, whichever the worker answers (`load::LoadRoute`).
     pub load_route: super::load::LoadRoute,
     connect_failure_seen: AtomicBool,
+    /// Health rounds that found this incarnation answering (see [`Worker::confirmations`]).
+    confirmations: AtomicU64,
     drained: Notify,
     pub(super) in_flight_gauge: IntGauge,
     pub(super) healthy_gauge: IntGauge,
@@ -136,6 +138,7 @@ impl Worker {
             reported_load: AtomicI64::new(-1),
             load_route: super::load::LoadRoute::default(),
             connect_failure_seen: AtomicBool::new(false),
+            confirmations: AtomicU64::new(0),
             drained: Notify::new(),
             in_flight_gauge,
             healthy_gauge,
@@ -449,6 +452,19 @@ impl Worker {
 
     pub(super) fn take_connect_failure(&self) -> bool {
         self.connect_failure_seen.swap(false, Ordering::AcqRel)
+    }
+
+    /// How many health rounds found this worker answering with no sign of a new process
+    /// (no refused connect before, launch marker unchanged). A KV event source that
+    /// reconnected waits for this to grow before it trusts what the endpoint sends
+    /// (`events::trust`).
+    pub fn confirmations(&self) -> u64 {
+        self.confirmations.load(Ordering::Acquire)
+    }
+
+    /// Records one confirming health round (the health checker's call).
+    pub fn confirm(&self) {
+        self.confirmations.fetch_add(1, Ordering::AcqRel);
     }
 
     // ---- versions and restarts ----

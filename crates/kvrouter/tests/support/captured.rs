@@ -45,8 +45,21 @@ impl Captured {
     /// Starts `router` with exactly `args` (a user's whole command line) and waits for
     /// `listening on URL`.
     pub fn start_exact(args: &[&str]) -> Captured {
+        Captured::start_exact_env(args, &[])
+    }
+
+    /// [`Captured::start`] with extra environment variables.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Captured {
+        let mut all = vec!["--host", "127.0.0.1", "--port", "0"];
+        all.extend_from_slice(args);
+        Captured::start_exact_env(&all, env)
+    }
+
+    /// [`Captured::start_exact`] with extra environment variables.
+    pub fn start_exact_env(args: &[&str], env: &[(&str, &str)]) -> Captured {
         let mut child = Command::new(env!("CARGO_BIN_EXE_router"))
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -120,13 +120,17 @@ impl KvRuntime {
         let weak = Arc::downgrade(&rt);
         let existing = registry.snapshot();
         let nats = config.nats_url.clone().map(|u| (u, config.publish_events));
+        let nats_auth = config.nats_auth.clone();
         let jetstream = config.jetstream.clone();
         let dynamo = config.dynamo.clone();
         let watch = registry.watch();
         tokio::spawn(async move {
             if let Some((url, publish)) = nats {
                 let Some(rt) = weak.upgrade() else { return };
-                if let Err(e) = rt.start_nats(&url, publish, jetstream, dynamo, watch).await {
+                if let Err(e) = rt
+                    .start_nats(&url, &nats_auth, publish, jetstream, dynamo, watch)
+                    .await
+                {
                     tracing::error!(nats_url = %url, error = %e, "cannot start the NATS KV event feed");
                 }
             }
@@ -160,12 +164,13 @@ impl KvRuntime {
     async fn start_nats(
         &self,
         url: &str,
+        auth: &crate::events::nats_auth::NatsAuth,
         publish: bool,
         jetstream: Option<JetStreamConfig>,
         dynamo: crate::events::dynamo_map::DynamoSettings,
         watch: tokio::sync::watch::Receiver<crate::workers::Snapshot>,
     ) -> anyhow::Result<()> {
-        let client = async_nats::connect(url).await?;
+        let client = auth.connect(url).await?;
         let mut cfg = NatsConsumerConfig::new(self.index.page_size());
         if !dynamo.subjects.is_empty() {
             cfg.dynamo_subjects = dynamo.subjects.clone();
@@ -199,7 +204,7 @@ impl KvRuntime {
         let sink = self.sink.clone();
         let handle = NatsConsumer::start(client, cfg, Arc::new(resolver), sink).await?;
         *self.nats.lock() = Some(handle);
-        tracing::info!(nats_url = %url, relay = publish, "NATS KV event feed started");
+        tracing::info!(nats_url = %url, relay = publish, auth = auth.kind(), "NATS KV event feed started");
         Ok(())
     }
 
@@ -238,7 +243,8 @@ impl KvRuntime {
             .map(|(rank, endpoint, replay)| {
                 let mut cfg =
                     ZmqSourceConfig::new(w.id, &w.url, rank, endpoint, self.index.page_size())
-                        .with_topic(topic.clone());
+                        .with_topic(topic.clone())
+                        .with_trust(crate::events::SourceTrust::new(w));
                 if let Some(r) = replay {
                     cfg = cfg.with_replay(r);
                 }
