@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use support::captured::Captured;
-use support::kv::{blocks_of, debug_index, kv_mock, warm, ADMIN};
+use support::kv::{blocks_of, debug_index, generate, kv_mock, prompt, warm, ADMIN};
 use support::wait::Deadline;
 
 const PASSWORD: &str = "nats-pw-7c1e94";
@@ -77,10 +77,15 @@ fn kv_args<'a>(worker: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     args
 }
 
-/// Waits until `replica`'s index holds `worker`'s blocks (fed from NATS only).
+/// Waits until `replica`'s index holds `worker`'s blocks (fed from NATS only), sending new
+/// prompts straight to the worker meanwhile (core NATS keeps nothing for a replica whose
+/// subscription is not up yet).
 async fn wait_replica(c: &reqwest::Client, replica: &str, worker: &str) {
     let deadline = Deadline::after(Duration::from_secs(30));
+    let mut seed = 70_000;
     loop {
+        seed += 1;
+        let _ = generate(c, worker, &prompt(seed, 8), 1).await;
         let v = debug_index(c, replica).await;
         if blocks_of(&v, worker) > 0 && v["zmq_sources"] == 0 {
             return;
