@@ -33,10 +33,7 @@ impl Drop for AuthNats {
 }
 
 /// Starts `nats-server` with `auth` flags; ready once `options` can connect.
-async fn start_nats(
-    auth: &[&str],
-    options: impl Fn() -> async_nats::ConnectOptions,
-) -> AuthNats {
+async fn start_nats(auth: &[&str], options: impl Fn() -> async_nats::ConnectOptions) -> AuthNats {
     let port = support::free_port();
     let child = Command::new("nats-server")
         .args(["-a", "127.0.0.1", "-p", &port.to_string()])
