@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use support::captured::Captured;
-use support::kv::{blocks_of, debug_index, kv_mock, warm, ADMIN};
+use support::kv::{blocks_of, debug_index, generate, kv_mock, prompt, warm, ADMIN};
 use support::wait::Deadline;
 
 const PASSWORD: &str = "nats-pw-7c1e94";
@@ -33,10 +33,7 @@ impl Drop for AuthNats {
 }
 
 /// Starts `nats-server` with `auth` flags; ready once `options` can connect.
-async fn start_nats(
-    auth: &[&str],
-    options: impl Fn() -> async_nats::ConnectOptions,
-) -> AuthNats {
+async fn start_nats(auth: &[&str], options: impl Fn() -> async_nats::ConnectOptions) -> AuthNats {
     let port = support::free_port();
     let child = Command::new("nats-server")
         .args(["-a", "127.0.0.1", "-p", &port.to_string()])
@@ -77,10 +74,15 @@ fn kv_args<'a>(worker: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     args
 }
 
-/// Waits until `replica`'s index holds `worker`'s blocks (fed from NATS only).
+/// Waits until `replica`'s index holds `worker`'s blocks (fed from NATS only), sending new
+/// prompts straight to the worker meanwhile (core NATS keeps nothing for a replica whose
+/// subscription is not up yet).
 async fn wait_replica(c: &reqwest::Client, replica: &str, worker: &str) {
     let deadline = Deadline::after(Duration::from_secs(30));
+    let mut seed = 70_000;
     loop {
+        seed += 1;
+        let _ = generate(c, worker, &prompt(seed, 8), 1).await;
         let v = debug_index(c, replica).await;
         if blocks_of(&v, worker) > 0 && v["zmq_sources"] == 0 {
             return;

@@ -133,7 +133,11 @@ async fn a_squatter_on_a_dead_workers_event_port_indexes_nothing() {
     let _ = worker.stop().await;
     publisher.shut_down().await;
     let mut squatter = FakePublisher::bind_at(&endpoint, &replay, "").await;
-    let hundred = batch((0..100).map(|i| stored(1000 + i, &page(10 + i as u32))).collect());
+    let hundred = batch(
+        (0..100)
+            .map(|i| stored(1000 + i, &page(10 + i as u32)))
+            .collect(),
+    );
     squatter.lose(2, hundred.clone());
     let before = untrusted(&c, &router.url).await;
     // Publish (the sequence continues the dead worker's) until the router has seen a batch:
@@ -148,7 +152,11 @@ async fn a_squatter_on_a_dead_workers_event_port_indexes_nothing() {
         deadline.check("the router to receive the squatter's batch");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    assert_eq!(blocks_of(&v, &url), 3, "the squatter wrote into the dead worker's index: {v}");
+    assert_eq!(
+        blocks_of(&v, &url),
+        3,
+        "the squatter wrote into the dead worker's index: {v}"
+    );
     squatter.shut_down().await;
 }
 
@@ -210,7 +218,10 @@ async fn health_rounds_confirm_only_the_same_incarnation() {
         },
         ..RegistryConfig::default()
     });
-    let id = reg.add_worker(&worker.url, WorkerSpec::default()).await.unwrap();
+    let id = reg
+        .add_worker(&worker.url, WorkerSpec::default())
+        .await
+        .unwrap();
     let w = reg.get(id).unwrap();
     let mut trust = SourceTrust::new(&w);
     assert_eq!(trust.check(), Ok(()), "the first connection is believed");
@@ -223,7 +234,11 @@ async fn health_rounds_confirm_only_the_same_incarnation() {
     worker.set_server_info(server_info_0_5_23(&config, block, 1));
     let confirmed = w.confirmations();
     reg.check_health_now().await;
-    assert_eq!(w.confirmations(), confirmed, "a new launch marker is no confirmation");
+    assert_eq!(
+        w.confirmations(),
+        confirmed,
+        "a new launch marker is no confirmation"
+    );
     assert_eq!(w.incarnation(), 1);
     assert_eq!(trust.check(), Err(Distrust::Incarnation));
 
@@ -231,5 +246,9 @@ async fn health_rounds_confirm_only_the_same_incarnation() {
     trust.reconnected();
     let _ = worker.stop().await;
     reg.check_health_now().await;
-    assert_eq!(trust.check(), Err(Distrust::Unconfirmed), "a dead worker is never confirmed");
+    assert_eq!(
+        trust.check(),
+        Err(Distrust::Unconfirmed),
+        "a dead worker is never confirmed"
+    );
 }

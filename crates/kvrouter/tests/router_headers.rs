@@ -51,7 +51,10 @@ async fn start_recorder() -> Recorder {
     Recorder { url, heads }
 }
 
-async fn answer(req: Request<Incoming>, heads: Arc<Mutex<Vec<HeaderMap>>>) -> Response<Full<Bytes>> {
+async fn answer(
+    req: Request<Incoming>,
+    heads: Arc<Mutex<Vec<HeaderMap>>>,
+) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_string();
     let (parts, body) = req.into_parts();
     let _ = body.collect().await;
@@ -87,14 +90,21 @@ async fn client_headers_follow_the_forwarding_policy_both_ways() {
         .header("x-client-hop", "1")
         .header("x-forwarded-for", "203.0.113.7")
         .header("x-request-id", "req-1")
-        .header("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+        .header(
+            "traceparent",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        )
         .header("x-smg-routing-key", "k1")
         .json(&json!({"text": "hello", "sampling_params": {"max_new_tokens": 1}}))
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    assert!(resp.headers().get("x-worker-hop").is_none(), "{:?}", resp.headers());
+    assert!(
+        resp.headers().get("x-worker-hop").is_none(),
+        "{:?}",
+        resp.headers()
+    );
     assert_eq!(resp.headers()["x-worker-end"], "kept");
     let head = worker.heads.lock().pop().expect("the worker saw /generate");
     for dropped in [
@@ -104,12 +114,26 @@ async fn client_headers_follow_the_forwarding_policy_both_ways() {
         "x-data-parallel-rank",
         "x-client-hop",
     ] {
-        assert!(head.get(dropped).is_none(), "{dropped} reached the worker: {head:?}");
+        assert!(
+            head.get(dropped).is_none(),
+            "{dropped} reached the worker: {head:?}"
+        );
     }
-    for kept in ["x-request-id", "traceparent", "x-smg-routing-key", "content-type"] {
-        assert!(head.get(kept).is_some(), "{kept} missing at the worker: {head:?}");
+    for kept in [
+        "x-request-id",
+        "traceparent",
+        "x-smg-routing-key",
+        "content-type",
+    ] {
+        assert!(
+            head.get(kept).is_some(),
+            "{kept} missing at the worker: {head:?}"
+        );
     }
-    assert_eq!(head["x-forwarded-for"], "203.0.113.7, 127.0.0.1", "{head:?}");
+    assert_eq!(
+        head["x-forwarded-for"], "203.0.113.7, 127.0.0.1",
+        "{head:?}"
+    );
     assert_eq!(head["forwarded"], "for=127.0.0.1;proto=http", "{head:?}");
     assert_eq!(head["x-forwarded-proto"], "http", "{head:?}");
 }
@@ -172,5 +196,8 @@ fn a_mistyped_variable_is_warned_at_start() {
     let _ = child.kill();
     let _ = child.wait();
     let line = found.expect("a warning naming the unknown variable");
-    assert!(line.contains("did you mean KVROUTER_HEALTH_CHECK_INTERVAL_SECS"), "{line}");
+    assert!(
+        line.contains("did you mean KVROUTER_HEALTH_CHECK_INTERVAL_SECS"),
+        "{line}"
+    );
 }

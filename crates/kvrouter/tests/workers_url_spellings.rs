@@ -8,8 +8,8 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
 use serde_json::json;
+use std::process::{Command, Stdio};
 
 const METADATA_SPELLINGS: &[&str] = &[
     "http://[::ffff:169.254.169.254]/",
@@ -34,9 +34,16 @@ async fn every_spelling_of_the_metadata_address_is_refused() {
         }
     }
     let workers = support::admin::workers(&r.url).await;
-    assert_eq!(workers["workers"].as_array().map(Vec::len), Some(0), "{workers}");
+    assert_eq!(
+        workers["workers"].as_array().map(Vec::len),
+        Some(0),
+        "{workers}"
+    );
     // At startup too.
-    for url in ["http://[::ffff:169.254.169.254]:80", "http://[64:ff9b::a9fe:a9fe]"] {
+    for url in [
+        "http://[::ffff:169.254.169.254]:80",
+        "http://[64:ff9b::a9fe:a9fe]",
+    ] {
         let out = Command::new(env!("CARGO_BIN_EXE_router"))
             .args(["--port", "0", "--worker-urls", url])
             .stdin(Stdio::null())

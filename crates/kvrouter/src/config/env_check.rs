@@ -26,7 +26,9 @@ pub fn known_variables() -> Vec<String> {
 }
 
 /// One warning per variable of `vars` that starts with `KVROUTER_` and is not known.
-pub fn unknown_variable_warnings(vars: impl IntoIterator<Item = (OsString, OsString)>) -> Vec<String> {
+pub fn unknown_variable_warnings(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+) -> Vec<String> {
     let known = known_variables();
     let mut unknown: Vec<String> = vars
         .into_iter()
@@ -123,6 +125,8 @@ mod tests {
         ] {
             assert!(known.iter().any(|k| k == name), "{name}");
         }
-        assert!(unknown_variable_warnings(vars(&["KVROUTER_PORT", "KVROUTER_NATS_URL"])).is_empty());
+        assert!(
+            unknown_variable_warnings(vars(&["KVROUTER_PORT", "KVROUTER_NATS_URL"])).is_empty()
+        );
     }
 }

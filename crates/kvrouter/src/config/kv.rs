@@ -301,11 +301,17 @@ fn nats_auth(
         given.push(("nats_creds", NatsCredentials::CredsFile(p.clone())));
     }
     if let Some(p) = &o.nats_nkey_seed_file {
-        given.push(("nats_nkey_seed_file", NatsCredentials::NkeySeedFile(p.clone())));
+        given.push((
+            "nats_nkey_seed_file",
+            NatsCredentials::NkeySeedFile(p.clone()),
+        ));
     }
     if let Some(user) = &o.nats_user {
         let Some(password) = &o.nats_password else {
-            return Err(invalid("nats_user", "needs --nats-password (or KVROUTER_NATS_PASSWORD)"));
+            return Err(invalid(
+                "nats_user",
+                "needs --nats-password (or KVROUTER_NATS_PASSWORD)",
+            ));
         };
         given.push((
             "nats_user",
@@ -325,7 +331,10 @@ fn nats_auth(
         let names: Vec<&str> = given.iter().map(|(n, _)| *n).collect();
         return Err(invalid(
             names[1],
-            format!("give one kind of NATS credentials, not {}", names.join(" and ")),
+            format!(
+                "give one kind of NATS credentials, not {}",
+                names.join(" and ")
+            ),
         ));
     }
     if let Some((name, _)) = given.first() {

@@ -105,17 +105,12 @@ impl NatsAuth {
     pub async fn options(&self) -> std::io::Result<ConnectOptions> {
         let options = match &self.credentials {
             NatsCredentials::None => ConnectOptions::new(),
-            NatsCredentials::CredsFile(path) => {
-                ConnectOptions::new()
-                    .credentials_file(path)
-                    .await
-                    .map_err(|e| {
-                        std::io::Error::new(
-                            e.kind(),
-                            format!("--nats-creds {}: {e}", path.display()),
-                        )
-                    })?
-            }
+            NatsCredentials::CredsFile(path) => ConnectOptions::new()
+                .credentials_file(path)
+                .await
+                .map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("--nats-creds {}: {e}", path.display()))
+                })?,
             NatsCredentials::NkeySeedFile(path) => {
                 let seed = tokio::fs::read_to_string(path).await.map_err(|e| {
                     std::io::Error::new(
@@ -174,7 +169,10 @@ mod tests {
             tls_ca: None,
         };
         let shown = format!("{auth:?}");
-        assert!(!shown.contains("s3cret") && shown.contains("router"), "{shown}");
+        assert!(
+            !shown.contains("s3cret") && shown.contains("router"),
+            "{shown}"
+        );
         let token = NatsCredentials::Token(Secret::new("tok3n"));
         assert!(!format!("{token:?}").contains("tok3n"));
         assert_eq!(auth.kind(), "user/password");

@@ -100,11 +100,7 @@ impl ZmqSource {
     }
 }
 
-async fn run(
-    mut config: ZmqSourceConfig,
-    sink: Arc<dyn KvEventSink>,
-    relay: Option<RelaySender>,
-) {
+async fn run(mut config: ZmqSourceConfig, sink: Arc<dyn KvEventSink>, relay: Option<RelaySender>) {
     let _live = LiveSource::new();
     let label: Arc<str> = config.worker_url.as_str().into();
     let mut feed = RankFeed::new(config.worker, config.rank, label, config.page_size, 0, sink);

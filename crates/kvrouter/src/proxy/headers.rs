@@ -149,13 +149,16 @@ pub fn request_headers(from: &HeaderMap, to: &mut HeaderMap) {
 /// The headers a client's request carries to the workers: the end-to-end headers `policy`
 /// forwards (never hop-by-hop, `Host`, `Expect`), then `X-Forwarded-For` and `Forwarded`
 /// with the client's address appended and `X-Forwarded-Proto` set when absent.
-pub fn for_worker(from: &HeaderMap, client: Option<ClientAddr>, policy: &HeaderPolicy) -> HeaderMap {
+pub fn for_worker(
+    from: &HeaderMap,
+    client: Option<ClientAddr>,
+    policy: &HeaderPolicy,
+) -> HeaderMap {
     let named = connection_named(from);
     let mut to = HeaderMap::with_capacity(from.len() + 3);
     for (name, value) in from {
-        let forwarding = name == X_FORWARDED_FOR
-            || name == X_FORWARDED_PROTO
-            || name == header::FORWARDED;
+        let forwarding =
+            name == X_FORWARDED_FOR || name == X_FORWARDED_PROTO || name == header::FORWARDED;
         if is_hop_by_hop(name)
             || named.contains(name)
             || name == header::HOST
@@ -352,7 +355,10 @@ mod tests {
             to["forwarded"],
             "for=10.0.0.1, for=\"[2001:db8::1]\";proto=http"
         );
-        assert_eq!(to["x-forwarded-proto"], "https", "a front proxy's value is kept");
+        assert_eq!(
+            to["x-forwarded-proto"], "https",
+            "a front proxy's value is kept"
+        );
         let mapped = Some(ClientAddr("[::ffff:127.0.0.1]:80".parse().unwrap()));
         let to = for_worker(&HeaderMap::new(), mapped, &HeaderPolicy::default());
         assert_eq!(to["x-forwarded-for"], "127.0.0.1");

@@ -75,7 +75,9 @@ pub fn parse_worker_url(raw: &str) -> Result<WorkerAddress, String> {
             } else {
                 respelled.clone()
             };
-            parsed.set_host(Some(&bracketed)).map_err(|e| e.to_string())?;
+            parsed
+                .set_host(Some(&bracketed))
+                .map_err(|e| e.to_string())?;
             respelled
         }
         None => host,
@@ -336,7 +338,10 @@ mod tests {
             "http://host.example"
         );
         assert_eq!(worker_url_key("http://host.example"), "http://host.example");
-        assert_eq!(worker_url_key("http://Host.Example.:80/"), "http://host.example");
+        assert_eq!(
+            worker_url_key("http://Host.Example.:80/"),
+            "http://host.example"
+        );
         assert_eq!(worker_url_key("http://[::]:5"), "http://[::1]:5");
         assert_eq!(worker_url_key("http://[::1]:5"), "http://[::1]:5");
         for raw in [
@@ -405,13 +410,22 @@ mod tests {
         ] {
             let a = parse_worker_url(raw).expect("parses");
             let e = check_worker_literal(&a.host, &[]).expect_err(raw);
-            assert!(e.contains("link-local") && e.contains("169.254.169.254"), "{raw}: {e}");
+            assert!(
+                e.contains("link-local") && e.contains("169.254.169.254"),
+                "{raw}: {e}"
+            );
         }
         // Other link-local spellings in IPv6 form.
         assert!(check_worker_literal("::ffff:169.254.0.1", &[]).is_err());
         assert!(check_worker_literal("64:ff9b::a9fe:1", &[]).is_err());
         // Embedded addresses that are not link-local stay allowed, and so do `::`/`::1`.
-        for ok in ["::ffff:10.0.0.1", "64:ff9b::a00:1", "::1", "::", "2001:db8::a9fe:a9fe"] {
+        for ok in [
+            "::ffff:10.0.0.1",
+            "64:ff9b::a00:1",
+            "::1",
+            "::",
+            "2001:db8::a9fe:a9fe",
+        ] {
             assert!(check_worker_literal(ok, &[]).is_ok(), "{ok}");
         }
     }
