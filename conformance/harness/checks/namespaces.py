@@ -64,7 +64,11 @@ def run(ctx):
             c = _cached(body)
             ok = to == holder.url and (c or 0) >= 8 * PAGE
             if not ok:
-                wrong.append(f"{what}: routed to {to}, cached_tokens {c}, holder {holder.url}")
+                why = ""
+                if to != holder.url and (c or 0) > 0:
+                    why = " (that worker reported it cached although it holds it only under " \
+                          "another namespace: the worker ignores the request's namespace)"
+                wrong.append(f"{what}: routed to {to}, cached_tokens {c}, holder {holder.url}{why}")
         if wrong:
             s.missing("requests route to the holder of their namespace",
                       "router routes by content without the request's namespace (branch `ns`): "
