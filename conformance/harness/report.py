@@ -20,7 +20,15 @@ def _cell(text):
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def write(results_dir, S, results, secs, cmd, args, native_why):
+def _bin(path):
+    try:
+        t = datetime.datetime.fromtimestamp(os.path.getmtime(path), datetime.timezone.utc)
+        return f"`{path}` (built {t.strftime('%Y-%m-%d %H:%M UTC')})"
+    except OSError:
+        return f"`{path}` (missing)"
+
+
+def write(results_dir, S, results, secs, cmd, args, native_why, env=None):
     os.makedirs(results_dir, exist_ok=True)
     suffix = "-quick" if args.quick else ""
     if args.only:
@@ -41,6 +49,8 @@ def write(results_dir, S, results, secs, cmd, args, native_why):
         f"- run time: {secs:.0f} s",
         f"- SGLang: `sglang=={S.version}` (installed with `--no-deps`, conformance/requirements/{S.version}.txt)",
         f"- native page hash: {S.native_hash}" + (f" ({native_why})" if native_why else ""),
+        f"- router: {_bin(env.router_bin)}" if env else "- router: ?",
+        f"- sglang-mock: {_bin(env.mock_bin)}" + (f", flags {' '.join(env.mock_flags)}" if env and env.mock_flags else "") if env else "- sglang-mock: ?",
         f"- outcome: {len(results) - failed} passed, {failed} failed",
         "",
     ]
