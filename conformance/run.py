@@ -112,7 +112,7 @@ def main():
     print(f"\n{len(results) - len(failed)} passed, {len(failed)} failed"
           f" ({secs:.0f} s, SGLang {S.version})")
     if not args.no_results:
-        cmd = "scripts/conformance " + " ".join(sys.argv[1:])
+        cmd = "conformance/run.py " + " ".join(sys.argv[1:])
         path = report.write(args.results, S, results, secs, cmd, args, nat_why, env)
         print(f"results: {path}")
     return 1 if failed else 0

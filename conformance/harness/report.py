@@ -16,6 +16,19 @@ def _git(*args):
         return "?"
 
 
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def portable(text):
+    """The page without machine-local paths: the repository root dropped, another
+    checkout's or venv's path shortened to ``<checkout>/...`` from its ``target/``."""
+    import re
+
+    text = text.replace(ROOT + "/conformance/../", "").replace(ROOT + "/", "")
+    text = re.sub(r"/(?:work|root|home|tmp)/\S*?/target/", "<checkout>/target/", text)
+    return re.sub(r"/(?:work|root|home|tmp)/[^\s`)]*", "<local path>", text)
+
+
 def _cell(text):
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -72,5 +85,5 @@ def write(results_dir, S, results, secs, cmd, args, native_why, env=None):
             lines.append(f"- {mark}: {_cell(what)}" + (f" ({_cell(detail)[:400]})" if detail and not ok else ""))
         lines.append("")
     with open(path, "w") as f:
-        f.write("\n".join(lines))
+        f.write(portable("\n".join(lines)) + "\n")
     return path
