@@ -5,7 +5,8 @@ own package (or against sglang-mock), plus the mock-vs-SGLang event-stream diffe
 Run through scripts/conformance (installs the pinned SGLang, builds the binaries), or:
   target/conformance-venv-0.5.23/bin/python conformance/run.py --version 0.5.23 \
       --worker sglang --target-dir target --results docs/results/conformance
-Options: --worker sglang|mock|both, --quick (the short form), --only NAME[,NAME]
+Options: --worker sglang|mock|both, --quick (the short form), --only NAME[,NAME],
+--router-bin / --mock-bin (other binaries than TARGET/debug/),
 (index, discovery, replay, restart, namespaces, tiers, load, differential),
 --no-results (do not write the results page). Exit code 1 when any check fails or
 finds a router feature missing.
@@ -54,6 +55,8 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default="")
     ap.add_argument("--no-results", action="store_true")
+    ap.add_argument("--router-bin", help="router binary (default TARGET/debug/router)")
+    ap.add_argument("--mock-bin", help="sglang-mock binary (default TARGET/debug/sglang-mock)")
     args = ap.parse_args()
     t0 = time.monotonic()
     target = os.path.abspath(args.target_dir)
@@ -67,6 +70,8 @@ def main():
     for k, v in S.missing.items():
         print(f"not in this version: {k}: {v}")
     env = procs.Env(target, python=sys.executable, native=nat_path)
+    env.router_bin = args.router_bin or env.router_bin
+    env.mock_bin = args.mock_bin or env.mock_bin
     if not S.version.startswith("0.5.23"):
         # the mock's older-engine mode (docs/mock.md): 0.5.9 server info, /get_load,
         # positional events with 3-frame replay
@@ -107,8 +112,8 @@ def main():
     print(f"\n{len(results) - len(failed)} passed, {len(failed)} failed"
           f" ({secs:.0f} s, SGLang {S.version})")
     if not args.no_results:
-        cmd = "scripts/conformance " + " ".join(sys.argv[1:])
-        path = report.write(args.results, S, results, secs, cmd, args, nat_why)
+        cmd = "conformance/run.py " + " ".join(sys.argv[1:])
+        path = report.write(args.results, S, results, secs, cmd, args, nat_why, env)
         print(f"results: {path}")
     return 1 if failed else 0
 

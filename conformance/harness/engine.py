@@ -160,13 +160,14 @@ class RankEngine:
         S = self.S
         with self.lock:
             rec = self.tree.kv_events
-            nodes = [n for n in self._nodes() if not n.children]
+            pages = 0
             for n in self._nodes():
                 rec.record_store(n, medium=S.StorageMedium.CPU)
+                pages += len(n.key) // self.page_size
             if evict_gpu:
                 self.tree.evict(S.EvictParams(num_tokens=10**9))
             self.publish()
-            return len(nodes)
+            return pages
 
     # -- views ----------------------------------------------------------------------------
 

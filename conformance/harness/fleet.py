@@ -28,7 +28,8 @@ class Worker:
     """One worker process and how to read what it holds."""
 
     def __init__(self, env, kind, *, form="star", dp_size=1, capacity=65536, load=False,
-                 port=None, kv_ports=None):
+                 port=None, kv_ports=None, mock_extra=()):
+        self.mock_extra = list(mock_extra)
         self.env, self.kind, self.form, self.dp = env, kind, form, dp_size
         self.capacity, self.load = capacity, load
         self.port = port or free_port_range(1)
@@ -64,7 +65,7 @@ class Worker:
         if self.kind == "sglang":
             self.proc = self.env.sglang_worker(**kw)
         else:
-            self.proc = self.env.mock_worker(extra=self.env.mock_flags, **kw)
+            self.proc = self.env.mock_worker(extra=self.env.mock_flags + self.mock_extra, **kw)
         self.url = self.proc.url
         self.subs = []
         if self.kind == "mock" and self.form != "none":

@@ -125,6 +125,16 @@ class Env:
         return self.track(Proc("sglang-worker", [self.python, "-m", "harness.worker",
                                                  json.dumps(cfg)], env=env))
 
+    def mock_supports(self, flag):
+        """Whether this sglang-mock build has ``flag`` (newer mocks add flags)."""
+        if not hasattr(self, "_mock_help"):
+            try:
+                self._mock_help = subprocess.run([self.mock_bin, "--help"], capture_output=True,
+                                                 text=True, timeout=10).stdout
+            except (OSError, subprocess.TimeoutExpired):
+                self._mock_help = ""
+        return flag in self._mock_help
+
     def mock_worker(self, *, port=0, page_size=16, dp_size=1, kv_events_config=None,
                     load_publish_endpoint=None, capacity=65536, extra=()):
         argv = [self.mock_bin, "--host", "127.0.0.1", "--port", str(port), "--speedup", "0",

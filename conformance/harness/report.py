@@ -16,11 +16,32 @@ def _git(*args):
         return "?"
 
 
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def portable(text):
+    """The page without machine-local paths: the repository root dropped, another
+    checkout's or venv's path shortened to ``<checkout>/...`` from its ``target/``."""
+    import re
+
+    text = text.replace(ROOT + "/conformance/../", "").replace(ROOT + "/", "")
+    text = re.sub(r"/(?:work|root|home|tmp)/\S*?/target/", "<checkout>/target/", text)
+    return re.sub(r"/(?:work|root|home|tmp)/[^\s`)]*", "<local path>", text)
+
+
 def _cell(text):
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def write(results_dir, S, results, secs, cmd, args, native_why):
+def _bin(path):
+    try:
+        t = datetime.datetime.fromtimestamp(os.path.getmtime(path), datetime.timezone.utc)
+        return f"`{path}` (built {t.strftime('%Y-%m-%d %H:%M UTC')})"
+    except OSError:
+        return f"`{path}` (missing)"
+
+
+def write(results_dir, S, results, secs, cmd, args, native_why, env=None):
     os.makedirs(results_dir, exist_ok=True)
     suffix = "-quick" if args.quick else ""
     if args.only:
@@ -41,6 +62,8 @@ def write(results_dir, S, results, secs, cmd, args, native_why):
         f"- run time: {secs:.0f} s",
         f"- SGLang: `sglang=={S.version}` (installed with `--no-deps`, conformance/requirements/{S.version}.txt)",
         f"- native page hash: {S.native_hash}" + (f" ({native_why})" if native_why else ""),
+        f"- router: {_bin(env.router_bin)}" if env else "- router: ?",
+        f"- sglang-mock: {_bin(env.mock_bin)}" + (f", flags {' '.join(env.mock_flags)}" if env and env.mock_flags else "") if env else "- sglang-mock: ?",
         f"- outcome: {len(results) - failed} passed, {failed} failed",
         "",
     ]
@@ -62,5 +85,5 @@ def write(results_dir, S, results, secs, cmd, args, native_why):
             lines.append(f"- {mark}: {_cell(what)}" + (f" ({_cell(detail)[:400]})" if detail and not ok else ""))
         lines.append("")
     with open(path, "w") as f:
-        f.write("\n".join(lines))
+        f.write(portable("\n".join(lines)) + "\n")
     return path

@@ -46,7 +46,8 @@ class Step:
             self.status = MISSING
 
     def note(self, text):
-        self.notes.append(text)
+        if text not in self.notes:
+            self.notes.append(text)
 
     def result(self):
         bad = [f"{w}: {d}" if d else w for ok, w, d in self.steps if not ok]

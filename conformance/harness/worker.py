@@ -358,7 +358,7 @@ def make_handler(w: Worker):
                 return self._send(200, {})
             if p == "/_conformance/writeback":
                 n = w.engines[body.get("rank", 0)].host_writeback(body.get("evict_gpu", True))
-                return self._send(200, {"nodes": n})
+                return self._send(200, {"pages": n})
             return self._send(404, {"detail": "Not Found"})
 
         do_PUT = do_POST

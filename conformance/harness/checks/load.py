@@ -13,7 +13,7 @@ from ..result import Step, skipped
 def run(ctx):
     s = Step("load", ctx.kind)
     env = ctx.env
-    has_pub = ctx.S.SchedulerLoadPublisher is not None or ctx.kind == "mock"
+    has_pub = ctx.S.SchedulerLoadPublisher is not None
     w = fleet.Worker(env, ctx.kind, load=has_pub)
     router = env.router([w.url])
     try:

@@ -43,6 +43,11 @@ def run(ctx):
                       "(kvrouter_kv_events_ignored_total{reason=\"medium\"}); no tier view in "
                       "/debug/index (branch `tiers`)")
         else:
+            pages = (body or {}).get("pages")
+            host = [u.get("host_blocks") for u in (view.get("tiers") or {}).get("units", [])
+                    if u.get("worker") == a.url]
+            s.check(host == [pages], "router's host tier holds the written-back pages",
+                    f"router host_blocks {host}, engine wrote back {pages} pages")
             hits = 0
             for i in range(4):
                 st, hdr, _ = a.generate(T + prompt(610 + i, PAGE), base=router.url)
