@@ -114,6 +114,8 @@ pub struct Config {
     pub etcd: Option<crate::discovery::EtcdConfig>,
     /// sgl-router compatibility warnings to log once at start (policy mapping, ignored flags).
     pub warnings: Vec<String>,
+    /// PD disaggregation (`--pd-disaggregation`; None when not given), see `crate::pd`.
+    pub pd: Option<crate::pd::PdConfig>,
 }
 
 impl Default for Config {
@@ -219,6 +221,7 @@ impl Config {
                 worker_allow_cidr.push(net);
             }
         }
+        let (pd, pd_warnings) = crate::pd::PdConfig::from_options(&o, mode, &worker_allow_cidr)?;
         let mut worker_urls = Vec::new();
         let mut worker_credentials = Vec::new();
         for raw in &o.worker_urls {
@@ -323,7 +326,8 @@ impl Config {
                 .transpose()
                 .map_err(|e: String| invalid("metrics_compat", e))?,
             etcd,
-            warnings: policy_warning.into_iter().collect(),
+            warnings: policy_warning.into_iter().chain(pd_warnings).collect(),
+            pd,
         })
     }
 

@@ -310,6 +310,25 @@ pub struct Options {
     /// No circuit breaker (every worker's circuit stays closed).
     #[arg(long, env = "KVROUTER_DISABLE_CIRCUIT_BREAKER", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
     pub disable_circuit_breaker: bool,
+    // PD disaggregation (sgl-router / SMG flags; src/pd, docs/pd.md).
+    /// Prefill-decode disaggregation: every request goes to a prefill and a decode worker at
+    /// once, with SGLang's bootstrap fields (docs/pd.md).
+    #[arg(long, env = "KVROUTER_PD_DISAGGREGATION", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
+    pub pd_disaggregation: bool,
+    /// A prefill worker, `URL [BOOTSTRAP_PORT|none]` (repeatable): its PD bootstrap port, or
+    /// none (null: each worker then uses its own `--disaggregation-bootstrap-port`).
+    #[arg(long, num_args = 1..=2, value_names = ["URL", "BOOTSTRAP_PORT"], action = clap::ArgAction::Append)]
+    pub prefill: Vec<Vec<String>>,
+    /// A decode worker URL (repeatable).
+    #[arg(long, action = clap::ArgAction::Append)]
+    pub decode: Vec<String>,
+    /// The prefill leg's policy (sgl-router names; default: `--mode` / `--policy`).
+    #[arg(long, env = "KVROUTER_PREFILL_POLICY")]
+    pub prefill_policy: Option<String>,
+    /// The decode leg's policy (sgl-router names; default: the KV index when every decode
+    /// worker publishes KV events, else least-load).
+    #[arg(long, env = "KVROUTER_DECODE_POLICY")]
+    pub decode_policy: Option<String>,
 }
 
 /// The declared defaults of `cmd`'s arguments, ignoring the process environment and arguments.

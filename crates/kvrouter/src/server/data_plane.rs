@@ -83,7 +83,7 @@ pub async fn read_body(
 }
 
 /// Counts one answered request (`from_worker`: the worker's own answer, relayed).
-pub(super) fn record(
+pub(crate) fn record(
     route: &'static str,
     stream: bool,
     status: StatusCode,
@@ -100,13 +100,13 @@ pub(super) fn record(
     }
 }
 
-pub(super) fn error(route: &'static str, e: ApiError) -> Response<RouterBody> {
+pub(crate) fn error(route: &'static str, e: ApiError) -> Response<RouterBody> {
     record(route, false, e.status, "", false);
     e.into_response()
 }
 
 /// A router-made error after trying `worker`: still names the worker in `x-kvrouter-worker`.
-pub(super) fn worker_error(
+pub(crate) fn worker_error(
     route: &'static str,
     stream: bool,
     e: ApiError,
@@ -150,6 +150,10 @@ pub async fn handle(
     if let Err(e) = admit(state).await {
         return error(route, e);
     }
+    if let Some(pd) = &state.pd {
+        return crate::pd::dispatch::handle(state, pd, endpoint, &parts.headers, &bytes, &input, started)
+            .await;
+    }
     let mut attempts =
         WorkerAttempts::new(state, endpoint, &parts.headers, &bytes, &input, started);
     let policy = RetryPolicy {
@@ -162,7 +166,7 @@ pub async fn handle(
 }
 
 /// Waits at the refit gate (at once when open); 503 when refused, full or held too long.
-pub(super) async fn admit(state: &AppState) -> Result<(), ApiError> {
+pub(crate) async fn admit(state: &AppState) -> Result<(), ApiError> {
     state
         .refit
         .gate
