@@ -316,9 +316,10 @@ pub struct Options {
     #[arg(long, env = "KVROUTER_PD_DISAGGREGATION", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
     pub pd_disaggregation: bool,
     /// A prefill worker, `URL [BOOTSTRAP_PORT|none]` (repeatable): its PD bootstrap port, or
-    /// none (null: each worker then uses its own `--disaggregation-bootstrap-port`).
+    /// none (null: each worker then uses its own `--disaggregation-bootstrap-port`). In the
+    /// file, one string per worker: `"http://10.0.0.1:30000 8998"`.
     #[arg(long, num_args = 1..=2, value_names = ["URL", "BOOTSTRAP_PORT"], action = clap::ArgAction::Append)]
-    pub prefill: Vec<Vec<String>>,
+    pub prefill: Vec<String>,
     /// A decode worker URL (repeatable).
     #[arg(long, action = clap::ArgAction::Append)]
     pub decode: Vec<String>,

@@ -106,7 +106,8 @@ impl PdConfig {
             ));
         }
         let mut prefill: Vec<PrefillUrl> = Vec::new();
-        for values in &o.prefill {
+        for entry in &o.prefill {
+            let values: Vec<&str> = entry.split_whitespace().collect();
             let (url, port) = match values.as_slice() {
                 [url] => (url, None),
                 [url, port] => (url, Some(port)),

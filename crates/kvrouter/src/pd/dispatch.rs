@@ -96,7 +96,7 @@ impl RetryHooks<PdRetry> for Hooks {
 struct LegAbort<'a> {
     state: &'a AppState,
     worker: Arc<Worker>,
-    rids: &'a [String],
+    rids: Vec<String>,
     armed: bool,
 }
 
@@ -106,7 +106,7 @@ impl Drop for LegAbort<'_> {
             abort_upstream(
                 &self.state.client,
                 self.worker.as_ref().into(),
-                self.rids.to_vec(),
+                std::mem::take(&mut self.rids),
             );
         }
     }
@@ -335,13 +335,13 @@ impl Attempts for PdAttempts<'_> {
         let mut p_abort = LegAbort {
             state,
             worker: pw.clone(),
-            rids: &self.rids,
+            rids: self.rids.clone(),
             armed: true,
         };
         let mut d_abort = LegAbort {
             state,
             worker: dw.clone(),
-            rids: &self.rids,
+            rids: self.rids.clone(),
             armed: true,
         };
         let pf = forward(
@@ -374,7 +374,7 @@ impl Attempts for PdAttempts<'_> {
                 match p {
                     Err(error) => {
                         p_abort.armed = false;
-                        return self.failed(Leg::Prefill, error, pw);
+                        return self.failed(Leg::Prefill, error, pw.clone());
                     }
                     Ok(resp) if !resp.status().is_success() => {
                         p_abort.armed = false;
@@ -392,7 +392,7 @@ impl Attempts for PdAttempts<'_> {
                 match d {
                     Err(error) => {
                         d_abort.armed = false;
-                        return self.failed(Leg::Decode, error, dw);
+                        return self.failed(Leg::Decode, error, dw.clone());
                     }
                     Ok(resp) if !resp.status().is_success() => {
                         d_abort.armed = false;
@@ -409,11 +409,11 @@ impl Attempts for PdAttempts<'_> {
         match (prefill, decode) {
             (Err(error), _) => {
                 p_abort.armed = false;
-                self.failed(Leg::Prefill, error, pw)
+                self.failed(Leg::Prefill, error, pw.clone())
             }
             (_, Err(error)) => {
                 d_abort.armed = false;
-                self.failed(Leg::Decode, error, dw)
+                self.failed(Leg::Decode, error, dw.clone())
             }
             (Ok(p), Ok(_)) if !p.status().is_success() => {
                 p_abort.armed = false;

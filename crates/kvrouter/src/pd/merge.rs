@@ -40,7 +40,7 @@ fn offset(whole: &str, part: &str) -> usize {
     part.as_ptr() as usize - whole.as_ptr() as usize
 }
 
-/// `prefill ++ decode` of two JSON arrays (raw); a null decode list becomes the prefill's.
+/// `prefill ++ decode` of two JSON arrays (raw).
 fn concat(prefill: &str, decode: &str) -> Option<String> {
     let inner = |s: &str| -> Option<String> {
         let t = s.trim();
@@ -49,9 +49,6 @@ fn concat(prefill: &str, decode: &str) -> Option<String> {
             .map(|i| i.trim().to_string())
     };
     let p = inner(prefill)?;
-    if decode.trim() == "null" {
-        return Some(prefill.to_string());
-    }
     let d = inner(decode)?;
     Some(match (p.is_empty(), d.is_empty()) {
         (true, _) => format!("[{d}]"),
@@ -254,8 +251,7 @@ mod tests {
             r#"{"text":"out", "meta_info":{"id":"d","input_token_logprobs":[[null,1,null],[-0.5,2,null],[-0.25,3,null]] ,"x":1}}"#
         );
         let none = br#"{"meta_info":{"input_token_logprobs":null}}"#;
-        let m = merge_bodies(p, none).unwrap();
-        assert!(std::str::from_utf8(&m).unwrap().contains("[[null,1,null],[-0.5,2,null]]"));
+        assert!(merge_bodies(p, none).is_none(), "a null decode list stays null");
         assert!(merge_bodies(p, br#"{"meta_info":{}}"#).is_none());
         let pb = format!("[{}, {}]", std::str::from_utf8(p).unwrap(), r#"{"meta_info":{"input_token_logprobs":[[0,9,null]]}}"#);
         let db = r#"[{"meta_info":{"input_token_logprobs":[]}},{"meta_info":{"input_token_logprobs":[[1,8,null]]}}]"#;

@@ -159,7 +159,7 @@ mod tests {
         let c = |b| facts(Endpoint::Completions, b);
         assert_eq!(c(r#"{"prompt":["a","b"]}"#).rooms, 2);
         assert!(!c(r#"{"prompt":[1,2,3]}"#).batch);
-        let chat = |b| facts(Endpoint::ChatCompletions, b);
+        let chat = |b: &str| facts(Endpoint::ChatCompletions, b);
         let m = r#""messages":[{"role":"user","content":"hi"}]"#;
         assert_eq!(chat(&format!("{{{m},\"n\":3}}")).rooms, 3);
         assert!(!chat(&format!("{{{m},\"n\":1}}")).batch);
