@@ -44,11 +44,18 @@ fn invalid(field: &str, message: impl Into<String>) -> ConfigError {
 
 /// A leg policy from an sgl-router / SMG policy name (`bucket`, prefill-only in sgl-router,
 /// balances by load: least-load here). `cache_aware` needs the KV index (`--mode kv`).
-fn leg_policy(field: &str, name: &str, mode: Mode) -> Result<(LegPolicy, Option<String>), ConfigError> {
+fn leg_policy(
+    field: &str,
+    name: &str,
+    mode: Mode,
+) -> Result<(LegPolicy, Option<String>), ConfigError> {
     let (mapped, warning) = if name.trim().eq_ignore_ascii_case("bucket") {
         (
             Mode::LeastLoad,
-            Some(format!("--{} bucket maps to least-load", field.replace('_', "-"))),
+            Some(format!(
+                "--{} bucket maps to least-load",
+                field.replace('_', "-")
+            )),
         )
     } else {
         Mode::from_policy(name).map_err(|e| invalid(field, e))?
@@ -135,7 +142,10 @@ impl PdConfig {
         for raw in &o.decode {
             let url = canonical("decode", raw, allow)?;
             if prefill.iter().any(|p| p.url == url) {
-                return Err(invalid("decode", format!("{url} is also a --prefill worker")));
+                return Err(invalid(
+                    "decode",
+                    format!("{url} is also a --prefill worker"),
+                ));
             }
             if !decode.contains(&url) {
                 decode.push(url);
@@ -177,7 +187,11 @@ impl PdConfig {
         self.prefill
             .iter()
             .map(|p| (p.url.clone(), spec(Role::Prefill, p.bootstrap_port)))
-            .chain(self.decode.iter().map(|d| (d.clone(), spec(Role::Decode, None))))
+            .chain(
+                self.decode
+                    .iter()
+                    .map(|d| (d.clone(), spec(Role::Decode, None))),
+            )
             .collect()
     }
 }
@@ -231,18 +245,36 @@ mod tests {
 
     #[test]
     fn policies_and_errors() {
-        let c = pd(&["--pd-disaggregation", "--prefill-policy", "cache_aware", "--decode-policy", "power_of_two"])
-            .unwrap()
-            .unwrap();
+        let c = pd(&[
+            "--pd-disaggregation",
+            "--prefill-policy",
+            "cache_aware",
+            "--decode-policy",
+            "power_of_two",
+        ])
+        .unwrap()
+        .unwrap();
         assert_eq!(c.prefill_policy, LegPolicy::Router);
         assert_eq!(c.decode_policy, LegPolicy::Basic(Mode::LeastLoad));
-        let c = pd(&["--pd-disaggregation", "--decode-policy", "cache_aware"]).unwrap().unwrap();
+        let c = pd(&["--pd-disaggregation", "--decode-policy", "cache_aware"])
+            .unwrap()
+            .unwrap();
         assert_eq!(c.decode_policy, LegPolicy::Auto);
-        assert!(pd(&["--prefill", "http://p:1"]).unwrap_err().message.contains("--pd-disaggregation"));
+        assert!(pd(&["--prefill", "http://p:1"])
+            .unwrap_err()
+            .message
+            .contains("--pd-disaggregation"));
         assert_eq!(pd(&[]).unwrap(), None);
         let e = pd(&["--pd-disaggregation", "--prefill", "http://p:1", "port"]).unwrap_err();
         assert!(e.message.contains("neither a port nor none"), "{e}");
-        let e = pd(&["--pd-disaggregation", "--prefill", "http://p:1", "--decode", "http://p:1"]).unwrap_err();
+        let e = pd(&[
+            "--pd-disaggregation",
+            "--prefill",
+            "http://p:1",
+            "--decode",
+            "http://p:1",
+        ])
+        .unwrap_err();
         assert!(e.message.contains("also a --prefill"), "{e}");
         let e = pd(&["--pd-disaggregation", "--worker-urls", "http://w:1"]).unwrap_err();
         assert_eq!(e.field, "worker_urls");

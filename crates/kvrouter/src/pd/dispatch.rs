@@ -16,13 +16,15 @@ use hyper::body::Incoming;
 
 use super::merge::{self, Passthrough, PrefillLeg, SseMerge};
 use super::pair::{Missing, Pair};
-use super::splice::{self, Bootstrap, BodyFacts};
+use super::splice::{self, BodyFacts, Bootstrap};
 use super::PdRouter;
 use crate::proxy::abort::abort_upstream;
 use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
 use crate::proxy::metrics::ProxyMetrics;
 use crate::proxy::retry::{self, is_retryable_status, Attempts, RetryHooks, RetryPolicy};
-use crate::proxy::{forward, ForwardError, FrameRewrite, HeadWait, RelayBody, RelayContext, StallWatch};
+use crate::proxy::{
+    forward, ForwardError, FrameRewrite, HeadWait, RelayBody, RelayContext, StallWatch,
+};
 use crate::refit::rids::RidGuard;
 use crate::routing::{Booking, Endpoint, RoutingInput};
 use crate::server::body::RouterBody;
@@ -80,7 +82,12 @@ struct Hooks {
 
 impl RetryHooks<PdRetry> for Hooks {
     fn on_retry(&mut self, attempt: u32, reason: &PdRetry, delay: Duration) {
-        tracing::debug!(attempt, reason = reason.0, ?delay, "retrying on a new PD pair");
+        tracing::debug!(
+            attempt,
+            reason = reason.0,
+            ?delay,
+            "retrying on a new PD pair"
+        );
         ProxyMetrics::get()
             .retries
             .with_label_values(&[self.route, reason.0])
@@ -175,7 +182,11 @@ fn counts_as_failure(status: StatusCode) -> bool {
 }
 
 /// Tells `worker`'s health and the metrics what its leg got back.
-fn record_leg(route: &'static str, worker: &Worker, result: &Result<Response<Incoming>, ForwardError>) {
+fn record_leg(
+    route: &'static str,
+    worker: &Worker,
+    result: &Result<Response<Incoming>, ForwardError>,
+) {
     let failures = &ProxyMetrics::get().upstream_failures;
     match result {
         Ok(resp) => {
@@ -508,7 +519,12 @@ impl PdAttempts<'_> {
                 let status = resp.status();
                 let body = read_limited(resp.into_body(), 64 << 10, Duration::from_secs(5)).await;
                 let url = booking.worker().url.clone();
-                worker_error(route, stream, merge::prefill_error(status, &url, &body), &url)
+                worker_error(
+                    route,
+                    stream,
+                    merge::prefill_error(status, &url, &body),
+                    &url,
+                )
             }
             PdTried::LegStatus {
                 leg: Leg::Decode,

@@ -251,9 +251,16 @@ mod tests {
             r#"{"text":"out", "meta_info":{"id":"d","input_token_logprobs":[[null,1,null],[-0.5,2,null],[-0.25,3,null]] ,"x":1}}"#
         );
         let none = br#"{"meta_info":{"input_token_logprobs":null}}"#;
-        assert!(merge_bodies(p, none).is_none(), "a null decode list stays null");
+        assert!(
+            merge_bodies(p, none).is_none(),
+            "a null decode list stays null"
+        );
         assert!(merge_bodies(p, br#"{"meta_info":{}}"#).is_none());
-        let pb = format!("[{}, {}]", std::str::from_utf8(p).unwrap(), r#"{"meta_info":{"input_token_logprobs":[[0,9,null]]}}"#);
+        let pb = format!(
+            "[{}, {}]",
+            std::str::from_utf8(p).unwrap(),
+            r#"{"meta_info":{"input_token_logprobs":[[0,9,null]]}}"#
+        );
         let db = r#"[{"meta_info":{"input_token_logprobs":[]}},{"meta_info":{"input_token_logprobs":[[1,8,null]]}}]"#;
         let m = merge_bodies(pb.as_bytes(), db.as_bytes()).unwrap();
         assert_eq!(
@@ -282,7 +289,9 @@ mod tests {
             prefill_list: list,
             buf: BytesMut::new(),
         };
-        let a = rw.data(Bytes::from_static(b"data: {\"text\":\"a\",\"meta_info\":{\"input_token_logprobs\":[[-1,2,null]]}}"));
+        let a = rw.data(Bytes::from_static(
+            b"data: {\"text\":\"a\",\"meta_info\":{\"input_token_logprobs\":[[-1,2,null]]}}",
+        ));
         assert!(a.is_empty());
         let b = rw.data(Bytes::from_static(b"\n\ndata: [DONE]\n\n"));
         assert_eq!(
@@ -296,9 +305,15 @@ mod tests {
     #[test]
     fn prefill_errors_name_the_leg() {
         let e = prefill_error(StatusCode::BAD_REQUEST, "http://p:1", b"no room");
-        assert_eq!((e.status, e.code), (StatusCode::BAD_REQUEST, "prefill_bad_request"));
+        assert_eq!(
+            (e.status, e.code),
+            (StatusCode::BAD_REQUEST, "prefill_bad_request")
+        );
         assert!(e.message.contains("prefill worker http://p:1") && e.message.contains("no room"));
         let e = prefill_error(StatusCode::SERVICE_UNAVAILABLE, "http://p:1", b"");
-        assert_eq!((e.status, e.code), (StatusCode::BAD_GATEWAY, "prefill_server_error"));
+        assert_eq!(
+            (e.status, e.code),
+            (StatusCode::BAD_GATEWAY, "prefill_server_error")
+        );
     }
 }

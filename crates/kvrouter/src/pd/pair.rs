@@ -140,7 +140,11 @@ mod tests {
         let f = fleet(&[Role::Prefill, Role::Decode, Role::Regular, Role::Decode]);
         let ttl = std::time::Duration::from_secs(60);
         let router = Selector::new(policy_for(Mode::RoundRobin), StickyTable::new(ttl));
-        let pairs = PairSelector::new(&config(LegPolicy::Router, LegPolicy::Auto), Mode::RoundRobin, ttl);
+        let pairs = PairSelector::new(
+            &config(LegPolicy::Router, LegPolicy::Auto),
+            Mode::RoundRobin,
+            ttl,
+        );
         let input = RoutingInput::parse(Endpoint::Generate, br#"{"input_ids":[1]}"#).unwrap();
         let held: Vec<Pair> = (0..4)
             .map(|_| pairs.book(&router, &f, &input, None, &[], &[]).unwrap())
@@ -155,11 +159,15 @@ mod tests {
         assert_eq!(tried.decode.worker().id, WorkerId(3));
         let no_decode = fleet(&[Role::Prefill]);
         assert_eq!(
-            pairs.book(&router, &no_decode, &input, None, &[], &[]).err(),
+            pairs
+                .book(&router, &no_decode, &input, None, &[], &[])
+                .err(),
             Some(Missing::Decode)
         );
         assert_eq!(
-            pairs.book(&router, &fleet(&[Role::Decode]), &input, None, &[], &[]).err(),
+            pairs
+                .book(&router, &fleet(&[Role::Decode]), &input, None, &[], &[])
+                .err(),
             Some(Missing::Prefill)
         );
     }
@@ -175,11 +183,18 @@ mod tests {
             ttl,
         );
         let input = RoutingInput::parse(Endpoint::Generate, br#"{"input_ids":[1]}"#).unwrap();
-        let first = pairs.book(&router, &f, &input, Some("s"), &[], &[]).unwrap();
+        let first = pairs
+            .book(&router, &f, &input, Some("s"), &[], &[])
+            .unwrap();
         let (p, d) = (first.prefill.worker().id, first.decode.worker().id);
         for _ in 0..3 {
-            let again = pairs.book(&router, &f, &input, Some("s"), &[], &[]).unwrap();
-            assert_eq!((again.prefill.worker().id, again.decode.worker().id), (p, d));
+            let again = pairs
+                .book(&router, &f, &input, Some("s"), &[], &[])
+                .unwrap();
+            assert_eq!(
+                (again.prefill.worker().id, again.decode.worker().id),
+                (p, d)
+            );
         }
         assert_eq!(router.sticky().len(), 1, "prefill:s");
     }

@@ -88,6 +88,8 @@ mod tests {
         assert_eq!(info_worker(&f).map(|w| w.id.0), Some(1));
         f[0].set_paused(true);
         assert!(readiness_gap(&f).unwrap().contains("no decode"));
-        assert!(readiness_gap(&fleet(&[Role::Decode])).unwrap().contains("no prefill"));
+        assert!(readiness_gap(&fleet(&[Role::Decode]))
+            .unwrap()
+            .contains("no prefill"));
     }
 }

@@ -65,7 +65,9 @@ impl BodyFacts {
 /// Random bootstrap rooms, one per prompt.
 pub fn new_rooms(n: usize) -> Vec<u64> {
     let mut rng = rand::rng();
-    (0..n.max(1)).map(|_| rng.random_range(0..ROOM_LIMIT)).collect()
+    (0..n.max(1))
+        .map(|_| rng.random_range(0..ROOM_LIMIT))
+        .collect()
 }
 
 /// The prefill worker's address as the decode worker dials it: its host, IPv6 in brackets.

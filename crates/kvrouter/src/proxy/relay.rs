@@ -209,52 +209,52 @@ impl Body for RelayBody {
             return Poll::Ready(None);
         }
         loop {
-        match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Pending => return this.poll_idle(cx),
-            Poll::Ready(Some(Ok(mut frame))) => {
-                this.last_data = tokio::time::Instant::now();
-                // The policy's observer reads each chunk (never alters it).
-                if let (Some(data), Some(b)) = (frame.data_ref(), this.booking.as_mut()) {
-                    b.on_data(data);
-                }
-                if !this.seen_first_byte && frame.is_data() {
-                    this.seen_first_byte = true;
-                    if this.ctx.stream {
-                        let secs = this.ctx.started.elapsed().as_secs_f64();
-                        ProxyMetrics::get()
-                            .first_byte
-                            .with_label_values(&[this.ctx.route])
-                            .observe(secs);
-                        crate::metrics::compat::first_token(this.ctx.route, secs);
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => return this.poll_idle(cx),
+                Poll::Ready(Some(Ok(mut frame))) => {
+                    this.last_data = tokio::time::Instant::now();
+                    // The policy's observer reads each chunk (never alters it).
+                    if let (Some(data), Some(b)) = (frame.data_ref(), this.booking.as_mut()) {
+                        b.on_data(data);
                     }
-                }
-                if let Some(rw) = this.rewrite.as_mut() {
-                    if let Ok(data) = frame.into_data() {
-                        let out = rw.data(data);
-                        if out.is_empty() {
+                    if !this.seen_first_byte && frame.is_data() {
+                        this.seen_first_byte = true;
+                        if this.ctx.stream {
+                            let secs = this.ctx.started.elapsed().as_secs_f64();
+                            ProxyMetrics::get()
+                                .first_byte
+                                .with_label_values(&[this.ctx.route])
+                                .observe(secs);
+                            crate::metrics::compat::first_token(this.ctx.route, secs);
+                        }
+                    }
+                    if let Some(rw) = this.rewrite.as_mut() {
+                        if let Ok(data) = frame.into_data() {
+                            let out = rw.data(data);
+                            if out.is_empty() {
+                                continue;
+                            }
+                            frame = Frame::data(out);
+                        } else {
                             continue;
                         }
-                        frame = Frame::data(out);
-                    } else {
-                        continue;
                     }
+                    return Poll::Ready(Some(Ok(frame)));
                 }
-                return Poll::Ready(Some(Ok(frame)));
-            }
-            Poll::Ready(None) => {
-                if let Some(rest) = this.rewrite.as_mut().and_then(|rw| rw.end()) {
-                    this.rewrite = None;
-                    if !rest.is_empty() {
-                        return Poll::Ready(Some(Ok(Frame::data(rest))));
+                Poll::Ready(None) => {
+                    if let Some(rest) = this.rewrite.as_mut().and_then(|rw| rw.end()) {
+                        this.rewrite = None;
+                        if !rest.is_empty() {
+                            return Poll::Ready(Some(Ok(Frame::data(rest))));
+                        }
                     }
+                    this.finish();
+                    return Poll::Ready(None);
                 }
-                this.finish();
-                return Poll::Ready(None);
+                Poll::Ready(Some(Err(e))) => {
+                    return this.fail(RelayError::Broken(e.to_string()), "stream_broken")
+                }
             }
-            Poll::Ready(Some(Err(e))) => {
-                return this.fail(RelayError::Broken(e.to_string()), "stream_broken")
-            }
-        }
         }
     }
 

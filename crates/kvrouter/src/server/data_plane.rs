@@ -151,8 +151,16 @@ pub async fn handle(
         return error(route, e);
     }
     if let Some(pd) = &state.pd {
-        return crate::pd::dispatch::handle(state, pd, endpoint, &parts.headers, &bytes, &input, started)
-            .await;
+        return crate::pd::dispatch::handle(
+            state,
+            pd,
+            endpoint,
+            &parts.headers,
+            &bytes,
+            &input,
+            started,
+        )
+        .await;
     }
     let mut attempts =
         WorkerAttempts::new(state, endpoint, &parts.headers, &bytes, &input, started);

@@ -124,7 +124,11 @@ pub async fn serve(listener: TcpListener, state: Arc<AppState>) -> std::io::Resu
 /// Registers the configured `--worker-urls` in the background (requests get 503 until one is healthy).
 pub fn register_startup_workers(state: &AppState) {
     let pd = state.config.pd.as_ref().map(|pd| pd.startup_workers());
-    let regular = state.config.worker_urls.iter().map(|u| (u.clone(), WorkerSpec::default()));
+    let regular = state
+        .config
+        .worker_urls
+        .iter()
+        .map(|u| (u.clone(), WorkerSpec::default()));
     for (url, spec) in regular.chain(pd.into_iter().flatten()) {
         let url = &url;
         match state.registry.start_add_worker(url, spec) {

@@ -16,7 +16,10 @@ pub enum Role {
 impl Role {
     /// The role for a `worker_type` value (`None`: regular); `Err` names the accepted values.
     pub fn parse(worker_type: Option<&str>) -> Result<Role, String> {
-        match worker_type.map(|t| t.trim().to_ascii_lowercase()).as_deref() {
+        match worker_type
+            .map(|t| t.trim().to_ascii_lowercase())
+            .as_deref()
+        {
             None | Some("") | Some("regular") => Ok(Role::Regular),
             Some("prefill") => Ok(Role::Prefill),
             Some("decode") => Ok(Role::Decode),

@@ -61,9 +61,7 @@ impl Rendezvous {
         let mut rx = self.sender().subscribe();
         let all = || {
             let map = self.rooms.lock();
-            rooms
-                .iter()
-                .all(|r| map.get(r).is_some_and(|e| done(*e)))
+            rooms.iter().all(|r| map.get(r).is_some_and(|e| done(*e)))
         };
         let wait = async {
             while !all() {
@@ -101,6 +99,9 @@ pub struct PdState {
     pub cancelled: u64,
     pub fail: Fail,
     pub dp_size: u32,
+    /// Prompts (`input_ids`) prefilled before: a radix cache of whole prompts, so a repeated
+    /// prompt reports its cached pages in `cached_tokens` as SGLang does.
+    pub seen: std::collections::HashSet<String>,
 }
 
 /// A running PD fake worker.
@@ -261,13 +262,21 @@ async fn answer(
     rv: Arc<Rendezvous>,
 ) -> Result<Response<Full<Bytes>>, std::io::Error> {
     let path = req.uri().path().to_string();
-    let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
     let (fail, dp) = {
         let mut st = state.lock();
         *st.hits.entry(path.clone()).or_default() += 1;
         (st.fail, st.dp_size)
     };
-    let data = matches!(path.as_str(), "/generate" | "/v1/chat/completions" | "/v1/completions");
+    let data = matches!(
+        path.as_str(),
+        "/generate" | "/v1/chat/completions" | "/v1/completions"
+    );
     if !data {
         return Ok(match path.as_str() {
             "/health" => json_resp(200, &json!({})),
@@ -283,13 +292,19 @@ async fn answer(
     state.lock().bodies.push((path.clone(), body.clone()));
     match fail {
         Fail::Status(s) => {
-            return Ok(json_resp(s, &json!({"error": {"message": format!("{role} failed on purpose")}})))
+            return Ok(json_resp(
+                s,
+                &json!({"error": {"message": format!("{role} failed on purpose")}}),
+            ))
         }
         Fail::Drop => return Err(std::io::Error::other("dropped on purpose")),
         Fail::None => {}
     }
     let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let rooms: Vec<u64> = as_list(&v["bootstrap_room"]).iter().filter_map(Value::as_u64).collect();
+    let rooms: Vec<u64> = as_list(&v["bootstrap_room"])
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
     if rooms.is_empty() {
         return Ok(json_resp(
             400,
@@ -312,11 +327,16 @@ async fn answer(
         };
         if !met {
             watch.answered = true;
-            return Ok(json_resp(500, &json!({"error": {"message": format!("{role}: KV transfer timed out")}})));
+            return Ok(json_resp(
+                500,
+                &json!({"error": {"message": format!("{role}: KV transfer timed out")}}),
+            ));
         }
     }
     watch.answered = true;
-    let (content_type, out) = output(role, &path, &v, rooms.len());
+    let key = v["input_ids"].to_string();
+    let cached = !state.lock().seen.insert(key);
+    let (content_type, out) = output(role, &path, &v, rooms.len(), cached);
     state.lock().responses.push(out.clone());
     Ok(Response::builder()
         .status(200)
@@ -326,8 +346,8 @@ async fn answer(
         .expect("response"))
 }
 
-/// The role's answer for a data request `v` with `n` rooms.
-fn output(role: &str, path: &str, v: &Value, n: usize) -> (&'static str, Bytes) {
+/// The role's answer for a data request `v` with `n` rooms (`cached`: its prompt was seen).
+fn output(role: &str, path: &str, v: &Value, n: usize, cached: bool) -> (&'static str, Bytes) {
     let stream = v["stream"].as_bool() == Some(true);
     let logprob = v["return_logprob"].as_bool() == Some(true);
     let prompts: Vec<Vec<u64>> = match &v["input_ids"] {
@@ -340,14 +360,17 @@ fn output(role: &str, path: &str, v: &Value, n: usize) -> (&'static str, Bytes) 
     };
     let meta = |ids: &[u64], i: usize| {
         let mut m = json!({"id": format!("{role}-{i}"), "prompt_tokens": ids.len(),
-            "completion_tokens": if role == "prefill" { 0 } else { 2 }, "cached_tokens": 0,
+            "completion_tokens": if role == "prefill" { 0 } else { 2 },
+            "cached_tokens": if cached { ids.len().saturating_sub(1) / 16 * 16 } else { 0 },
             "finish_reason": {"type": "length", "length": if role == "prefill" { 0 } else { 2 }}});
         if logprob {
             m["input_token_logprobs"] = if role == "prefill" {
                 Value::Array(
                     ids.iter()
                         .enumerate()
-                        .map(|(k, t)| json!([if k == 0 { Value::Null } else { json!(-0.25) }, t, null]))
+                        .map(|(k, t)| {
+                            json!([if k == 0 { Value::Null } else { json!(-0.25) }, t, null])
+                        })
                         .collect(),
                 )
             } else {
@@ -372,7 +395,11 @@ fn output(role: &str, path: &str, v: &Value, n: usize) -> (&'static str, Bytes) 
                 s.push_str("data: [DONE]\n\n");
                 return ("text/event-stream", Bytes::from(s));
             }
-            if items.len() == 1 && !v["input_ids"].as_array().is_some_and(|a| a.first().is_some_and(Value::is_array)) {
+            if items.len() == 1
+                && !v["input_ids"]
+                    .as_array()
+                    .is_some_and(|a| a.first().is_some_and(Value::is_array))
+            {
                 items[0].clone()
             } else {
                 Value::Array(items)
@@ -398,7 +425,8 @@ fn output(role: &str, path: &str, v: &Value, n: usize) -> (&'static str, Bytes) 
                 .map(|i| json!({"index": i, "text": text, "finish_reason": "length"}))
                 .collect();
             if stream {
-                let chunk = json!({"id": "cmpl-1", "object": "text_completion", "choices": choices});
+                let chunk =
+                    json!({"id": "cmpl-1", "object": "text_completion", "choices": choices});
                 return (
                     "text/event-stream",
                     Bytes::from(format!("data: {chunk}\n\ndata: [DONE]\n\n")),
