@@ -351,7 +351,7 @@ async fn dp_ranks_go_to_both_legs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_needs_a_prefill_and_a_decode_worker_and_admin_routes_reach_both() {
     let fleet = PdFleet::start(1, 1, 1, 1).await;
-    let prefill = format!("{}", fleet.prefill[0].url);
+    let prefill = fleet.prefill[0].url.clone();
     let r = start_router(&["--pd-disaggregation", "--prefill", &prefill, "none"]);
     support::admin::wait_healthy_count(&r.url, 1).await;
     let (status, v) = support::http::get(&r.url, "/readiness").await;
