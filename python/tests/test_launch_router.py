@@ -187,7 +187,7 @@ class SpawnedLauncher(unittest.TestCase):
 
     def test_the_routers_exit_status_reaches_the_parent(self):
         # An option the router refuses: it exits 2 with its message, in the child's place.
-        args = RouterArgs(host="127.0.0.1", port=free_port(), pd_disaggregation=True)
+        args = RouterArgs(host="127.0.0.1", port=free_port(), service_discovery=True)
         proc = multiprocessing.get_context("spawn").Process(target=launch_router, args=(args,))
         proc.start()
         proc.join(DEADLINE_SECS)

@@ -10,7 +10,7 @@
 //! `refit` the RL control plane (pause/drain, fan-out refits, cache invalidation),
 //! `tokens` owns block hashing, `text` the model tokenizer for text requests, `metrics`
 //! the Prometheus registry, `config` the validated configuration, `discovery` etcd
-//! registration and watch, `sharing` predictions shared across router replicas over NATS; the simulated SGLang fleet (`sglang-mock`) and the workload
+//! registration and watch, `pd` prefill-decode disaggregation (two legs per request), `sharing` predictions shared across router replicas over NATS; the simulated SGLang fleet (`sglang-mock`) and the workload
 //! generator (`loadgen`) live in the `kvrouter-sim` crate.
 
 pub mod backoff;
@@ -19,6 +19,7 @@ pub mod discovery;
 pub mod events;
 pub mod index;
 pub mod metrics;
+pub mod pd;
 pub mod proxy;
 pub mod refit;
 pub mod routing;

@@ -119,7 +119,7 @@ fn every_peer_flag_parses_or_says_why() {
 
 /// The refusal reaches the user from the binary: exit 2, the reason, no clap tip.
 #[test]
-fn the_binary_refuses_pd_and_words_unknown_flags() {
+fn the_binary_refuses_epd_and_words_unknown_flags() {
     let run = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_router"))
             .args(args)
@@ -130,17 +130,10 @@ fn the_binary_refuses_pd_and_words_unknown_flags() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    let (code, err) = run(&[
-        "--pd-disaggregation",
-        "--prefill",
-        "http://p:1",
-        "9000",
-        "--decode",
-        "http://d:1",
-    ]);
+    let (code, err) = run(&["--epd-disaggregation", "--encode", "http://e:1"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(
-        err.contains("--pd-disaggregation") && err.contains("issue 24"),
+        err.contains("--epd-disaggregation") && err.contains("EPD"),
         "{err}"
     );
     for unknown in ["--prefil", "--enable-rll"] {

@@ -57,13 +57,24 @@ impl CommandFactory for Cli {
     }
 }
 
+/// `--prefill URL [PORT]` occurrences as one `"URL [PORT]"` string each (clap flattens them).
+fn group_prefill(m: &ArgMatches, options: &mut Options) {
+    if let Ok(Some(occurrences)) = m.try_get_occurrences::<String>("prefill") {
+        options.prefill = occurrences
+            .map(|values| values.cloned().collect::<Vec<_>>().join(" "))
+            .collect();
+    }
+}
+
 impl FromArgMatches for Cli {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
         if let Some(e) = super::compat::refusal(m) {
             return Err(e);
         }
+        let mut options = Options::from_arg_matches(m)?;
+        group_prefill(m, &mut options);
         Ok(Cli {
-            options: Options::from_arg_matches(m)?,
+            options,
             explicit: explicit_ids(m).collect(),
             ignored: super::compat::given(m),
         })
@@ -73,6 +84,9 @@ impl FromArgMatches for Cli {
             return Err(e);
         }
         self.options.update_from_arg_matches(m)?;
+        if matches!(m.value_source("prefill"), Some(ValueSource::CommandLine)) {
+            group_prefill(m, &mut self.options);
+        }
         self.explicit.extend(explicit_ids(m));
         self.ignored.extend(super::compat::given(m));
         Ok(())

@@ -8,7 +8,7 @@
 //!   dropped; the router logs ONE warning line per flag at start naming what to use instead.
 //! - [`Kind::Refused`]: parsed the same way, then an error (exit 2) naming why and what to use
 //!   instead: ignoring it would route wrongly or drop a security or serving feature silently
-//!   (PD disaggregation, service discovery, TLS, JWT, mesh).
+//!   (EPD disaggregation, service discovery, TLS, JWT, mesh).
 //!
 //! The option strings come from the peers' wheels (`scripts/peer-flags.py` writes
 //! `tests/data/peer-flags/*.txt`); `tests/peer_flag_table.rs` walks them against this table and
@@ -88,7 +88,8 @@ const STORAGE: &str =
 const MULTIMODAL: &str = "none: SGLang HTTP workers fetch and process media themselves";
 const NO_OTEL: &str = "none: no OpenTelemetry export (logs and /metrics)";
 const DISCOVERY_KNOB: &str = "none: only Kubernetes / file discovery reads it, which kvrouter refuses (etcd discovery: --etcd-endpoints, docs/discovery.md)";
-const PD: &str = "PD / EPD disaggregation is not supported yet (issue 24): keep sgl-router / SMG in front of a disaggregated fleet, or give kvrouter non-disaggregated workers (--worker-urls)";
+const EPD: &str = "EPD (encode-prefill-decode) disaggregation is not supported: keep SMG in front of an encode fleet; kvrouter serves PD (--pd-disaggregation --prefill/--decode, docs/pd.md)";
+const PD_ADMISSION: &str = "--max-concurrent-requests/--queue-size (no per-leg admission in PD mode; the decode leg is chosen by load)";
 const DISCOVERY: &str = "Kubernetes / file service discovery is not supported: use etcd discovery (--etcd-endpoints with `router register` beside each worker, docs/discovery.md) or --worker-urls / POST /workers";
 const SERVER_TLS: &str =
     "kvrouter serves plain HTTP: terminate TLS in front of it (ingress, proxy or sidecar)";
@@ -178,18 +179,18 @@ pub const PEER_FLAGS: &[PeerFlag] = &[
     ignored("routing-key-headers", Any, "X-SMG-Routing-Key is the sticky header"),
     ignored("dp-minimum-tokens-scheduler", Nothing, "none: the router picks the DP rank by its own load count"),
     // PD / EPD disaggregation.
-    refused("pd-disaggregation", Nothing, PD),
-    refused("epd-disaggregation", Nothing, PD),
-    refused("prefill", Many, PD),
-    refused("decode", One, PD),
-    refused("encode", Many, PD),
-    refused("prefill-policy", One, PD),
-    refused("decode-policy", One, PD),
-    refused("encode-policy", One, PD),
-    refused("prefill-max-inflight-requests-per-worker", One, PD),
-    refused("prefill-queue-size", One, PD),
-    refused("prefill-queue-timeout-secs", One, PD),
-    refused("pd-admission-wait-secs", One, PD),
+    same("pd-disaggregation", Nothing, "pd_disaggregation"),
+    refused("epd-disaggregation", Nothing, EPD),
+    same("prefill", Many, "prefill"),
+    same("decode", One, "decode"),
+    refused("encode", Many, EPD),
+    same("prefill-policy", One, "prefill_policy"),
+    same("decode-policy", One, "decode_policy"),
+    refused("encode-policy", One, EPD),
+    ignored("prefill-max-inflight-requests-per-worker", One, PD_ADMISSION),
+    ignored("prefill-queue-size", One, PD_ADMISSION),
+    ignored("prefill-queue-timeout-secs", One, PD_ADMISSION),
+    ignored("pd-admission-wait-secs", One, PD_ADMISSION),
     // Worker registration and health.
     same("worker-startup-timeout-secs", One, "worker_startup_timeout_secs"),
     same("health-failure-threshold", One, "health_failure_threshold"),
@@ -422,7 +423,7 @@ pub fn warning(p: &PeerFlag) -> String {
 }
 
 /// clap's unknown-argument error without its "similar argument" tip (which points at unrelated
-/// kvrouter flags: `--prefill` -> `--kv-prefill-weight`): every peer flag is in [`PEER_FLAGS`],
+/// kvrouter flags: `--prefil` -> `--kv-prefill-weight`): every peer flag is in [`PEER_FLAGS`],
 /// so a flag that is still unknown is no sgl-router / SMG flag either. Other errors unchanged.
 pub fn explain_unknown(e: clap::Error, cmd: &mut Command) -> clap::Error {
     if e.kind() != ErrorKind::UnknownArgument {
@@ -517,8 +518,8 @@ mod tests {
                 "b",
                 "--request-id-headers",
                 "--enable-rl",
-                "--prefill",
-                "http://p:1",
+                "--encode",
+                "http://e:1",
                 "9000",
             ])
             .unwrap();
@@ -535,7 +536,7 @@ mod tests {
         );
         let refused = refusal(&m).unwrap().to_string();
         assert!(
-            refused.contains("--prefill") && refused.contains("issue 24"),
+            refused.contains("--encode") && refused.contains("EPD"),
             "{refused}"
         );
         assert!(warning(find("cache-threshold").unwrap()).contains("--cache-threshold"));

@@ -117,6 +117,8 @@ pub struct Config {
     pub warnings: Vec<String>,
     /// Which client headers reach the workers (`--forward-request-header`).
     pub header_policy: crate::proxy::headers::HeaderPolicy,
+    /// PD disaggregation (`--pd-disaggregation`; None when not given), see `crate::pd`.
+    pub pd: Option<crate::pd::PdConfig>,
 }
 
 impl Default for Config {
@@ -222,6 +224,7 @@ impl Config {
                 worker_allow_cidr.push(net);
             }
         }
+        let (pd, pd_warnings) = crate::pd::PdConfig::from_options(&o, mode, &worker_allow_cidr)?;
         let mut worker_urls = Vec::new();
         let mut worker_credentials = Vec::new();
         for raw in &o.worker_urls {
@@ -326,11 +329,12 @@ impl Config {
                 .transpose()
                 .map_err(|e: String| invalid("metrics_compat", e))?,
             etcd,
-            warnings: policy_warning.into_iter().collect(),
             header_policy: crate::proxy::headers::HeaderPolicy::with_extra(
                 &o.forward_request_header,
             )
             .map_err(|e| invalid("forward_request_header", e))?,
+            warnings: policy_warning.into_iter().chain(pd_warnings).collect(),
+            pd,
         })
     }
 

@@ -317,6 +317,26 @@ pub struct Options {
     /// Authorization and SGLang's X-Override-* are dropped unless named (docs/router.md).
     #[arg(long, env = "KVROUTER_FORWARD_REQUEST_HEADER", num_args = 0.., value_delimiter = ',', action = clap::ArgAction::Append)]
     pub forward_request_header: Vec<String>,
+    // PD disaggregation (sgl-router / SMG flags; src/pd, docs/pd.md).
+    /// Prefill-decode disaggregation: every request goes to a prefill and a decode worker at
+    /// once, with SGLang's bootstrap fields (docs/pd.md).
+    #[arg(long, env = "KVROUTER_PD_DISAGGREGATION", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
+    pub pd_disaggregation: bool,
+    /// A prefill worker, `URL [BOOTSTRAP_PORT|none]` (repeatable): its PD bootstrap port, or
+    /// none (null: each worker then uses its own `--disaggregation-bootstrap-port`). In the
+    /// file, one string per worker: `"http://10.0.0.1:30000 8998"`.
+    #[arg(long, num_args = 1..=2, value_names = ["URL", "BOOTSTRAP_PORT"], action = clap::ArgAction::Append)]
+    pub prefill: Vec<String>,
+    /// A decode worker URL (repeatable).
+    #[arg(long, action = clap::ArgAction::Append)]
+    pub decode: Vec<String>,
+    /// The prefill leg's policy (sgl-router names; default: `--mode` / `--policy`).
+    #[arg(long, env = "KVROUTER_PREFILL_POLICY")]
+    pub prefill_policy: Option<String>,
+    /// The decode leg's policy (sgl-router names; default: the KV index when every decode
+    /// worker publishes KV events, else least-load).
+    #[arg(long, env = "KVROUTER_DECODE_POLICY")]
+    pub decode_policy: Option<String>,
 }
 
 /// The declared defaults of `cmd`'s arguments, ignoring the process environment and arguments.

@@ -230,24 +230,40 @@ fn smg_names_set_kvrouter_options() {
     );
 }
 
-/// A refused peer flag is a parse error naming why, not clap's "unexpected argument".
+/// A refused peer flag is a parse error naming why, not clap's "unexpected argument"; PD
+/// disaggregation (issue 24) parses.
 #[test]
 fn refused_flags_say_why() {
     use clap::Parser;
     let e = Cli::try_parse_from([
         "router",
-        "--pd-disaggregation",
-        "--prefill",
-        "http://p:1",
+        "--epd-disaggregation",
+        "--encode",
+        "http://e:1",
         "9000",
     ])
     .unwrap_err()
     .to_string();
     assert!(
-        e.contains("--pd-disaggregation") && e.contains("issue 24"),
+        e.contains("--epd-disaggregation") && e.contains("EPD"),
         "{e}"
     );
     assert!(!e.contains("unexpected argument"), "{e}");
+    let c = load(
+        &[
+            "--pd-disaggregation",
+            "--prefill",
+            "http://p:1",
+            "9000",
+            "--decode",
+            "http://d:1",
+        ],
+        "",
+    )
+    .unwrap();
+    let pd = c.pd.expect("PD mode");
+    assert_eq!(pd.prefill[0].bootstrap_port, Some(9000));
+    assert_eq!(pd.decode, ["http://d:1"]);
     let e = Cli::try_parse_from(["router", "--prefil"])
         .unwrap_err()
         .to_string();

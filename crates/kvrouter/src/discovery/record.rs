@@ -30,6 +30,10 @@ pub struct WorkerRecord {
     /// `regular` (default), `prefill` or `decode`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_type: Option<String>,
+    /// A prefill worker's PD bootstrap port (`--disaggregation-bootstrap-port`), sent to both
+    /// legs as `bootstrap_port` (null when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_port: Option<u16>,
     /// Name of the router-side environment variable holding this worker's API key
     /// (`KVROUTER_WORKER_API_KEY*`); never the key itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -104,6 +108,7 @@ impl WorkerRecord {
         labels.insert("etcd_key".to_string(), key.to_string());
         Ok(WorkerSpec {
             worker_type: self.worker_type.clone(),
+            bootstrap_port: self.bootstrap_port,
             api_key,
             model_id: self.model.clone(),
             labels,
@@ -137,7 +142,7 @@ mod tests {
     #[test]
     fn spec_resolves_the_key_reference() {
         let r = WorkerRecord::parse(
-            br#"{"url":"http://h:1","api_key_env":"KVROUTER_WORKER_API_KEY_A","worker_type":"decode"}"#,
+            br#"{"url":"http://h:1","api_key_env":"KVROUTER_WORKER_API_KEY_A","worker_type":"prefill","bootstrap_port":8998}"#,
         )
         .unwrap();
         let spec = r
@@ -146,7 +151,8 @@ mod tests {
             })
             .unwrap();
         assert_eq!(spec.api_key.as_deref(), Some("s3cret"));
-        assert_eq!(spec.worker_type(), "decode");
+        assert_eq!(spec.worker_type(), "prefill");
+        assert_eq!(spec.bootstrap_port, Some(8998));
         assert_eq!(spec.labels["discovery"], "etcd");
         assert!(r.spec("k", |_| None).is_err());
         // The serialized record never carries a key value, only its name.

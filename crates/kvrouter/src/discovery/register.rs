@@ -53,6 +53,9 @@ pub struct RegisterArgs {
     /// `regular`, `prefill` or `decode`.
     #[arg(long, env = "KVROUTER_REGISTER_WORKER_TYPE")]
     pub worker_type: Option<String>,
+    /// A prefill worker's PD bootstrap port (its `--disaggregation-bootstrap-port`).
+    #[arg(long, env = "KVROUTER_REGISTER_BOOTSTRAP_PORT")]
+    pub bootstrap_port: Option<u16>,
     /// Name of the environment variable (`KVROUTER_WORKER_API_KEY*`) holding the worker's API
     /// key, on the routers and here (this sidecar probes with it); only the name goes to etcd.
     #[arg(long, env = "KVROUTER_REGISTER_API_KEY_ENV")]
@@ -145,6 +148,7 @@ impl RegisterArgs {
                 model: None,
                 dp_size: None,
                 worker_type: self.worker_type.clone(),
+                bootstrap_port: self.bootstrap_port,
                 api_key_env: self.api_key_env.clone(),
                 labels: self.labels.iter().cloned().collect(),
             },

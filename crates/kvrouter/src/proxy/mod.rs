@@ -18,6 +18,6 @@ pub mod target;
 
 pub use client::{build_client, UpstreamClient};
 pub use forward::{forward, ForwardError, HeadWait, StallWatch};
-pub use relay::{RelayBody, RelayContext};
+pub use relay::{FrameRewrite, RelayBody, RelayContext};
 pub use retry::{Retried, RetryPolicy};
 pub use target::Target;

@@ -40,9 +40,24 @@ pub struct RelayContext {
     pub hold: Option<Box<dyn Send + Sync>>,
 }
 
+/// Rewrites the relayed data (PD mode: the prefill's logprobs merged into the decode
+/// stream) and learns how the body ended: `end` runs only when the worker's body ended
+/// cleanly; a rewrite is dropped with the body either way.
+pub trait FrameRewrite: Send + Sync {
+    /// The bytes to send for one upstream data chunk (empty: nothing yet).
+    fn data(&mut self, chunk: Bytes) -> Bytes;
+    /// The upstream body ended cleanly: bytes still to send, if any.
+    fn end(&mut self) -> Option<Bytes>;
+    /// True when `data` returns every chunk unchanged (the body keeps its size).
+    fn passthrough(&self) -> bool {
+        false
+    }
+}
+
 /// Streams an upstream body to the client (see module docs).
 pub struct RelayBody {
     inner: Incoming,
+    rewrite: Option<Box<dyn FrameRewrite>>,
     booking: Option<Booking>,
     ctx: RelayContext,
     sse: bool,
@@ -72,6 +87,7 @@ impl RelayBody {
         let ctx_idle = ctx.stream_idle_timeout;
         RelayBody {
             inner,
+            rewrite: None,
             booking: Some(booking),
             ctx,
             sse,
@@ -80,6 +96,12 @@ impl RelayBody {
             idle: Box::pin(tokio::time::sleep(ctx_idle)),
             last_data: tokio::time::Instant::now(),
         }
+    }
+
+    /// The same body with its data passed through `rewrite` (see [`FrameRewrite`]).
+    pub fn with_rewrite(mut self, rewrite: Box<dyn FrameRewrite>) -> RelayBody {
+        self.rewrite = Some(rewrite);
+        self
     }
 
     /// Fails the body: tells the worker's health (and metrics), then either the SSE error
@@ -186,42 +208,64 @@ impl Body for RelayBody {
         if this.finished {
             return Poll::Ready(None);
         }
-        match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Pending => this.poll_idle(cx),
-            Poll::Ready(Some(Ok(frame))) => {
-                this.last_data = tokio::time::Instant::now();
-                // The policy's observer reads each chunk (never alters it).
-                if let (Some(data), Some(b)) = (frame.data_ref(), this.booking.as_mut()) {
-                    b.on_data(data);
-                }
-                if !this.seen_first_byte && frame.is_data() {
-                    this.seen_first_byte = true;
-                    if this.ctx.stream {
-                        let secs = this.ctx.started.elapsed().as_secs_f64();
-                        ProxyMetrics::get()
-                            .first_byte
-                            .with_label_values(&[this.ctx.route])
-                            .observe(secs);
-                        crate::metrics::compat::first_token(this.ctx.route, secs);
+        loop {
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => return this.poll_idle(cx),
+                Poll::Ready(Some(Ok(mut frame))) => {
+                    this.last_data = tokio::time::Instant::now();
+                    // The policy's observer reads each chunk (never alters it).
+                    if let (Some(data), Some(b)) = (frame.data_ref(), this.booking.as_mut()) {
+                        b.on_data(data);
                     }
+                    if !this.seen_first_byte && frame.is_data() {
+                        this.seen_first_byte = true;
+                        if this.ctx.stream {
+                            let secs = this.ctx.started.elapsed().as_secs_f64();
+                            ProxyMetrics::get()
+                                .first_byte
+                                .with_label_values(&[this.ctx.route])
+                                .observe(secs);
+                            crate::metrics::compat::first_token(this.ctx.route, secs);
+                        }
+                    }
+                    if let Some(rw) = this.rewrite.as_mut() {
+                        if let Ok(data) = frame.into_data() {
+                            let out = rw.data(data);
+                            if out.is_empty() {
+                                continue;
+                            }
+                            frame = Frame::data(out);
+                        } else {
+                            continue;
+                        }
+                    }
+                    return Poll::Ready(Some(Ok(frame)));
                 }
-                Poll::Ready(Some(Ok(frame)))
-            }
-            Poll::Ready(None) => {
-                this.finish();
-                Poll::Ready(None)
-            }
-            Poll::Ready(Some(Err(e))) => {
-                this.fail(RelayError::Broken(e.to_string()), "stream_broken")
+                Poll::Ready(None) => {
+                    if let Some(rest) = this.rewrite.as_mut().and_then(|rw| rw.end()) {
+                        this.rewrite = None;
+                        if !rest.is_empty() {
+                            return Poll::Ready(Some(Ok(Frame::data(rest))));
+                        }
+                    }
+                    this.finish();
+                    return Poll::Ready(None);
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    return this.fail(RelayError::Broken(e.to_string()), "stream_broken")
+                }
             }
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.finished || self.inner.is_end_stream()
+        self.finished || (self.rewrite.is_none() && self.inner.is_end_stream())
     }
 
     fn size_hint(&self) -> SizeHint {
+        if self.rewrite.as_ref().is_some_and(|rw| !rw.passthrough()) {
+            return SizeHint::default();
+        }
         self.inner.size_hint()
     }
 }
@@ -231,7 +275,7 @@ impl Drop for RelayBody {
         if self.finished {
             return;
         }
-        if self.inner.is_end_stream() {
+        if self.inner.is_end_stream() && self.rewrite.is_none() {
             // Fully relayed (hyper stops polling once the body reports its end).
             self.finish();
             return;

@@ -83,7 +83,7 @@ pub async fn read_body(
 }
 
 /// Counts one answered request (`from_worker`: the worker's own answer, relayed).
-pub(super) fn record(
+pub(crate) fn record(
     route: &'static str,
     stream: bool,
     status: StatusCode,
@@ -100,13 +100,13 @@ pub(super) fn record(
     }
 }
 
-pub(super) fn error(route: &'static str, e: ApiError) -> Response<RouterBody> {
+pub(crate) fn error(route: &'static str, e: ApiError) -> Response<RouterBody> {
     record(route, false, e.status, "", false);
     e.into_response()
 }
 
 /// A router-made error after trying `worker`: still names the worker in `x-kvrouter-worker`.
-pub(super) fn worker_error(
+pub(crate) fn worker_error(
     route: &'static str,
     stream: bool,
     e: ApiError,
@@ -156,6 +156,18 @@ pub async fn handle(
         parts.extensions.get().copied(),
         &state.config.header_policy,
     );
+    if let Some(pd) = &state.pd {
+        return crate::pd::dispatch::handle(
+            state,
+            pd,
+            endpoint,
+            &headers,
+            &bytes,
+            &input,
+            started,
+        )
+        .await;
+    }
     let mut attempts = WorkerAttempts::new(state, endpoint, &headers, &bytes, &input, started);
     let policy = RetryPolicy {
         max_retries: state.config.retry_max_retries,
@@ -167,7 +179,7 @@ pub async fn handle(
 }
 
 /// Waits at the refit gate (at once when open); 503 when refused, full or held too long.
-pub(super) async fn admit(state: &AppState) -> Result<(), ApiError> {
+pub(crate) async fn admit(state: &AppState) -> Result<(), ApiError> {
     state
         .refit
         .gate

@@ -42,6 +42,17 @@ pub fn readiness(state: &AppState) -> Response<RouterBody> {
                     "healthy_workers":healthy,"total_workers":snapshot.len()}),
         );
     }
+    let pd_gap = state
+        .pd
+        .as_ref()
+        .and_then(|_| crate::pd::roles::readiness_gap(&snapshot));
+    if let Some(reason) = pd_gap {
+        return json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({"status":"not ready","reason":reason,
+                    "healthy_workers":healthy,"total_workers":snapshot.len()}),
+        );
+    }
     if healthy > 0 {
         json(
             StatusCode::OK,
@@ -58,7 +69,9 @@ pub fn readiness(state: &AppState) -> Response<RouterBody> {
 
 /// `GET /health_generate`: 200 if any worker is healthy (not proxied).
 pub fn health_generate(state: &AppState) -> Response<RouterBody> {
-    if state.registry.snapshot().iter().any(|w| w.is_routable()) {
+    let snapshot = state.registry.snapshot();
+    let pd_ready = state.pd.is_none() || crate::pd::roles::readiness_gap(&snapshot).is_none();
+    if pd_ready && snapshot.iter().any(|w| w.is_routable()) {
         text(StatusCode::OK, "At least one worker is healthy")
     } else {
         ApiError::no_workers().into_response()
@@ -69,7 +82,12 @@ pub fn health_generate(state: &AppState) -> Response<RouterBody> {
 pub fn models(state: &AppState) -> Response<RouterBody> {
     let snapshot = state.registry.snapshot();
     let mut ids: Vec<String> = Vec::new();
-    for w in snapshot.iter() {
+    // PD mode: the prefill workers' models (sgl-router asks a prefill worker).
+    let pd = state.pd.is_some();
+    for w in snapshot
+        .iter()
+        .filter(|w| !pd || w.role == crate::workers::Role::Prefill)
+    {
         let id = w
             .info
             .served_model_name
@@ -111,7 +129,11 @@ pub fn server_info(state: &AppState) -> Response<RouterBody> {
 /// `GET /get_model_info`, `/model_info`: proxied to the first healthy worker.
 pub async fn model_info(state: &AppState, path: &'static str) -> Response<RouterBody> {
     let snapshot = state.registry.snapshot();
-    let Some(worker) = snapshot.iter().find(|w| w.is_routable()) else {
+    let first = match state.pd {
+        Some(_) => crate::pd::roles::info_worker(&snapshot),
+        None => snapshot.iter().find(|w| w.is_routable()),
+    };
+    let Some(worker) = first else {
         return ApiError::no_workers().into_response();
     };
     match fanout::call(

@@ -125,8 +125,15 @@ pub async fn serve(listener: TcpListener, state: Arc<AppState>) -> std::io::Resu
 
 /// Registers the configured `--worker-urls` in the background (requests get 503 until one is healthy).
 pub fn register_startup_workers(state: &AppState) {
-    for url in &state.config.worker_urls {
-        match state.registry.start_add_worker(url, WorkerSpec::default()) {
+    let pd = state.config.pd.as_ref().map(|pd| pd.startup_workers());
+    let regular = state
+        .config
+        .worker_urls
+        .iter()
+        .map(|u| (u.clone(), WorkerSpec::default()));
+    for (url, spec) in regular.chain(pd.into_iter().flatten()) {
+        let url = &url;
+        match state.registry.start_add_worker(url, spec) {
             Ok(a) => tracing::info!(%url, worker_id = %a.public_id, "registering worker"),
             Err(e) => tracing::error!(%url, error = %e, "cannot register worker"),
         }

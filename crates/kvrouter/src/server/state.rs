@@ -35,6 +35,8 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// etcd discovery, once the server is bound (`--etcd-endpoints`; unset otherwise).
     pub discovery: std::sync::OnceLock<Arc<crate::discovery::Discovery>>,
+    /// PD disaggregation (`--pd-disaggregation`; None otherwise).
+    pub pd: Option<crate::pd::PdRouter>,
 }
 
 /// The fleet registry settings derived from the router configuration.
@@ -115,6 +117,7 @@ impl AppState {
             ))
         });
         Arc::new(AppState {
+            pd: crate::pd::PdRouter::from_config(&config),
             text,
             client: build_client(config.connect_timeout, config.worker_idle_timeout),
             backoff: retry_backoff(&config),

@@ -61,6 +61,9 @@ pub async fn create(state: &AppState, req: Request<Incoming>) -> Response<Router
             .into_response()
         }
     };
+    if let Err(e) = crate::workers::Role::parse(request.spec.worker_type.as_deref()) {
+        return ApiError::bad_request("invalid_worker_request", e).into_response();
+    }
     match state.registry.start_add_worker(&request.url, request.spec) {
         Ok(accepted) => {
             let location = format!("/workers/{}", accepted.public_id);

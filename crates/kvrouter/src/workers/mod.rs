@@ -8,7 +8,7 @@
 //! Dependencies inside this module run one way (a module uses only those listed
 //! before it):
 //!
-//! 1. leaves: `id`, `spec`, `kv_block` (the `/server_info` `kv_events` block), `info`, `url` (worker URL validation and normalisation),
+//! 1. leaves: `id`, `role` (PD worker type), `spec`, `kv_block` (the `/server_info` `kv_events` block), `info`, `url` (worker URL validation and normalisation),
 //!    `load` (the `/get_load` parser), `http`, `metrics`, `health_state` (the
 //!    per-worker verdict and [`HealthConfig`]), `breaker` (the per-worker circuit
 //!    breaker and [`BreakerConfig`]);
@@ -32,6 +32,7 @@ pub mod load;
 mod metrics;
 pub mod probe;
 pub mod registry;
+pub mod role;
 pub mod spec;
 pub mod url;
 pub mod views;
@@ -45,5 +46,6 @@ pub use kv_block::KvEventsBlock;
 pub use load::parse_load;
 pub use probe::{AddWorkerError, PageSizeRule};
 pub use registry::{AddAccepted, Registry, RegistryConfig, RegistryEvent, Snapshot};
+pub use role::Role;
 pub use spec::{WorkerConfigRequest, WorkerSpec};
 pub use worker::Worker;

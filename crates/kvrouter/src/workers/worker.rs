@@ -30,6 +30,8 @@ pub struct Worker {
     pub credentials: Option<super::url::Credentials>,
     /// What the caller asked for at registration.
     pub spec: WorkerSpec,
+    /// Its PD role (`spec.worker_type`; regular when unset or unknown).
+    pub role: super::role::Role,
     /// What the worker reported at registration.
     pub info: WorkerInfo,
     /// When it was registered.
@@ -125,6 +127,7 @@ impl Worker {
             rank_in_flight: (0..info.dp_size.max(1))
                 .map(|_| AtomicUsize::new(0))
                 .collect(),
+            role: super::role::Role::parse(spec.worker_type.as_deref()).unwrap_or_default(),
             spec,
             info,
             registered_at: SystemTime::now(),

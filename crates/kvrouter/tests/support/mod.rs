@@ -3,7 +3,7 @@
 //! deadline (`wait`), the router's admin view (`admin`), a router with captured stderr (`captured`), an in-process stub worker
 //! (`stub`), SGLang's event wire format decoded and built independently of `src/`
 //! (`sglang_wire`), ZMQ subscriber/replay clients (`zmq`), a fake SGLang publisher
-//! (`fake_publisher`), a fake SGLang 0.5.23 HTTP worker (`fake_worker`), a real `nats-server` (`nats`), a real `etcd` and the `router register`
+//! (`fake_publisher`), a fake SGLang 0.5.23 HTTP worker (`fake_worker`), fake PD prefill/decode workers (`pd_fake`), a real `nats-server` (`nats`), a real `etcd` and the `router register`
 //! sidecar (`etcd`), SGLang HTTP rules (`sglang_rules`),
 //! and area helpers for KV routing (`kv`), refit (`refit`) and loadgen (`loadgen`).
 //! Each test binary uses a subset, hence `dead_code` (and unused re-exports) are allowed here.
@@ -19,6 +19,7 @@ pub mod http;
 pub mod kv;
 pub mod loadgen;
 pub mod nats;
+pub mod pd_fake;
 pub mod procs;
 pub mod refit;
 pub mod sglang_rules;

@@ -1,0 +1,725 @@
+//! Dual-leg dispatch: one attempt books a (prefill, decode) pair, draws new bootstrap rooms,
+//! sends both legs at once and waits for their response heads. A transport error or an error
+//! head on one leg cancels the other (its connection is dropped and its `rid`s aborted), so
+//! no worker waits for a bootstrap peer that will never come; the retry driver then tries a
+//! new pair with new rooms while nothing reached the client. The client gets the decode
+//! response (merged with the prefill's input logprobs when asked, see `merge`); the prefill
+//! response is drained beside it and checked. A client that goes away aborts both legs.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
+use http_body_util::{BodyExt, Either, Full};
+use hyper::body::Incoming;
+
+use super::merge::{self, Passthrough, PrefillLeg, SseMerge};
+use super::pair::{Missing, Pair};
+use super::splice::{self, BodyFacts, Bootstrap};
+use super::PdRouter;
+use crate::proxy::abort::abort_upstream;
+use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
+use crate::proxy::metrics::ProxyMetrics;
+use crate::proxy::retry::{self, is_retryable_status, Attempts, RetryHooks, RetryPolicy};
+use crate::proxy::{
+    forward, ForwardError, FrameRewrite, HeadWait, RelayBody, RelayContext, StallWatch,
+};
+use crate::refit::rids::RidGuard;
+use crate::routing::{Booking, Endpoint, RoutingInput};
+use crate::server::body::RouterBody;
+use crate::server::data_plane::{admit, error, record, worker_error};
+use crate::server::error::ApiError;
+use crate::server::state::AppState;
+use crate::workers::{Worker, WorkerId};
+
+/// Which leg.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leg {
+    Prefill,
+    Decode,
+}
+
+impl Leg {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Leg::Prefill => "prefill",
+            Leg::Decode => "decode",
+        }
+    }
+}
+
+/// How one PD attempt ended.
+pub enum PdTried {
+    /// Both legs answered a success head.
+    Answered {
+        prefill: Response<Incoming>,
+        decode: Response<Incoming>,
+        pair: Pair,
+    },
+    /// One leg answered an error head (the other was cancelled).
+    LegStatus {
+        leg: Leg,
+        resp: Response<Incoming>,
+        booking: Booking,
+    },
+    /// One leg gave no response head (the other was cancelled).
+    LegFailed {
+        leg: Leg,
+        error: ForwardError,
+        worker: Arc<Worker>,
+    },
+    /// No attempt was made.
+    Refused { error: ApiError },
+}
+
+/// Why an attempt is repeated (the `reason` label of `kvrouter_retries_total`).
+pub struct PdRetry(&'static str);
+
+struct Hooks {
+    route: &'static str,
+}
+
+impl RetryHooks<PdRetry> for Hooks {
+    fn on_retry(&mut self, attempt: u32, reason: &PdRetry, delay: Duration) {
+        tracing::debug!(
+            attempt,
+            reason = reason.0,
+            ?delay,
+            "retrying on a new PD pair"
+        );
+        ProxyMetrics::get()
+            .retries
+            .with_label_values(&[self.route, reason.0])
+            .inc();
+        crate::metrics::compat::retry(self.route, attempt, delay);
+    }
+    fn on_exhausted(&mut self, _attempts: u32, _reason: &PdRetry) {
+        crate::metrics::compat::retries_exhausted(self.route);
+    }
+}
+
+/// Aborts a leg's `rid`s if dropped armed (the client left, or the other leg failed).
+struct LegAbort<'a> {
+    state: &'a AppState,
+    worker: Arc<Worker>,
+    rids: Vec<String>,
+    armed: bool,
+}
+
+impl Drop for LegAbort<'_> {
+    fn drop(&mut self) {
+        if self.armed && !self.rids.is_empty() {
+            abort_upstream(
+                &self.state.client,
+                self.worker.as_ref().into(),
+                std::mem::take(&mut self.rids),
+            );
+        }
+    }
+}
+
+/// One PD request's attempts.
+struct PdAttempts<'a> {
+    state: &'a AppState,
+    pd: &'a PdRouter,
+    endpoint: Endpoint,
+    headers: &'a HeaderMap,
+    bytes: &'a Bytes,
+    input: &'a RoutingInput<'a>,
+    facts: BodyFacts,
+    routing_key: Option<&'a str>,
+    rids: Vec<String>,
+    started: Instant,
+    deadline: tokio::time::Instant,
+    tried_prefill: Vec<WorkerId>,
+    tried_decode: Vec<WorkerId>,
+    rid_guard: Option<RidGuard>,
+}
+
+/// Handles a data-plane request in PD mode (after admission).
+pub async fn handle(
+    state: &AppState,
+    pd: &PdRouter,
+    endpoint: Endpoint,
+    headers: &HeaderMap,
+    bytes: &Bytes,
+    input: &RoutingInput<'_>,
+    started: Instant,
+) -> Response<RouterBody> {
+    let mut attempts = PdAttempts {
+        state,
+        pd,
+        endpoint,
+        headers,
+        bytes,
+        input,
+        facts: BodyFacts::read(input, bytes),
+        routing_key: headers
+            .get(ROUTING_KEY)
+            .and_then(|v| v.to_str().ok())
+            .filter(|k| !k.is_empty()),
+        rids: input.rids(),
+        started,
+        deadline: tokio::time::Instant::from_std(started) + state.config.request_timeout,
+        tried_prefill: Vec::new(),
+        tried_decode: Vec::new(),
+        rid_guard: None,
+    };
+    let policy = RetryPolicy {
+        max_retries: state.config.retry_max_retries,
+        backoff: state.backoff,
+        deadline: Some(attempts.deadline),
+    };
+    let route = endpoint.label();
+    let last = retry::run(&policy, &mut attempts, &mut Hooks { route }).await;
+    attempts.respond(last.into_inner()).await
+}
+
+/// A 5xx (or 4xx) head the circuit breaker counts against the worker (as the regular path).
+fn counts_as_failure(status: StatusCode) -> bool {
+    status.is_server_error() || is_retryable_status(status)
+}
+
+/// Tells `worker`'s health and the metrics what its leg got back.
+fn record_leg(
+    route: &'static str,
+    worker: &Worker,
+    result: &Result<Response<Incoming>, ForwardError>,
+) {
+    let failures = &ProxyMetrics::get().upstream_failures;
+    match result {
+        Ok(resp) => {
+            let status = resp.status();
+            crate::metrics::compat::upstream_response(route, status.as_u16());
+            worker.record_outcome(!counts_as_failure(status));
+            if status.is_server_error() {
+                worker.record_failure();
+                failures
+                    .with_label_values(&[worker.url.as_str(), status.as_str()])
+                    .inc();
+            } else {
+                worker.record_success();
+            }
+        }
+        Err(error) => {
+            worker.record_outcome(false);
+            worker.record_failure();
+            failures
+                .with_label_values(&[worker.url.as_str(), error.kind()])
+                .inc();
+            tracing::warn!(worker = %worker.url, %error, "PD leg failed");
+        }
+    }
+}
+
+fn with_length(headers: &HeaderMap, len: usize) -> HeaderMap {
+    let mut h = headers.clone();
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    h
+}
+
+impl PdAttempts<'_> {
+    /// Books a pair (waiting at the refit gate again if a pause closed it for either).
+    async fn book(&mut self) -> Result<Pair, PdTried> {
+        let state = self.state;
+        loop {
+            let snapshot = state.registry.snapshot();
+            let pair = self
+                .pd
+                .pairs
+                .book(
+                    &state.selector,
+                    &snapshot,
+                    self.input,
+                    self.routing_key,
+                    &self.tried_prefill,
+                    &self.tried_decode,
+                )
+                .map_err(|missing| {
+                    let leg = match missing {
+                        Missing::Prefill => "prefill",
+                        Missing::Decode => "decode",
+                    };
+                    PdTried::Refused {
+                        error: ApiError::new(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "no_available_workers",
+                            format!("no healthy {leg} worker available"),
+                        ),
+                    }
+                })?;
+            if state.refit.still_admitted(pair.prefill.worker())
+                && state.refit.still_admitted(pair.decode.worker())
+            {
+                return Ok(pair);
+            }
+            drop(pair);
+            if let Err(error) = admit(state).await {
+                return Err(PdTried::Refused { error });
+            }
+        }
+    }
+
+    /// The two legs' bodies: the client's bytes plus the bootstrap fields (and DP ranks).
+    fn bodies(&self, pair: &Pair) -> Option<(Bytes, Bytes)> {
+        let pw = pair.prefill.worker();
+        let dw = pair.decode.worker();
+        let bootstrap = Bootstrap {
+            host: splice::bootstrap_host(&pw.host),
+            port: pw.spec.bootstrap_port,
+            rooms: splice::new_rooms(self.facts.rooms),
+            batch: self.facts.batch,
+        };
+        let mut prefill_extra = Vec::new();
+        let mut decode_extra = Vec::new();
+        if !self.facts.has_rank {
+            if let (true, Some(rank)) = (pw.info.dp_size > 1, pair.prefill.rank()) {
+                prefill_extra.push(("routed_dp_rank", rank));
+                decode_extra.push(("disagg_prefill_dp_rank", rank));
+            }
+            if let (true, Some(rank)) = (dw.info.dp_size > 1, pair.decode.rank()) {
+                decode_extra.push(("routed_dp_rank", rank));
+            }
+        }
+        Some((
+            splice::splice(self.bytes, &bootstrap, &prefill_extra)?,
+            splice::splice(self.bytes, &bootstrap, &decode_extra)?,
+        ))
+    }
+}
+
+impl Attempts for PdAttempts<'_> {
+    type Output = PdTried;
+    type Reason = PdRetry;
+
+    async fn attempt(&mut self, n: u32) -> PdTried {
+        let state = self.state;
+        let route = self.endpoint.label();
+        let pair = match self.book().await {
+            Ok(p) => p,
+            Err(refused) => return refused,
+        };
+        let pw = pair.prefill.worker().clone();
+        let dw = pair.decode.worker().clone();
+        crate::metrics::compat::selection(state.selector.policy_name(), &pw);
+        crate::metrics::compat::selection(state.selector.policy_name(), &dw);
+        self.rid_guard = state
+            .refit
+            .rids
+            .track(&self.rids, &dw)
+            .or(self.rid_guard.take());
+        if n == 0 {
+            ProxyMetrics::get()
+                .route(self.endpoint)
+                .overhead
+                .observe(self.started.elapsed().as_secs_f64());
+        }
+        let Some((prefill_body, decode_body)) = self.bodies(&pair) else {
+            return PdTried::Refused {
+                error: ApiError::bad_request("invalid_json", "expected a JSON object"),
+            };
+        };
+        let prefill_headers = with_length(self.headers, prefill_body.len());
+        let decode_headers = with_length(self.headers, decode_body.len());
+        let timeout = self
+            .deadline
+            .saturating_duration_since(tokio::time::Instant::now());
+        let idle = state.config.limits.stream_idle_timeout;
+        let p_unhealthy = || !pw.is_healthy();
+        let d_unhealthy = || !dw.is_healthy();
+        let wait_p = HeadWait {
+            first_byte: timeout,
+            stall: Some(StallWatch {
+                idle,
+                unhealthy: &p_unhealthy,
+            }),
+        };
+        let wait_d = HeadWait {
+            first_byte: timeout,
+            stall: Some(StallWatch {
+                idle,
+                unhealthy: &d_unhealthy,
+            }),
+        };
+        let path = self.endpoint.path();
+        let mut p_abort = LegAbort {
+            state,
+            worker: pw.clone(),
+            rids: self.rids.clone(),
+            armed: true,
+        };
+        let mut d_abort = LegAbort {
+            state,
+            worker: dw.clone(),
+            rids: self.rids.clone(),
+            armed: true,
+        };
+        let pf = forward(
+            &state.client,
+            Method::POST,
+            pw.as_ref().into(),
+            path,
+            &prefill_headers,
+            prefill_body,
+            wait_p,
+        );
+        let df = forward(
+            &state.client,
+            Method::POST,
+            dw.as_ref().into(),
+            path,
+            &decode_headers,
+            decode_body,
+            wait_d,
+        );
+        tokio::pin!(pf, df);
+        let prefill_first = tokio::select! {
+            r = &mut pf => Ok(r),
+            r = &mut df => Err(r),
+        };
+        // The first head in; a failed or error head settles the attempt at once.
+        let (prefill, decode) = match prefill_first {
+            Ok(p) => {
+                record_leg(route, &pw, &p);
+                match p {
+                    Err(error) => {
+                        p_abort.armed = false;
+                        return self.failed(Leg::Prefill, error, pw.clone());
+                    }
+                    Ok(resp) if !resp.status().is_success() => {
+                        p_abort.armed = false;
+                        return self.status(Leg::Prefill, resp, pair.prefill);
+                    }
+                    Ok(p) => {
+                        let d = df.await;
+                        record_leg(route, &dw, &d);
+                        (Ok(p), d)
+                    }
+                }
+            }
+            Err(d) => {
+                record_leg(route, &dw, &d);
+                match d {
+                    Err(error) => {
+                        d_abort.armed = false;
+                        return self.failed(Leg::Decode, error, dw.clone());
+                    }
+                    Ok(resp) if !resp.status().is_success() => {
+                        d_abort.armed = false;
+                        return self.status(Leg::Decode, resp, pair.decode);
+                    }
+                    Ok(d) => {
+                        let p = pf.await;
+                        record_leg(route, &pw, &p);
+                        (p, Ok(d))
+                    }
+                }
+            }
+        };
+        match (prefill, decode) {
+            (Err(error), _) => {
+                p_abort.armed = false;
+                self.failed(Leg::Prefill, error, pw.clone())
+            }
+            (_, Err(error)) => {
+                d_abort.armed = false;
+                self.failed(Leg::Decode, error, dw.clone())
+            }
+            (Ok(p), Ok(_)) if !p.status().is_success() => {
+                p_abort.armed = false;
+                self.status(Leg::Prefill, p, pair.prefill)
+            }
+            (Ok(_), Ok(d)) if !d.status().is_success() => {
+                d_abort.armed = false;
+                self.status(Leg::Decode, d, pair.decode)
+            }
+            (Ok(prefill), Ok(decode)) => {
+                p_abort.armed = false;
+                d_abort.armed = false;
+                PdTried::Answered {
+                    prefill,
+                    decode,
+                    pair,
+                }
+            }
+        }
+    }
+
+    fn should_retry(&self, tried: &PdTried) -> Option<PdRetry> {
+        match tried {
+            PdTried::LegStatus { resp, .. } if is_retryable_status(resp.status()) => {
+                Some(PdRetry(match resp.status().as_u16() {
+                    408 => "408",
+                    429 => "429",
+                    500 => "500",
+                    502 => "502",
+                    503 => "503",
+                    _ => "504",
+                }))
+            }
+            PdTried::LegFailed { error, .. } => match error {
+                ForwardError::Connect { .. } => Some(PdRetry("connect")),
+                ForwardError::Io { .. } => Some(PdRetry("io")),
+                ForwardError::Stalled { .. } => Some(PdRetry("stalled")),
+                ForwardError::Timeout { .. } | ForwardError::BadUrl { .. } => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+impl PdAttempts<'_> {
+    fn failed(&mut self, leg: Leg, error: ForwardError, worker: Arc<Worker>) -> PdTried {
+        self.tried(leg, worker.id);
+        PdTried::LegFailed { leg, error, worker }
+    }
+
+    fn status(&mut self, leg: Leg, resp: Response<Incoming>, booking: Booking) -> PdTried {
+        self.tried(leg, booking.worker().id);
+        PdTried::LegStatus { leg, resp, booking }
+    }
+
+    fn tried(&mut self, leg: Leg, id: WorkerId) {
+        let list = match leg {
+            Leg::Prefill => &mut self.tried_prefill,
+            Leg::Decode => &mut self.tried_decode,
+        };
+        if !list.contains(&id) {
+            list.push(id);
+        }
+    }
+
+    /// The client's response from the last attempt.
+    async fn respond(self, last: PdTried) -> Response<RouterBody> {
+        let route = self.endpoint.label();
+        let stream = self.input.stream;
+        match last {
+            PdTried::Refused { error } => self::error(route, error),
+            PdTried::LegFailed { leg, error, worker } => {
+                let base = ApiError::from(&error);
+                let code = match (leg, base.status) {
+                    (Leg::Prefill, StatusCode::GATEWAY_TIMEOUT) => "prefill_timeout",
+                    (Leg::Decode, StatusCode::GATEWAY_TIMEOUT) => "decode_timeout",
+                    (Leg::Prefill, _) => "prefill_unavailable",
+                    (Leg::Decode, _) => "decode_unavailable",
+                };
+                let e = ApiError::new(
+                    base.status,
+                    code,
+                    format!("{} leg failed: {error}", leg.as_str()),
+                );
+                worker_error(route, stream, e, &worker.url)
+            }
+            PdTried::LegStatus {
+                leg: Leg::Prefill,
+                resp,
+                booking,
+            } => {
+                let status = resp.status();
+                let body = read_limited(resp.into_body(), 64 << 10, Duration::from_secs(5)).await;
+                let url = booking.worker().url.clone();
+                worker_error(
+                    route,
+                    stream,
+                    merge::prefill_error(status, &url, &body),
+                    &url,
+                )
+            }
+            PdTried::LegStatus {
+                leg: Leg::Decode,
+                resp,
+                booking,
+            } => self.relay(resp, booking, None),
+            PdTried::Answered {
+                prefill,
+                decode,
+                pair,
+            } => self.answered(prefill, decode, pair).await,
+        }
+    }
+
+    /// Both legs answered: the decode response, with the prefill drained (and merged when
+    /// `return_logprob` asks for it).
+    async fn answered(
+        self,
+        prefill: Response<Incoming>,
+        decode: Response<Incoming>,
+        pair: Pair,
+    ) -> Response<RouterBody> {
+        let Pair {
+            prefill: prefill_booking,
+            decode: mut decode_booking,
+        } = pair;
+        let limit = self.state.config.max_payload_size.max(256 << 20);
+        let left = self
+            .deadline
+            .saturating_duration_since(tokio::time::Instant::now());
+        if self.facts.return_logprob && !self.input.stream {
+            let (mut pb, mut db) = (prefill_booking, decode_booking);
+            pb.on_response_head(prefill.status());
+            let (dparts, dbody) = decode.into_parts();
+            let (p_bytes, d_bytes) = tokio::join!(
+                read_limited(prefill.into_body(), limit, left),
+                read_limited(dbody, limit, left)
+            );
+            pb.on_data(&p_bytes);
+            drop(pb);
+            let merged = merge::merge_bodies(&p_bytes, &d_bytes).unwrap_or(d_bytes);
+            let mut parts = dparts;
+            strip_response_headers(&mut parts.headers);
+            parts.headers.remove(header::CONTENT_LENGTH);
+            parts.headers.remove(header::TRANSFER_ENCODING);
+            let url = db.worker().url.clone();
+            if let Ok(v) = HeaderValue::from_str(&url) {
+                parts.headers.insert(WORKER_HEADER, v);
+            }
+            record(self.endpoint.label(), false, parts.status, &url, true);
+            db.on_response_head(parts.status);
+            db.on_data(&merged);
+            crate::metrics::request_end::relayed(
+                self.endpoint.label(),
+                false,
+                self.started.elapsed().as_secs_f64(),
+                Some(db),
+            );
+            return Response::from_parts(parts, Either::Left(Full::new(merged)));
+        }
+        let pw = prefill_booking.worker().clone();
+        let (pparts, mut pbody) = prefill.into_parts();
+        let mut merge_list = None;
+        let mut first = BytesMut::new();
+        if self.facts.return_logprob {
+            // Streaming: the prefill's first event carries the prompt's logprobs.
+            let read_first = async {
+                while merge::event_end(&first).is_none() {
+                    match pbody.frame().await {
+                        Some(Ok(f)) => {
+                            if let Some(d) = f.data_ref() {
+                                first.extend_from_slice(d);
+                            }
+                        }
+                        _ => break,
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(left, read_first).await;
+            merge_list = merge::first_event_logprobs(&first);
+        }
+        let mut drained_booking = prefill_booking;
+        drained_booking.on_response_head(pparts.status);
+        if !first.is_empty() {
+            drained_booking.on_data(&first);
+        }
+        let task = tokio::spawn(drain(pbody, drained_booking, left));
+        let leg = PrefillLeg {
+            task: Some(task),
+            client: self.state.client.clone(),
+            target: crate::proxy::Target::from(pw.as_ref()).to_owned(),
+            rids: self.rids.clone(),
+            decode_done: false,
+        };
+        let rewrite: Box<dyn FrameRewrite> = match merge_list {
+            Some(prefill_list) => Box::new(SseMerge {
+                leg,
+                prefill_list,
+                buf: BytesMut::new(),
+            }),
+            None => Box::new(Passthrough(leg)),
+        };
+        decode_booking.on_response_head(decode.status());
+        self.relay(decode, decode_booking, Some(rewrite))
+    }
+
+    /// Relays a decode response (as the regular path does), optionally rewritten.
+    fn relay(
+        self,
+        resp: Response<Incoming>,
+        mut booking: Booking,
+        rewrite: Option<Box<dyn FrameRewrite>>,
+    ) -> Response<RouterBody> {
+        let route = self.endpoint.label();
+        let (mut parts, body) = resp.into_parts();
+        strip_response_headers(&mut parts.headers);
+        let rewrites = rewrite.as_ref().is_some_and(|r| !r.passthrough());
+        if rewrites {
+            parts.headers.remove(header::CONTENT_LENGTH);
+        }
+        let url = booking.worker().url.clone();
+        if let Ok(v) = HeaderValue::from_str(&url) {
+            parts.headers.insert(WORKER_HEADER, v);
+        }
+        let sse = parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"))
+            && !parts.headers.contains_key(header::CONTENT_LENGTH);
+        record(route, self.input.stream, parts.status, &url, true);
+        booking.on_response_head(parts.status);
+        let ctx = RelayContext {
+            route,
+            stream: self.input.stream,
+            started: self.started,
+            client: self.state.client.clone(),
+            rids: self.rids,
+            stream_idle_timeout: self.state.config.limits.stream_idle_timeout,
+            hold: self.rid_guard.map(|g| Box::new(g) as Box<dyn Send + Sync>),
+        };
+        let mut body = RelayBody::new(body, booking, sse, ctx);
+        if let Some(rw) = rewrite {
+            body = body.with_rewrite(rw);
+        }
+        Response::from_parts(parts, Either::Right(body))
+    }
+}
+
+/// Reads a body whole, up to `limit` bytes and for at most `within` (what came until then).
+async fn read_limited(mut body: Incoming, limit: usize, within: Duration) -> Bytes {
+    let mut buf = BytesMut::new();
+    let read = async {
+        while let Some(frame) = body.frame().await {
+            match frame {
+                Ok(f) => {
+                    if let Some(d) = f.data_ref() {
+                        if buf.len() + d.len() > limit {
+                            break;
+                        }
+                        buf.extend_from_slice(d);
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(within, read).await;
+    buf.freeze()
+}
+
+/// Reads the prefill response to its end (its booking, and the KV policy's observer on it,
+/// see every chunk), logging a broken or erroring prefill.
+async fn drain(mut body: Incoming, mut booking: Booking, within: Duration) {
+    let url = booking.worker().url.clone();
+    let read = async {
+        while let Some(frame) = body.frame().await {
+            match frame {
+                Ok(f) => {
+                    if let Some(d) = f.data_ref() {
+                        booking.on_data(d);
+                        if d.windows(9).any(|w| w == b"\"error\":{") {
+                            tracing::warn!(worker = %url, "PD prefill leg reported an error in its stream");
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(worker = %url, error = %e, "PD prefill leg broke mid-body");
+                    booking.worker().record_failure();
+                    break;
+                }
+            }
+        }
+    };
+    if tokio::time::timeout(within, read).await.is_err() {
+        tracing::warn!(worker = %url, "PD prefill leg did not finish within the request timeout");
+    }
+}

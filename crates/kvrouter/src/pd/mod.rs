@@ -1,0 +1,36 @@
+//! Prefill-decode disaggregation (`--pd-disaggregation`), SGLang's contract as sgl-router
+//! 0.3.2 and SMG implement it (docs/pd.md):
+//!
+//! - `config`: the PD flags into [`PdConfig`] and the startup registrations;
+//! - `roles`: the fleet by role (leg candidates, readiness, the model-info worker);
+//! - `pair`: a (prefill, decode) pair per attempt, each leg through a routing `Selector`
+//!   restricted to its role (the KV policy for the prefill leg in kv mode);
+//! - `splice`: the bootstrap and DP-rank fields inserted into the client's bytes;
+//! - `dispatch`: both legs at once, cancel on failure, retries with a new pair and room;
+//! - `merge`: the decode response relayed, the prefill's logprobs merged in, errors mapped.
+
+pub mod config;
+pub mod dispatch;
+pub mod merge;
+pub mod pair;
+pub mod roles;
+pub mod splice;
+
+pub use config::{LegPolicy, PdConfig, PrefillUrl};
+
+/// The PD mode's per-process state (`AppState::pd`).
+pub struct PdRouter {
+    pub config: PdConfig,
+    pub pairs: pair::PairSelector,
+}
+
+impl PdRouter {
+    /// The PD state for `config` (None without `--pd-disaggregation`).
+    pub fn from_config(config: &crate::config::Config) -> Option<PdRouter> {
+        let pd = config.pd.as_ref()?;
+        Some(PdRouter {
+            pairs: pair::PairSelector::new(pd, config.mode, config.sticky_ttl),
+            config: pd.clone(),
+        })
+    }
+}
