@@ -157,16 +157,8 @@ pub async fn handle(
         &state.config.header_policy,
     );
     if let Some(pd) = &state.pd {
-        return crate::pd::dispatch::handle(
-            state,
-            pd,
-            endpoint,
-            &headers,
-            &bytes,
-            &input,
-            started,
-        )
-        .await;
+        return crate::pd::dispatch::handle(state, pd, endpoint, &headers, &bytes, &input, started)
+            .await;
     }
     let mut attempts = WorkerAttempts::new(state, endpoint, &headers, &bytes, &input, started);
     let policy = RetryPolicy {
