@@ -169,7 +169,10 @@ async fn filled(
         name: "KVROUTER_KV".into(),
         subjects: vec![format!("{PREFIX}.>")],
         max_age: Duration::from_secs(3600),
-        max_bytes: 8 << 30,
+        // No byte limit: a limit is reserved from the server's JetStream storage up front, and
+        // nats-server grants at most 75% of the free disk (a fixed 8 GiB failed CI with
+        // "insufficient storage resources available"); the data here is bounded by its sizes.
+        max_bytes: -1,
         storage: stream::StorageType::File,
         ..Default::default()
     })
