@@ -11,6 +11,7 @@ it starts is stopped on exit, failure or Ctrl-C. See docs/compare.md.
     python3 scripts/compare/compare.py report RESULTS.json --update-docs
     python3 scripts/compare/compare.py pressure --quick    # the pressure suite (issue 10), smoke size
     python3 scripts/compare/compare.py pressure-report OUT/pressure.json --update-docs
+    python3 scripts/compare/compare.py pd --quick          # the pressure suite's PD cases (issue 24)
 """
 
 from __future__ import annotations
@@ -32,16 +33,18 @@ sys.path.insert(0, str(HERE))
 
 from kvcompare import fleet as fleet_mod  # noqa: E402
 from kvcompare import measure as measure_mod  # noqa: E402
+from kvcompare.pressure import pd as pressure_pd  # noqa: E402
 from kvcompare.pressure import render as pressure_render  # noqa: E402
 from kvcompare.pressure import run as pressure_run  # noqa: E402
 from kvcompare import overhead, portable, procs, procstat, report, routers, runenv, textmodel, venvs, workloads  # noqa: E402
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", nargs="?", default="run", choices=["run", "report", "pressure", "pressure-report"],
+    ap.add_argument("command", nargs="?", default="run", choices=["run", "report", "pressure", "pressure-report", "pd", "pd-report"],
                     help="run (default) measures side by side; report regenerates its tables/charts from a results "
                          "file; pressure runs the pressure suite (docs/compare.md); pressure-report regenerates "
-                         "its report from pressure.json file(s)"),
+                         "its report from pressure.json file(s); pd runs the pressure suite's PD cases (docs/pd.md), pd-report "
+                         "re-renders them from pd.json file(s)"),
     ap.add_argument("results", nargs="*",
                     help="results.json file(s) for `report`; later files replace earlier runs of the same "
                          "(workload, router) and overhead rows of the same router")
@@ -82,9 +85,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--slow-factor", type=float, default=2.0,
                     help="pressure: how much slower the --slow-workers mocks run (default 2)")
     a = ap.parse_args(argv)
-    if a.command in ("report", "pressure-report") and not a.results:
+    if a.command in ("report", "pressure-report", "pd-report") and not a.results:
         ap.error(f"{a.command} needs a results file path")
     a.size = "quick" if a.quick else (a.size or "full")
+    if a.command.startswith("pd"):
+        if a.size == "demo":
+            ap.error("pd: --size is quick or full")
+        a.workloads = a.workloads or "grpo,agent"
+        a.timing_models = a.timing_models or "poly"
     if a.command.startswith("pressure"):
         if a.size == "demo":
             ap.error("pressure: --size is quick or full")
@@ -277,6 +285,14 @@ def main(argv: list[str]) -> int:
     try:
         if a.command == "pressure":
             return pressure_run.run(a)
+        if a.command == "pd":
+            return pressure_pd.run(a)
+        if a.command == "pd-report":
+            res = pressure_pd.merge([report.load(Path(p)) for p in a.results])
+            out = Path(a.out) if a.out else REPO / "target" / "compare" / "pd-report"
+            pressure_pd.write_outputs(res, out, a.update_docs)
+            print((out / "pd.md").read_text())
+            return 0
         if a.command == "pressure-report":
             res = pressure_render.merge([report.load(Path(p)) for p in a.results])
             out = Path(a.out) if a.out else REPO / "target" / "compare" / "pressure-report"

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import httpc, prom
-from .procs import Proc
+from .procs import Proc, free_port
 
 
 @dataclass
@@ -24,6 +24,23 @@ class FleetSpec:
     # (`--speedup speedup / slow_factor`); loadgen's simulated times stay the fast ones'.
     slow_workers: int = 0
     slow_factor: float = 1.0
+    # PD disaggregation (docs/pd.md): the first `prefill` mocks run `--disaggregation-mode prefill`
+    # (each with its own bootstrap port), the rest `--disaggregation-mode decode`. 0: aggregated.
+    prefill: int = 0
+
+    def role(self, i: int) -> str | None:
+        """`prefill` / `decode` for mock `i` of a PD fleet, None in an aggregated one."""
+        if not self.prefill:
+            return None
+        return "prefill" if i < self.prefill else "decode"
+
+    def shape(self) -> str:
+        """`2p6d` for a PD fleet, `8w` for an aggregated one."""
+        return f"{self.prefill}p{self.workers - self.prefill}d" if self.prefill else f"{self.workers}w"
+
+    def aggregated(self) -> "FleetSpec":
+        """The same workers without roles: kvrouter's own aggregated mode on as many workers."""
+        return replace(self, prefill=0, extra_args=list(self.extra_args))
 
     def worker_speedup(self, i: int) -> float:
         slow = self.slow_workers > 0 and i >= self.workers - self.slow_workers
@@ -32,7 +49,7 @@ class FleetSpec:
     def shared_cache(self) -> "FleetSpec":
         """The reference: ONE worker holding the whole fleet's KV and running N times as fast,
         i.e. a single shared cache of the fleet's size (same extra flags, e.g. timing model)."""
-        return replace(self, workers=1, speedup=self.speedup * self.workers, slow_workers=0,
+        return replace(self, workers=1, speedup=self.speedup * self.workers, slow_workers=0, prefill=0,
                        max_total_tokens=self.max_total_tokens * self.workers, extra_args=list(self.extra_args))
 
     def describe(self) -> str:
@@ -40,7 +57,9 @@ class FleetSpec:
                 f"--max-total-tokens {self.max_total_tokens}" + (" --tokenizer-path MODEL" if self.text else "") + (" " + " ".join(self.extra_args)
                                                                  if self.extra_args else "")
                 + (f" (last {self.slow_workers} with --speedup {self.speedup / self.slow_factor:g})"
-                   if self.slow_workers else ""))
+                   if self.slow_workers else "")
+                + (f" (PD {self.shape()}: the first {self.prefill} with --disaggregation-mode prefill "
+                   f"--disaggregation-bootstrap-port PORT, the rest decode)" if self.prefill else ""))
 
 
 class Fleet:
@@ -48,6 +67,8 @@ class Fleet:
         self.spec = spec
         self.procs: list[Proc] = []
         self.urls: list[str] = []
+        # PD fleets: each prefill mock's bootstrap port (None for decode / aggregated mocks).
+        self.bootstrap_ports: list[int | None] = []
         try:
             for i in range(spec.workers):
                 # SGLang binds (rather than connects) only endpoints with `*`; the mock binds `*` on
@@ -64,6 +85,13 @@ class Fleet:
                         "--model-path", str(model_dir), "--seed", str(1000 + i), *spec.extra_args]
                 if spec.text:
                     argv += ["--tokenizer-path", str(model_dir)]
+                role, port = spec.role(i), None
+                if role == "prefill":
+                    port = free_port()
+                    argv += ["--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(port)]
+                elif role == "decode":
+                    argv += ["--disaggregation-mode", "decode"]
+                self.bootstrap_ports.append(port)
                 p = Proc(f"mock{i}", argv, log_dir / f"mock{i}.log")
                 self.procs.append(p)
             for p in self.procs:
@@ -74,6 +102,23 @@ class Fleet:
         except BaseException:
             self.stop()
             raise
+
+    def router_args(self) -> list[str]:
+        """How a router is given these workers, in the flags sgl-router 0.3.2, SMG 1.13 and kvrouter
+        share: `--worker-urls U...`, or `--pd-disaggregation --prefill U PORT ... --decode U ...`."""
+        if not self.spec.prefill:
+            return ["--worker-urls", *self.urls]
+        args = ["--pd-disaggregation"]
+        for i, url in enumerate(self.urls):
+            if self.spec.role(i) == "prefill":
+                args += ["--prefill", url, str(self.bootstrap_ports[i])]
+            else:
+                args += ["--decode", url]
+        return args
+
+    def indexes(self, role: str) -> list[int]:
+        """The mocks of `role` (all of them in an aggregated fleet)."""
+        return [i for i in range(len(self.urls)) if self.spec.role(i) in (role, None)]
 
     def check_alive(self) -> None:
         dead = [p.name for p in self.procs if not p.alive()]

@@ -46,7 +46,7 @@ def measure(spec: routers.RouterSpec, tag_name: str, fleet: fleet_mod.Fleet, lau
         if spec.family == "reference":  # loadgen straight at the one big worker, no router
             url = fleet.urls[0]
         else:
-            router, url = routers.start(spec, fleet.urls, launch, tag)
+            router, url = routers.start(spec, fleet.urls, launch, tag, fleet.router_args())
         fleet.flush()
         before = fleet.scrape()
         cpu0 = procstat.cpu_seconds(router.pid) if router else 0.0
@@ -119,6 +119,14 @@ def measure(spec: routers.RouterSpec, tag_name: str, fleet: fleet_mod.Fleet, lau
             rec["mock_hit_rate"] = sum(cached) / sum(prompt)
             if rec["summary"].get("hit_rate") is None:
                 rec["summary"]["hit_rate"] = rec["mock_hit_rate"]
+        if fleet.spec.prefill:  # PD: the prefill workers' own cache hits, and each role's balance
+            pre = fleet.indexes("prefill")
+            if prompt and cached and sum(prompt[i] for i in pre) > 0:
+                rec["prefill_hit_rate"] = sum(cached[i] for i in pre) / sum(prompt[i] for i in pre)
+            for role in ("prefill", "decode"):
+                n = [reqs[i] for i in fleet.indexes(role)] if reqs else []
+                if n and sum(n) > 0:
+                    rec[f"{role}_balance_max_over_mean"] = max(n) / (sum(n) / len(n))
         fleet.check_alive()
     except KeyboardInterrupt:
         raise

@@ -79,18 +79,24 @@ class Launch:
     extra: dict = field(default_factory=dict)
 
 
-def start(spec: RouterSpec, worker_urls: list[str], launch: Launch, tag: str) -> tuple[Proc, str]:
-    """Starts `spec` in front of `worker_urls`; returns the process and its base URL once it routes."""
+def start(spec: RouterSpec, worker_urls: list[str], launch: Launch, tag: str,
+          worker_args: list[str] | None = None) -> tuple[Proc, str]:
+    """Starts `spec` in front of `worker_urls`; returns the process and its base URL once it routes.
+    `worker_args` replaces `--worker-urls URL...` (a PD fleet's `--pd-disaggregation --prefill ...`,
+    flags the three routers share)."""
     log = launch.log_dir / f"router-{tag}.log"
+    workers = worker_args if worker_args is not None else ["--worker-urls", *worker_urls]
+    # A PD router's readiness counts roles its own way: the probe through both legs decides.
+    n_ready = len(worker_urls) if worker_args is None or "--pd-disaggregation" not in worker_args else 0
     if spec.family == "kvrouter":
         argv = [str(launch.router_bin), *spec.args, "--page-size", str(launch.page_size),
                 "--host", "127.0.0.1", "--port", "0", "--log-level", "warn",
                 # As the peers get it: the tokenizer KV mode uses for text requests.
-                "--model-path", str(launch.model_dir), "--worker-urls", *worker_urls]
+                "--model-path", str(launch.model_dir), *workers]
         p = Proc(spec.name, argv, log)
         try:
             url = p.wait_listening(60)
-            _wait_routable(p, url, len(worker_urls))
+            _wait_routable(p, url, n_ready)
         except BaseException:
             p.stop()
             raise
@@ -99,7 +105,7 @@ def start(spec: RouterSpec, worker_urls: list[str], launch: Launch, tag: str) ->
     port, prom = free_port(), free_port()
     common = ["--host", "127.0.0.1", "--port", str(port), "--prometheus-host", "127.0.0.1",
               "--prometheus-port", str(prom), "--log-level", "warn", "--model-path", str(launch.model_dir),
-              *spec.args, "--worker-urls", *worker_urls]
+              *spec.args, *workers]
     if spec.family == "sglr":
         assert launch.sglr_venv is not None
         argv = [str(launch.sglr_venv / "bin" / "python"), "-m", "sglang_router.launch_router", *common]
@@ -115,7 +121,7 @@ def start(spec: RouterSpec, worker_urls: list[str], launch: Launch, tag: str) ->
     try:
         httpc.wait_until(lambda: httpc.request("GET", url + "/health", timeout=1)[0] == 200,
                          90, f"{spec.name} /health", proc=p)
-        _wait_routable(p, url, len(worker_urls))
+        _wait_routable(p, url, n_ready)
     except BaseException:
         p.stop()
         raise
