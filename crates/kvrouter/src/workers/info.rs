@@ -433,12 +433,20 @@ mod tests {
             ..KvEventsConfig::default()
         };
         assert_eq!(ipc.dial_endpoint("h", 0).as_deref(), Some("ipc:///tmp/x"));
-        assert_eq!(ipc.dial_endpoint("h", 1), None, "SGLang has no ipc endpoint per rank");
+        assert_eq!(
+            ipc.dial_endpoint("h", 1),
+            None,
+            "SGLang has no ipc endpoint per rank"
+        );
         let inproc = KvEventsConfig {
             endpoint: "inproc://cache".into(),
             ..KvEventsConfig::default()
         };
-        assert_eq!(inproc.dial_endpoint("h", 0), None, "inside the worker's process");
+        assert_eq!(
+            inproc.dial_endpoint("h", 0),
+            None,
+            "inside the worker's process"
+        );
         assert!(ipc.worker_binds() && !kv.worker_binds());
         assert!(KvEventsConfig::default().worker_binds());
         assert_eq!(
