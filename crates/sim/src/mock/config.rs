@@ -131,8 +131,8 @@ pub struct MockArgs {
     pub load_publish_endpoint: Option<String>,
 
     /// KV-event shape: `tagged` (SGLang 0.5.23: msgspec tagged maps, merged events,
-    /// 4-frame replay answers) or `positional` (the 0.5.9-era arrays, one event per
-    /// tree node, 3-frame replay answers).
+    /// 4-frame replay answers) or `positional` (SGLang 0.5.9: arrays, one event per
+    /// page, 3-frame replay answers).
     #[arg(long, default_value = "tagged")]
     pub kv_events_format: EventFormat,
 
