@@ -49,13 +49,17 @@ class Tracker:
         self.seqs = {}  # router seq hash -> count of engine hashes mapping to it
         self.last_seq = None
         self.batches = []  # (seq, ts, events)
+        self.host = set()  # engine hashes with a host-tier (CPU_PINNED) copy
 
     def apply(self, ev):
         t = ev["type"]
         if t == "AllBlocksCleared":
             self.by_engine.clear()
             self.seqs.clear()
+            self.host.clear()
         elif t == "BlockStored":
+            if (ev.get("medium") or "GPU") == "CPU_PINNED":
+                self.host.update(ev["block_hashes"])
             if (ev.get("medium") or "GPU") != "GPU":
                 return
             parent = ev.get("parent_block_hash")
@@ -75,6 +79,8 @@ class Tracker:
                 self.by_engine[h] = s
                 self.seqs[s] = self.seqs.get(s, 0) + 1
         elif t == "BlockRemoved":
+            if (ev.get("medium") or "GPU") == "CPU_PINNED":
+                self.host.difference_update(ev["block_hashes"])
             if (ev.get("medium") or "GPU") != "GPU":
                 return
             for h in ev["block_hashes"]:
@@ -86,6 +92,10 @@ class Tracker:
 
     def view(self):
         return {"blocks": len(self.seqs), "digest": f"{content.digest(self.seqs):016x}"}
+
+    def holds(self, seqs):
+        """How many of the router-keyed ``seqs`` are resident on the GPU."""
+        return sum(1 for q in seqs if q in self.seqs)
 
 
 class Subscriber:
@@ -153,6 +163,15 @@ class Subscriber:
     def view(self):
         with self.lock:
             return self.tracker.view()
+
+    def host_pages(self):
+        """Pages with a host-tier (CPU_PINNED) copy, as the events published them."""
+        with self.lock:
+            return len(self.tracker.host)
+
+    def gpu_holds(self, seqs):
+        with self.lock:
+            return self.tracker.holds(seqs)
 
     def close(self):
         self.stop.set()

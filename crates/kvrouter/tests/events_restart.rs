@@ -5,6 +5,10 @@
 //! on its next health round: the old incarnation's blocks leave the index and the worker is
 //! resubscribed (its next batch is replayed from 0). Before the fix the stale blocks stayed
 //! until the new incarnation's first store reached the router.
+//!
+//! The same with `sglang-mock` restarted behind its URL and event ports: before the mock drew
+//! its `random_seed` per launch and measured its `startup_time`, every launch reported the
+//! same marker, and the old launch's blocks stayed indexed.
 #![allow(clippy::unwrap_used)] // tests: an unwrap is an assertion
 
 mod support;
@@ -13,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use support::fake_publisher::FakePublisher;
 use support::fake_worker::{port_of, server_info_0_5_23, wildcard_publisher, FakeWorker};
-use support::kv::{blocks_of, debug_index, wait_index, ADMIN};
+use support::kv::{blocks_of, debug_index, generate, prompt, wait_index, ADMIN};
+use support::loadgen::metric_sum;
 use support::sglang_wire::{batch, cleared, stored};
 use support::wait::Deadline;
 
@@ -117,4 +122,87 @@ async fn restart_inside_one_health_interval_clears_the_old_blocks() {
     let one = batch(vec![stored(21, &page(4))]);
     publish_until(&mut publisher, &c, &router.url, &worker.url, 1, one, 1).await;
     publisher.shut_down().await;
+}
+
+/// `kvrouter_worker_health_checks_total` of a router (all results).
+async fn health_rounds(c: &reqwest::Client, router: &str) -> u64 {
+    let page = support::http::get_text(c, &format!("{router}/metrics")).await;
+    metric_sum(&page, "kvrouter_worker_health_checks_total")
+}
+
+#[tokio::test]
+async fn mock_restarted_inside_one_health_interval_is_cleared() {
+    let (pub_port, replay_port) = (support::free_port(), support::free_port());
+    let config = format!(
+        r#"{{"publisher":"zmq","endpoint":"tcp://*:{pub_port}","replay_endpoint":"tcp://*:{replay_port}"}}"#
+    );
+    let flags = [
+        "--page-size",
+        "4",
+        "--speedup",
+        "0",
+        "--kv-events-config",
+        &config,
+    ];
+    let mut mock = support::mock(&flags);
+    let url = mock.url.clone();
+    let port = port_of(&url);
+    let router = support::router(&[
+        "--mode",
+        "kv",
+        "--page-size",
+        "4",
+        "--admin-api-key",
+        ADMIN,
+        "--health-check-interval-secs",
+        INTERVAL_SECS,
+        "--worker-urls",
+        &url,
+    ]);
+    let c = support::http::client();
+    wait_index(&c, &router.url, "the mock's ZMQ source", |v| {
+        v["zmq_sources"].as_u64() == Some(1)
+    })
+    .await;
+    // Requests straight to the mock until the router indexes its blocks (slow joiner).
+    let deadline = Deadline::after(Duration::from_secs(30));
+    let mut seed = 0;
+    while blocks_of(&debug_index(&c, &router.url).await, &url) == 0 {
+        deadline.check("the router to index the mock's blocks");
+        seed += 1;
+        let (status, _, _) = generate(&c, &url, &prompt(seed, 16), 1).await;
+        assert_eq!(status, 200);
+    }
+
+    // Restart right after a health round, so the whole down window falls between two rounds
+    // (no refused health check tells the router): same URL, same event ports, then idle.
+    let rounds = health_rounds(&c, &router.url).await;
+    let deadline = Deadline::after(Duration::from_secs(10));
+    while health_rounds(&c, &router.url).await == rounds {
+        deadline.check("a health round");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    mock.kill();
+    let _restarted = support::procs::mock_on(port, &flags);
+    let up = Instant::now();
+
+    let deadline = Deadline::after(Duration::from_secs(5));
+    while blocks_of(&debug_index(&c, &router.url).await, &url) != 0 {
+        deadline.check("the old launch's blocks to leave the index within a few health intervals");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    eprintln!(
+        "stale window after the mock's restart: {:.2} s (health interval {INTERVAL_SECS} s)",
+        up.elapsed().as_secs_f64()
+    );
+    let workers: serde_json::Value = c
+        .get(format!("{}/workers", router.url))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(workers["workers"][0]["incarnation"], 1, "{workers}");
 }

@@ -2,7 +2,9 @@
 //! of the two real discovery bodies of sglang-0.5.23.md M1 (a publisher on `tcp://0.0.0.0`, and
 //! one on `tcp://127.0.0.1` with `"bind": true`, both of which SGLang binds) is subscribed, and
 //! the router's index fills from a PUB the test runs at the advertised ports. Before the fix the
-//! router logged "not subscribable" for both and its index stayed empty.
+//! router logged "not subscribable" for both and its index stayed empty. An `ipc://` publisher
+//! (SGLang binds it; its `kv_events` block is null, so only the config string names it) is
+//! dialled at its path as-is: before that fix it was "not subscribable" too.
 #![allow(clippy::unwrap_used)] // tests: an unwrap is an assertion
 
 mod support;
@@ -35,11 +37,17 @@ fn router(worker: &str) -> support::Proc {
 /// Serves `form(pub, replay)` behind a fake worker and checks the router subscribes to the
 /// advertised endpoint and indexes a block published there.
 async fn subscribes(form: fn(u16, u16) -> (String, Value)) {
-    let mut publisher = FakePublisher::bind("").await;
+    let publisher = FakePublisher::bind("").await;
     let (config, block) = form(
         port_of(&publisher.endpoint),
         port_of(&publisher.replay_endpoint),
     );
+    subscribes_to(publisher, config, block).await;
+}
+
+/// Serves `config` + `block` behind a fake worker and checks the router subscribes to
+/// `publisher` and indexes a block published there.
+async fn subscribes_to(mut publisher: FakePublisher, config: String, block: Value) {
     let worker = FakeWorker::start(server_info_0_5_23(&config, block, 0)).await;
     let router = router(&worker.url);
     let c = support::http::client();
@@ -81,4 +89,19 @@ async fn block_without_the_config_string_is_subscribed() {
         (String::new(), block)
     })
     .await;
+}
+
+/// An `ipc://` publisher: SGLang binds it (`ZmqEventPublisher._socket_setup`) and advertises
+/// no `kv_events` block for it (`describe_kv_events_publisher` covers TCP only); the router
+/// dials the path from the config string as-is (same host).
+#[tokio::test]
+async fn publisher_on_ipc_is_subscribed() {
+    let dir = tempfile::tempdir().unwrap();
+    let pub_ep = format!("ipc://{}", dir.path().join("kv.pub").display());
+    let replay_ep = format!("ipc://{}", dir.path().join("kv.replay").display());
+    let publisher = FakePublisher::bind_at(&pub_ep, &replay_ep, "").await;
+    let config = format!(
+        "{{\"publisher\": \"zmq\", \"endpoint\": \"{pub_ep}\", \"topic\": \"\", \"replay_endpoint\": \"{replay_ep}\"}}"
+    );
+    subscribes_to(publisher, config, Value::Null).await;
 }

@@ -1,6 +1,7 @@
 //! `sglang-mock`'s `/server_info` against the body SGLang 0.5.23's own code built for the
 //! same settings (`tests/data/server_info/*.json`, from `gen.py`): same key set at the top
-//! and in `internal_states[0]`, and the `kv_events` block built by the same rules.
+//! and in `internal_states[0]`, and the `kv_events` block built by the same rules; and the
+//! launch marker (`random_seed` drawn per launch when unset, measured `startup_time`).
 #![allow(clippy::unwrap_used)] // tests: an unwrap is an assertion
 
 use std::collections::BTreeSet;
@@ -135,4 +136,32 @@ fn default_settings_match_and_0_5_9_keeps_the_old_body() {
     assert_eq!(info.as_object().unwrap().len(), 34);
     assert_eq!(info["max_running_requests"], 256);
     assert_eq!(get(&old.addr, "/get_load").0, 200);
+}
+
+/// Two launches with the same flags differ in `random_seed` (drawn per launch when unset, as
+/// SGLang's `arg_groups/serving_hook.py` does) and in `startup_time` (measured); an explicit
+/// `--seed` is reported as given. Before, every launch reported `--seed` (0) and all-zero
+/// phases, so a relaunch behind the same URL looked like the same process.
+#[test]
+fn each_launch_reports_its_own_marker() {
+    let info = |extra: &[&str]| -> Value {
+        let m = start(extra);
+        serde_json::from_str(&get(&m.addr, "/server_info").1).unwrap()
+    };
+    let (a, b) = (info(&[]), info(&[]));
+    let seed = |v: &Value| v["random_seed"].as_u64().unwrap();
+    assert!(seed(&a) <= 1 << 30, "{}", a["random_seed"]);
+    assert_ne!(
+        (seed(&a), &a["startup_time"]),
+        (seed(&b), &b["startup_time"])
+    );
+    let e2e = a["startup_time"]["scheduler_e2e"].as_f64().unwrap();
+    assert!(e2e > 0.0, "{}", a["startup_time"]);
+    assert_eq!(
+        a["internal_states"][0]["startup_time"], a["startup_time"],
+        "one launch, one measurement"
+    );
+    assert_eq!(seed(&info(&["--seed", "7"])), 7);
+    let old = info(&["--sglang-version", "0.5.9", "--random-seed", "9"]);
+    assert_eq!(old["random_seed"], 9);
 }

@@ -143,7 +143,9 @@ impl KvEventsConfig {
 
     /// The PUB endpoint a subscriber should dial for `rank`, with a wildcard host
     /// (`*`, `0.0.0.0`, `::`) replaced by `worker_host` and the port offset by the rank.
-    /// `None` for non-TCP endpoints.
+    /// An `ipc://PATH` endpoint is dialled as written for rank 0 (a Unix socket on the
+    /// worker's host: the router must share it); `None` for other ranks of an ipc endpoint,
+    /// `inproc://` and anything else.
     pub fn dial_endpoint(&self, worker_host: &str, rank: u32) -> Option<String> {
         dial(&self.endpoint, worker_host, rank)
     }
@@ -156,8 +158,16 @@ impl KvEventsConfig {
     }
 }
 
-/// `tcp://HOST:PORT` -> `tcp://resolved:PORT+rank`.
+/// `tcp://HOST:PORT` -> `tcp://resolved:PORT+rank`; `ipc://PATH` -> itself for rank 0.
+///
+/// SGLang binds an ipc endpoint as given (`ZmqEventPublisher._socket_setup`) and advertises
+/// no `kv_events` block for it, so the config string is all a router has. Its per-rank rule
+/// (`offset_endpoint_port`) suffixes `inproc` endpoints and offsets `tcp` ports but raises for
+/// ipc above rank 0, so only rank 0 of an ipc endpoint exists.
 fn dial(endpoint: &str, worker_host: &str, rank: u32) -> Option<String> {
+    if let Some(path) = endpoint.strip_prefix("ipc://") {
+        return (rank == 0 && !path.is_empty()).then(|| endpoint.to_string());
+    }
     let rest = endpoint.strip_prefix("tcp://")?;
     let (host, port) = rest.rsplit_once(':')?;
     let port: u32 = port.parse().ok()?;
@@ -409,7 +419,7 @@ mod tests {
     }
 
     #[test]
-    fn dial_endpoint_keeps_explicit_hosts_and_rejects_non_tcp() {
+    fn dial_endpoint_keeps_explicit_hosts_and_ipc_paths() {
         let kv = KvEventsConfig {
             endpoint: "tcp://192.168.1.2:6000".into(),
             ..KvEventsConfig::default()
@@ -422,7 +432,21 @@ mod tests {
             endpoint: "ipc:///tmp/x".into(),
             ..KvEventsConfig::default()
         };
-        assert_eq!(ipc.dial_endpoint("h", 0), None);
+        assert_eq!(ipc.dial_endpoint("h", 0).as_deref(), Some("ipc:///tmp/x"));
+        assert_eq!(
+            ipc.dial_endpoint("h", 1),
+            None,
+            "SGLang has no ipc endpoint per rank"
+        );
+        let inproc = KvEventsConfig {
+            endpoint: "inproc://cache".into(),
+            ..KvEventsConfig::default()
+        };
+        assert_eq!(
+            inproc.dial_endpoint("h", 0),
+            None,
+            "inside the worker's process"
+        );
         assert!(ipc.worker_binds() && !kv.worker_binds());
         assert!(KvEventsConfig::default().worker_binds());
         assert_eq!(

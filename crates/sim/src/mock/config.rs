@@ -69,9 +69,12 @@ pub struct MockArgs {
     /// Divides every simulated duration; 0 = never wait.
     #[arg(long, default_value_t = 1.0)]
     pub speedup: f64,
-    /// Seed of the pseudo-token generator.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// SGLang's `--random-seed`: seeds the pseudo-token generator (0 when unset, so output
+    /// stays deterministic) and is reported as `/server_info.random_seed`; when unset the
+    /// report is drawn per launch, as SGLang draws it (`arg_groups/serving_hook.py`,
+    /// `random.randint(0, 1 << 30)`), so a relaunch behind the same URL is told apart.
+    #[arg(long, visible_alias = "random-seed")]
+    pub seed: Option<u64>,
     /// Require `Authorization: Bearer KEY` on every route.
     #[arg(long)]
     pub api_key: Option<String>,
@@ -128,8 +131,8 @@ pub struct MockArgs {
     pub load_publish_endpoint: Option<String>,
 
     /// KV-event shape: `tagged` (SGLang 0.5.23: msgspec tagged maps, merged events,
-    /// 4-frame replay answers) or `positional` (the 0.5.9-era arrays, one event per
-    /// tree node, 3-frame replay answers).
+    /// 4-frame replay answers) or `positional` (SGLang 0.5.9: arrays, one event per
+    /// page, 3-frame replay answers).
     #[arg(long, default_value = "tagged")]
     pub kv_events_format: EventFormat,
 
@@ -255,6 +258,11 @@ impl MockArgs {
     /// The running-request limit in force per rank (`--max-running-requests`, default 256).
     pub fn max_running(&self) -> usize {
         self.max_running_requests.unwrap_or(DEFAULT_MAX_RUNNING)
+    }
+
+    /// Seed of the pseudo-token generator: `--seed`, else 0.
+    pub fn sampling_seed(&self) -> u64 {
+        self.seed.unwrap_or(0)
     }
 
     /// True when the info routes imitate SGLang 0.5.9 (`--sglang-version 0.5.9`).

@@ -28,7 +28,7 @@ use kvrouter::server::connections::bind_with_backlog;
 use config::KvEventsConfig;
 pub use config::MockArgs;
 use engine::{Limits, Scheduler};
-use state::MockState;
+use state::{Launch, MockState};
 
 /// A mock started in-process (for benches and tests that avoid a child process).
 pub struct RunningMock {
@@ -43,10 +43,12 @@ pub struct RunningMock {
 /// Binds the HTTP listener and the event sockets, starts the rank tasks and the accept
 /// loop on the current tokio runtime, and returns once connections are accepted.
 pub async fn start(args: MockArgs) -> anyhow::Result<RunningMock> {
+    let launched = std::time::Instant::now();
     args.validate().map_err(|e| anyhow!(e))?;
     if let Some(path) = &args.tokenizer_path {
         tokenizer::install(path).map_err(|e| anyhow!("--tokenizer-path: {e}"))?;
     }
+    let load_weight = launched.elapsed();
     let kv_cfg = args
         .kv_events_config
         .as_deref()
@@ -74,6 +76,7 @@ pub async fn start(args: MockArgs) -> anyhow::Result<RunningMock> {
         policy: args.schedule_policy,
     };
     let version: Arc<str> = Arc::from(args.weight_version.as_str());
+    let allocating = std::time::Instant::now();
     let ranks: Vec<_> = publishers
         .per_rank
         .into_iter()
@@ -91,6 +94,7 @@ pub async fn start(args: MockArgs) -> anyhow::Result<RunningMock> {
             )
         })
         .collect();
+    let kv_cache_allocation = allocating.elapsed();
     let load_range = load::resolve_reported(
         publishers.reported_config.as_deref(),
         args.dp_size,
@@ -105,12 +109,19 @@ pub async fn start(args: MockArgs) -> anyhow::Result<RunningMock> {
         .with_context(|| format!("bind {}:{}", args.host, args.port))?;
     let addr = listener.local_addr()?;
     let kv_events_config = publishers.reported_config.clone();
+    let launch = Launch::new(
+        args.seed,
+        load_weight,
+        kv_cache_allocation,
+        launched.elapsed(),
+    );
     let state = Arc::new(MockState::new(
         args,
         ranks,
         metrics,
         publishers.reported_config,
         addr.port(),
+        launch,
     ));
     let server = tokio::spawn(http::serve(listener, state));
     Ok(RunningMock {

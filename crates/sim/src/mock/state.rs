@@ -1,10 +1,10 @@
 //! Process-wide state shared by the HTTP handlers: configuration, rank handles, the
-//! current weight version, DP dispatch and the test hooks.
+//! current weight version, DP dispatch, this launch's marker and the test hooks.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 
@@ -22,9 +22,44 @@ pub struct MockState {
     pub started: Instant,
     /// The HTTP port actually bound.
     pub port: u16,
+    /// What tells this launch from another with the same flags.
+    pub launch: Launch,
     weight_version: RwLock<Arc<str>>,
     next_rank: AtomicUsize,
     pub hooks: Hooks,
+}
+
+/// This launch's `/server_info.random_seed` and `startup_time`, the two values SGLang's body
+/// has that differ between two launches with the same flags (a router compares them to tell
+/// a relaunch behind the same URL).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Launch {
+    /// `--seed` when given, else drawn for this launch as SGLang draws it
+    /// (`arg_groups/serving_hook.py`: `random.randint(0, 1 << 30)` when unset).
+    pub random_seed: u64,
+    /// Measured startup phases in seconds (`observability/startup_time.py`
+    /// `build_scheduler_startup_time`): the mock's stand-in for weight loading (tokenizer
+    /// install), building the ranks' caches and schedulers, and start to listening.
+    pub load_weight: f64,
+    pub kv_cache_allocation: f64,
+    pub scheduler_e2e: f64,
+}
+
+impl Launch {
+    /// The marker of a launch with `seed` (`--seed`) and its measured phases.
+    pub fn new(
+        seed: Option<u64>,
+        load_weight: Duration,
+        kv_cache_allocation: Duration,
+        scheduler_e2e: Duration,
+    ) -> Launch {
+        Launch {
+            random_seed: seed.unwrap_or_else(|| rand::random_range(0..=1u64 << 30)),
+            load_weight: load_weight.as_secs_f64(),
+            kv_cache_allocation: kv_cache_allocation.as_secs_f64(),
+            scheduler_e2e: scheduler_e2e.as_secs_f64(),
+        }
+    }
 }
 
 /// Test hooks (`/mock/*` endpoints and `--fail-weight-updates`).
@@ -66,6 +101,7 @@ impl MockState {
         metrics: Arc<MockMetrics>,
         kv_events_config: Option<String>,
         port: u16,
+        launch: Launch,
     ) -> MockState {
         let version: Arc<str> = Arc::from(args.weight_version.as_str());
         MockState {
@@ -75,6 +111,7 @@ impl MockState {
             kv_events_config,
             started: Instant::now(),
             port,
+            launch,
             weight_version: RwLock::new(version),
             next_rank: AtomicUsize::new(0),
             hooks: Hooks::default(),

@@ -80,7 +80,7 @@ fn server_args(state: &MockState) -> Map<String, Value> {
         "enable_dp_attention": false,
         "skip_tokenizer_init": false,
         "stream_interval": 1,
-        "random_seed": a.seed,
+        "random_seed": state.launch.random_seed,
         "weight_version": &*state.weight_version(),
         "api_key": a.api_key.as_ref().map(|_| "***"),
         "mock": {"speedup": a.speedup, "vocab_size": a.vocab_size, "prefill_coeffs": a.prefill_coeffs, "decode_coeffs": a.decode_coeffs},

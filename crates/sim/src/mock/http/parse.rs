@@ -202,7 +202,7 @@ pub fn build_job(
                 (None, _) => uuid::Uuid::new_v4().simple().to_string(),
             };
             let sampler = Sampler::new(
-                state.args.seed,
+                state.args.sampling_seed(),
                 &p.tokens,
                 p.params.sampling_seed,
                 j as u32,

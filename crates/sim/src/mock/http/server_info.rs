@@ -77,7 +77,7 @@ fn server_args(state: &MockState) -> Vec<(&'static str, Value)> {
         ("context_length", json!(a.effective_context_length())),
         ("schedule_policy", json!(policy_name(a.schedule_policy))),
         ("load_balance_method", json!(a.load_balance_method)),
-        ("random_seed", json!(a.seed)),
+        ("random_seed", json!(state.launch.random_seed)),
         ("weight_version", json!(&*state.weight_version())),
         ("api_key", json!(a.api_key.as_ref().map(|_| "***"))),
         // The mock always serves /metrics and reports cached_tokens.
@@ -152,9 +152,18 @@ pub fn describe_kv_events(
 }
 
 /// `Scheduler.startup_time` (`observability/startup_time.py::build_scheduler_startup_time`):
-/// phase durations; the mock loads nothing, so all zero (the reference's own value).
-fn startup_time(t: &Template) -> Value {
-    t.top.get("startup_time").cloned().unwrap_or(Value::Null)
+/// this launch's measured phase durations (`state::Launch`) in the reference's shape (its
+/// `cuda_graph` map stays all zero: the mock captures no graphs). Measured, so it differs
+/// between two launches with the same flags, as SGLang's does.
+fn startup_time(t: &Template, state: &MockState) -> Value {
+    let mut v = t.top.get("startup_time").cloned().unwrap_or(Value::Null);
+    if let Value::Object(m) = &mut v {
+        let l = &state.launch;
+        set_known(m, "load_weight", json!(l.load_weight));
+        set_known(m, "kv_cache_allocation", json!(l.kv_cache_allocation));
+        set_known(m, "scheduler_e2e", json!(l.scheduler_e2e));
+    }
+    v
 }
 
 /// The whole body.
@@ -184,6 +193,8 @@ pub fn body(state: &MockState) -> Value {
     );
     set_known(&mut top, "kv_events", kv.unwrap_or(Value::Null));
     set_known(&mut top, "version", json!(VERSION));
+    let startup = startup_time(t, state);
+    set_known(&mut top, "startup_time", startup.clone());
     let internal: Vec<Value> = state
         .views()
         .into_iter()
@@ -193,7 +204,7 @@ pub fn body(state: &MockState) -> Value {
                 set_known(&mut s, k, val.clone());
             }
             set_known(&mut s, "world_size", json!(a.dp_size * a.tp_size));
-            set_known(&mut s, "startup_time", startup_time(t));
+            set_known(&mut s, "startup_time", startup.clone());
             set_known(
                 &mut s,
                 "effective_max_running_requests_per_dp",

@@ -1,3 +1,6 @@
+//! The per-version shaping of one batch's events before encoding: SGLang 0.5.23 merges
+//! them ([`coalesce`]), SGLang 0.5.9 publishes one event per page ([`per_page`]).
+//!
 //! Merging of one batch's events as SGLang's `KVCacheEventRecorder.enqueue`
 //! (`mem_cache/events.py`) merges them: an event joins the queue's tail when both are
 //! `BlockRemoved` with the same `medium`, or both are `BlockStored` with the same medium,
@@ -17,6 +20,50 @@ pub fn coalesce(events: Vec<CacheEvent>) -> Vec<CacheEvent> {
             }
         }
         out.push(ev);
+    }
+    out
+}
+
+/// The events of one batch split to one page each, as SGLang 0.5.9 publishes them
+/// (`mem_cache/radix_cache.py` `_record_store_event` / `_record_remove_event`: "One
+/// BlockStored per ``page_size`` chunk", each page's `parent_block_hash` the previous page's
+/// hash, the node's first page keeping the node's parent; "One BlockRemoved per chunk").
+/// A store's tokens are cut `page_size` at a time, page `i` taking `tokens[i*page..]`.
+pub fn per_page(events: Vec<CacheEvent>, page_size: usize) -> Vec<CacheEvent> {
+    let page = page_size.max(1);
+    let mut out = Vec::with_capacity(events.len());
+    for ev in events {
+        match ev {
+            CacheEvent::Stored {
+                hashes,
+                mut parent,
+                tokens,
+                medium,
+                cache_salt,
+                lora_name,
+            } if hashes.len() > 1 => {
+                for (i, h) in hashes.iter().enumerate() {
+                    let start = (i * page).min(tokens.len());
+                    let end = ((i + 1) * page).min(tokens.len());
+                    out.push(CacheEvent::Stored {
+                        hashes: vec![*h],
+                        parent,
+                        tokens: tokens[start..end].to_vec(),
+                        medium,
+                        cache_salt: cache_salt.clone(),
+                        lora_name: lora_name.clone(),
+                    });
+                    parent = Some(*h);
+                }
+            }
+            CacheEvent::Removed { hashes, medium } if hashes.len() > 1 => {
+                out.extend(hashes.into_iter().map(|h| CacheEvent::Removed {
+                    hashes: vec![h],
+                    medium,
+                }));
+            }
+            other => out.push(other),
+        }
     }
     out
 }
@@ -102,6 +149,34 @@ mod tests {
             }
         ));
         assert_eq!(&out[5..], &[CacheEvent::Cleared, CacheEvent::Cleared]);
+    }
+
+    /// SGLang 0.5.9 (`_record_store_event`): a 3-page node is three `BlockStored`s chained
+    /// page to page, the first keeping the node's parent; removals go one page each.
+    #[test]
+    fn per_page_splits_stores_and_removals_like_0_5_9() {
+        let tokens: Vec<u32> = (0..12).collect();
+        let out = per_page(
+            vec![
+                CacheEvent::stored(vec![1, 2, 3], Some(7), tokens),
+                CacheEvent::stored(vec![4], Some(3), vec![12, 13, 14, 15]),
+                CacheEvent::removed(vec![1, 2]),
+                CacheEvent::Cleared,
+            ],
+            4,
+        );
+        assert_eq!(
+            out,
+            vec![
+                CacheEvent::stored(vec![1], Some(7), vec![0, 1, 2, 3]),
+                CacheEvent::stored(vec![2], Some(1), vec![4, 5, 6, 7]),
+                CacheEvent::stored(vec![3], Some(2), vec![8, 9, 10, 11]),
+                CacheEvent::stored(vec![4], Some(3), vec![12, 13, 14, 15]),
+                CacheEvent::removed(vec![1]),
+                CacheEvent::removed(vec![2]),
+                CacheEvent::Cleared,
+            ]
+        );
     }
 
     #[test]

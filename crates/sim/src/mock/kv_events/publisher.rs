@@ -12,7 +12,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use zeromq::{PubSocket, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
-use super::coalesce::coalesce;
+use super::coalesce::{coalesce, per_page};
 use super::encode::{encode_batch, EventFormat};
 use super::endpoint::Endpoint;
 use crate::mock::cache::CacheEvent;
@@ -31,14 +31,15 @@ impl PublisherHandle {
     }
 
     /// Encodes one scheduler step's events as a batch and queues it. In the tagged
-    /// (0.5.23) format the events are merged first as SGLang's recorder merges them.
+    /// (0.5.23) format the events are merged first as SGLang's recorder merges them; in the
+    /// positional (0.5.9) format they are split one page each, as SGLang 0.5.9 records them.
     pub fn publish_events(&self, ts: f64, events: Vec<CacheEvent>, block_size: usize, rank: u32) {
         if self.tx.is_none() {
             return;
         }
         let events = match self.format {
             EventFormat::Tagged => coalesce(events),
-            EventFormat::Positional => events,
+            EventFormat::Positional => per_page(events, block_size),
         };
         self.publish(encode_batch(ts, &events, block_size, rank, self.format));
     }
