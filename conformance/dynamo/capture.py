@@ -15,7 +15,7 @@ crates/kvrouter/tests/data/dynamo-1.6.1/{nats,zmq,relay}.jsonl:
          every multipart message's frames.
 * relay: `KvEventPublisher(zmq_endpoint=...)` subscribed to an SGLang stream
          produced by SGLang's own `ZmqEventPublisher` (SGLang's kv_events.py
-         loaded from /work/venvs/sgl without the rest of the package), relayed
+         loaded from conformance/install.sh's venv, $SGLANG_DIR, without the rest), relayed
          on the ZMQ event plane (default) and recorded as for `zmq`.
 
 Usage (see README.md beside this file):
@@ -44,9 +44,11 @@ import types
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 DEFAULT_OUT = os.path.join(REPO, "crates", "kvrouter", "tests", "data", "dynamo-1.6.1")
-SGLANG_DIR = os.environ.get(
-    "SGLANG_DIR", "/work/venvs/sgl/lib/python3.11/site-packages/sglang"
-)
+# SGLang's package dir: $SGLANG_DIR, else the one conformance/install.sh installs 0.5.23 into.
+SGLANG_DIR = os.environ.get("SGLANG_DIR") or next(
+    iter(__import__("glob").glob(os.path.join(REPO, "target", "conformance-venv-0.5.23", "lib", "python3*",
+                                              "site-packages", "sglang"))),
+    "sglang")
 
 NAMESPACE, COMPONENT, ENDPOINT = "kvtest", "backend", "generate"
 BLOCK = 16  # kv_block_size; the router's --page-size in the replay test

@@ -16,9 +16,9 @@ Two stand-ins, because a CPU box without torch cannot import the rest:
 Imports that pull torch (kernels, environ, runtime_context, network) are stubbed; none is
 used by the code above.
 
-Run (needs msgspec + pydantic; /work/venvs/sgl has SGLang without deps):
+Run (needs msgspec + pydantic; conformance/install.sh's venv has SGLang 0.5.23 without deps):
   python3 -m venv /tmp/ev && /tmp/ev/bin/pip install msgspec==0.23.0 pydantic pyzmq
-  SGLANG_SITE=/work/venvs/sgl/lib/python3.11/site-packages \
+  SGLANG_SITE=target/conformance-venv-0.5.23/lib/python3.11/site-packages \
     /tmp/ev/bin/python crates/sim/tests/data/gen_kv_events.py > crates/sim/tests/data/kv_events_0.5.23.txt
 
 Output lines: `batch NAME HEX` (a whole `[ts=0.0, events, 0]` payload) and
@@ -30,7 +30,7 @@ import os
 import sys
 import types
 
-SITE = os.environ.get("SGLANG_SITE", "/work/venvs/sgl/lib/python3.11/site-packages")
+SITE = os.environ.get("SGLANG_SITE", "target/conformance-venv-0.5.23/lib/python3.11/site-packages")
 
 
 def _stub(name, path=None, **attrs):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reference `/server_info` bodies and a `LoadStat` frame from SGLang 0.5.23's own code.
 
-Run:  /work/venvs/mockinfo/bin/python crates/sim/tests/data/server_info/gen.py
+Run:  target/conformance-venv-0.5.23/bin/python crates/sim/tests/data/server_info/gen.py
 (a venv with `sglang==0.5.23` installed `--no-deps`, plus `msgspec==0.23.0`, `pyzmq`,
 `pydantic`, `typing_extensions`, `packaging`: `KVEventsConfig` is a pydantic model, so
 pydantic must be real for the `kv_events` block).
