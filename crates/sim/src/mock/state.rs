@@ -25,6 +25,8 @@ pub struct MockState {
     weight_version: RwLock<Arc<str>>,
     next_rank: AtomicUsize,
     pub hooks: Hooks,
+    /// PD role, rooms and tasks (`crate::mock::pd`).
+    pub pd: Arc<crate::mock::pd::PdState>,
 }
 
 /// Test hooks (`/mock/*` endpoints and `--fail-weight-updates`).
@@ -66,6 +68,7 @@ impl MockState {
         metrics: Arc<MockMetrics>,
         kv_events_config: Option<String>,
         port: u16,
+        pd: Arc<crate::mock::pd::PdState>,
     ) -> MockState {
         let version: Arc<str> = Arc::from(args.weight_version.as_str());
         MockState {
@@ -78,6 +81,7 @@ impl MockState {
             weight_version: RwLock::new(version),
             next_rank: AtomicUsize::new(0),
             hooks: Hooks::default(),
+            pd,
         }
     }
 

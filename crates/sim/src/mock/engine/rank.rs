@@ -33,6 +33,13 @@ pub enum Command {
         flush_kv: bool,
         done: oneshot::Sender<bool>,
     },
+    /// PD decode with a radix cache: the length of `tokens[..len-1]` resident in the tree
+    /// (page-aligned), which the decode asks the prefill not to send (`decode_prefix_len`).
+    PrefixLen {
+        ns: crate::mock::cache::Namespace,
+        tokens: Vec<u32>,
+        done: oneshot::Sender<usize>,
+    },
 }
 
 /// A weight change as one rank applies it.
@@ -202,6 +209,9 @@ impl Driver {
                 let ok = self.sched.set_memory_released(release, flush_kv);
                 self.publish_events();
                 let _ = done.send(ok);
+            }
+            Command::PrefixLen { ns, tokens, done } => {
+                let _ = done.send(self.sched.prefix_len(&ns, &tokens));
             }
         }
         self.refresh_view();

@@ -228,6 +228,7 @@ pub fn build_job(
                     reply: tx.clone(),
                     arrival: now,
                     ns: p.ns.clone(),
+                    prebuilt: None,
                 },
             ));
         }

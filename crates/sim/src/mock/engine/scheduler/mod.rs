@@ -172,6 +172,13 @@ pub struct Scheduler {
     host_load_fraction: f64,
 }
 
+/// False for a PD decode request without the decode radix cache (SGLang's decode runs with
+/// `disable_radix_cache` unless `--disaggregation-decode-enable-radix-cache`,
+/// `arg_groups/pd_disaggregation_hook.py`): it neither matches nor inserts.
+fn uses_tree(s: &Seq) -> bool {
+    s.req.prebuilt.is_none_or(|p| p.radix)
+}
+
 fn pages_for(tokens: usize, page: usize) -> usize {
     tokens.div_ceil(page)
 }
@@ -221,6 +228,18 @@ impl Scheduler {
             s.ns = ns;
             self.waiting.push_back(s);
         }
+    }
+
+    /// The device-resident prefix of `tokens[..len-1]` in namespace `ns` (what admission
+    /// would match now; PD decode's `decode_prefix_len`).
+    pub fn prefix_len(&mut self, ns: &crate::mock::cache::Namespace, tokens: &[u32]) -> usize {
+        if tokens.len() < 2 {
+            return 0;
+        }
+        let ns = self.cache.namespace(ns);
+        self.cache
+            .match_prefix_in(ns, &tokens[..tokens.len() - 1])
+            .1
     }
 
     /// Sets the cost of a host-tier load-back as a fraction of recomputing the tokens.
@@ -443,16 +462,26 @@ impl Scheduler {
     }
 
     fn run_prefill(&mut self, batch: Vec<Seq>) -> StepReport {
-        let computed: usize = batch.iter().map(|s| s.extend).sum();
+        // A PD decode's prebuilt prompt arrived by transfer: nothing to compute.
+        let computed: usize = batch
+            .iter()
+            .filter(|s| s.req.prebuilt.is_none())
+            .map(|s| s.extend)
+            .sum();
         let parts: Vec<PrefillPart> = batch
             .iter()
+            .filter(|s| s.req.prebuilt.is_none())
             .map(|s| PrefillPart {
                 prefix: s.kv_len,
                 new: s.extend,
             })
             .collect();
         let loaded: usize = batch.iter().map(|s| s.host_loaded).sum();
-        let sim_ms = self.limits.timing.prefill_ms(&parts) + self.host_load_ms(loaded);
+        let sim_ms = if parts.is_empty() && loaded == 0 {
+            0.0
+        } else {
+            self.limits.timing.prefill_ms(&parts) + self.host_load_ms(loaded)
+        };
         let mut generated = 0;
         for mut s in batch {
             s.prefill_ms = sim_ms;
@@ -527,7 +556,10 @@ impl Scheduler {
     /// Appends the next pseudo-token; returns a finish reason when the request is done.
     fn emit_token(&mut self, s: &mut Seq) -> Option<FinishReason> {
         let i = s.output_len();
-        let (token, logprob) = s.req.sampler.token(i);
+        let (token, logprob) = match s.req.prebuilt {
+            Some(p) if i == 0 => p.first,
+            _ => s.req.sampler.token(i),
+        };
         s.tokens.push(token);
         s.logprobs.push(logprob);
         if s.first_token.is_none() {
@@ -557,6 +589,9 @@ impl Scheduler {
 
     /// `cache_unfinished_req`: inserts the computed pages and moves the lock.
     fn cache_unfinished(&mut self, s: &mut Seq) {
+        if !uses_tree(s) {
+            return;
+        }
         let p = self.limits.page_size;
         let ins = self.cache.insert_in(s.ns, &s.tokens[..s.kv_len]);
         self.cache.inc_lock(ins.node);
@@ -570,7 +605,7 @@ impl Scheduler {
 
     /// Frees a request's KV: inserts computed pages when `insert`, unlocks, frees pages.
     fn release(&mut self, s: Seq, insert: bool) {
-        if insert && s.kv_len > 0 {
+        if insert && s.kv_len > 0 && uses_tree(&s) {
             self.cache.insert_in(s.ns, &s.tokens[..s.kv_len]);
         }
         self.cache.dec_lock(s.node);
@@ -580,7 +615,7 @@ impl Scheduler {
     fn finish(&mut self, s: Seq, finish: FinishReason) {
         let prompt_len = s.req.prompt.len();
         let node = s.node;
-        if s.kv_len > 0 {
+        if s.kv_len > 0 && uses_tree(&s) {
             self.cache.insert_in(s.ns, &s.tokens[..s.kv_len]);
         }
         self.cache.dec_lock(node);
@@ -616,6 +651,7 @@ impl Scheduler {
             prefill_ms,
             prefill_secs: 0.0,
             retractions,
+            input_logprobs: Vec::new(),
         };
         self.outbox.push((req.reply, Reply::Done(Box::new(done))));
     }

@@ -33,6 +33,7 @@ fn req(
         reply: tx.clone(),
         arrival: Instant::now(),
         ns: Default::default(),
+        prebuilt: None,
     }
 }
 
