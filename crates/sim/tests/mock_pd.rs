@@ -300,3 +300,80 @@ async fn the_decode_radix_cache_receives_only_the_delta() {
     // 64 tokens, then one page (4 tokens) beyond the decode's 60.
     assert!((latency[0] / latency[1] - 16.0).abs() < 1e-6, "{latency:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dp_ranks_follow_the_room_or_the_pinned_rank() {
+    let (p, port) = prefill(&["--dp-size", "2"]).await;
+    let fake = |room: u64, extra: Value| {
+        let mut b = json!({"bootstrap_host": "2.2.2.2", "bootstrap_room": room});
+        b.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        gen(&prompt(8), 1, b)
+    };
+    for (room, pin, rank) in [
+        (5u64, json!({}), 1),
+        (6, json!({}), 0),
+        (5, json!({"routed_dp_rank": 0}), 0),
+    ] {
+        let (st, v) = post(&p, "/generate", fake(room, pin)).await;
+        assert_eq!(st, 200, "{v}");
+        assert_eq!(v["meta_info"]["dp_rank"], rank, "room {room}: {v}");
+    }
+    // A decode naming the wrong prefill rank fails the pair at once (room 7 is on rank 1).
+    let d = mock(&["--disaggregation-mode", "decode"]).await;
+    let boot = json!({"bootstrap_host": "127.0.0.1", "bootstrap_port": port, "bootstrap_room": 7,
+                      "disagg_prefill_dp_rank": 0});
+    let dec = tokio::spawn({
+        let (d, b) = (d.clone(), gen(&prompt(8), 2, boot.clone()));
+        async move { post(&d, "/generate", b).await }
+    });
+    let (ps, pv) = post(&p, "/generate", gen(&prompt(8), 2, boot)).await;
+    let (ds, dv) = dec.await.unwrap();
+    assert_eq!((ps, ds), (500, 500), "{pv} {dv}");
+    assert!(
+        dv["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("prefill DP rank 0"),
+        "{dv}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefill_client_going_away_frees_its_room() {
+    let (p, port) = prefill(&[]).await;
+    let boot = json!({"bootstrap_host": "127.0.0.1", "bootstrap_port": port, "bootstrap_room": 11});
+    let body = gen(&prompt(8), 2, boot.clone()).to_string();
+    // A client that sends its request and leaves while the prefill waits for its decode.
+    let mut s = tokio::net::TcpStream::connect(&p).await.unwrap();
+    let req = format!(
+        "POST /generate HTTP/1.1\r\nHost: {p}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let waiting = |n: u64| {
+        let p = p.clone();
+        async move {
+            loop {
+                let l = get(&p, "/v1/loads").await;
+                if l["loads"][0]["disaggregation"]["prefill_bootstrap_queue_reqs"] == n {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+    };
+    waiting(1).await;
+    drop(s);
+    waiting(0).await;
+    // The room is free again: a new request for it pairs with a decode.
+    let d = mock(&["--disaggregation-mode", "decode"]).await;
+    let dec = tokio::spawn({
+        let (d, b) = (d.clone(), gen(&prompt(8), 2, boot.clone()));
+        async move { post(&d, "/generate", b).await }
+    });
+    let (ps, pv) = post(&p, "/generate", gen(&prompt(8), 2, boot)).await;
+    assert_eq!(ps, 200, "{pv}");
+    assert_eq!(dec.await.unwrap().0, 200);
+}

@@ -109,8 +109,11 @@ async fn run(state: Arc<MockState>, leg: Leg) {
                 first: (t.first_token, t.logprob),
                 radix: pd.decode_radix,
             });
-            if let Err(e) = state.ranks[rank].inbox.send(Command::Submit(vec![req])) {
-                drop(e);
+            if state.ranks[rank]
+                .inbox
+                .send(Command::Submit(vec![req]))
+                .is_err()
+            {
                 let _ = out.send(failure("the rank stopped".into()));
             }
         }
