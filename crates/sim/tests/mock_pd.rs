@@ -124,6 +124,10 @@ async fn both_roles_need_a_room_and_serve_the_fake_host() {
     assert_eq!(info["disable_radix_cache"], true);
     let loads = get(&p, "/v1/loads").await;
     assert_eq!(loads["loads"][0]["disaggregation"]["mode"], "prefill");
+    assert_eq!(
+        get(&p, "/server_info").await["load_balance_method"],
+        "follow_bootstrap_room"
+    );
     let null = mock(&[]).await;
     assert_eq!(
         get(&null, "/server_info").await["disaggregation_mode"],
