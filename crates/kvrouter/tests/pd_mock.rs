@@ -4,7 +4,8 @@
 //! (each prefill with its bootstrap listener on an ephemeral port, read back from
 //! `/server_info.disaggregation_bootstrap_port`). Covers `/generate`, chat and completions
 //! (plain, streamed, batched), a DP fleet, GRPO siblings sharing one prefill worker through the
-//! prefill mocks' KV events, and a prefill killed mid-request.
+//! prefill mocks' KV events, a prefill killed mid-request, and decode radix caches (the decode
+//! leg on the decodes' own index, only the delta transferred).
 #![allow(clippy::unwrap_used)] // tests: an unwrap is an assertion
 
 mod support;
@@ -418,4 +419,81 @@ async fn a_prefill_killed_mid_request_is_a_5xx_and_frees_the_decode() {
     .await;
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["output_ids"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_decode_radix_caches_siblings_share_a_decode_that_receives_only_the_delta() {
+    let decode_args = [
+        "--speedup",
+        "0",
+        "--disaggregation-decode-enable-radix-cache",
+        "--kv-events-config",
+        EVENTS,
+    ];
+    let fleet = Fleet::start(2, 2, &["--speedup", "0"], &decode_args).await;
+    let r = fleet.router().await;
+    let c = support::http::client();
+    // Every worker publishes: the router follows all four (the decodes' own caches too).
+    support::kv::wait_sources(&c, &r.url, 4).await;
+    let urls: Vec<String> = fleet
+        .prefill
+        .iter()
+        .map(|(p, _)| p.url.clone())
+        .chain(fleet.decode.iter().map(|d| d.url.clone()))
+        .collect();
+    for (i, url) in urls.iter().enumerate() {
+        let mut room = 10_000 * (i as u64 + 1);
+        wait_for("the router to see the worker's KV events", || {
+            room += 1;
+            let body = json!({"input_ids": ids(8, room as usize), "sampling_params": {"max_new_tokens": 1},
+                "bootstrap_host": "2.2.2.2", "bootstrap_room": room});
+            let (c, url, router) = (c.clone(), url.clone(), r.url.clone());
+            async move {
+                let (s, v) = support::http::post(&url, "/generate", body).await;
+                assert_eq!(s, 200, "fake transfer straight to {url}: {v}");
+                support::kv::blocks_of(&debug_index(&c, &router).await, &url) > 0
+            }
+        })
+        .await;
+    }
+    let body =
+        json!({"input_ids": ids(256, 9), "sampling_params": {"max_new_tokens": 4}}).to_string();
+    let (s, got) = post_raw(&r.url, "/generate", &body).await;
+    assert_eq!(s, 200, "{}", String::from_utf8_lossy(&got));
+    let first: Value = serde_json::from_slice(&got).unwrap();
+    assert_eq!(
+        first["meta_info"]["cached_tokens"], 0,
+        "a cold decode: {first}"
+    );
+    // Once the decode's blocks are in the index, the next sibling goes to the same decode,
+    // which holds all but the last page of the prompt and receives only the delta.
+    wait_index(&c, &r.url, "the first sibling's decode blocks", |v| {
+        fleet
+            .decode
+            .iter()
+            .any(|d| support::kv::blocks_of(v, &d.url) >= 64)
+    })
+    .await;
+    let (s, got) = post_raw(&r.url, "/generate", &body).await;
+    assert_eq!(s, 200);
+    let second: Value = serde_json::from_slice(&got).unwrap();
+    assert_eq!(
+        second["meta_info"]["cached_tokens"], 252,
+        "the decode's own prefix (the prompt but its last token, page-aligned): {second}"
+    );
+    // The prefill's last transfer moved one page: 4 tokens x 128 KiB at 25 GB/s.
+    let mut last = Vec::new();
+    for (p, _) in &fleet.prefill {
+        let (_, l) = support::http::get(&p.url, "/v1/loads").await;
+        last.push(
+            l["loads"][0]["disaggregation"]["kv_transfer_latency_ms"]
+                .as_f64()
+                .unwrap(),
+        );
+    }
+    let one_page = 4.0 * 131_072.0 / 25e9 * 1000.0;
+    assert!(
+        last.iter().any(|ms| (ms - one_page).abs() < 1e-9),
+        "a one-page transfer: {last:?}"
+    );
 }
