@@ -369,8 +369,27 @@ async fn a_prefill_client_going_away_frees_its_room() {
         }
     };
     waiting(1).await;
+    // Its KV is held for the transfer (SGLang's inflight queue): the cache cannot be flushed.
+    loop {
+        let r = &get(&p, "/mock/state").await["ranks"][0];
+        if r["running"] == 0 && r["waiting"] == 0 && r["used_tokens"].as_u64() > Some(0) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(http(&p, "POST", "/flush_cache", None).await.0, 400);
     drop(s);
     waiting(0).await;
+    // Released with the request.
+    let mut flushed = false;
+    for _ in 0..500 {
+        if http(&p, "POST", "/flush_cache", None).await.0 == 200 {
+            flushed = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(flushed, "the held KV is released when the client goes away");
     // The room is free again: a new request for it pairs with a decode.
     let d = mock(&["--disaggregation-mode", "decode"]).await;
     let dec = tokio::spawn({

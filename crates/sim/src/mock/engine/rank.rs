@@ -40,6 +40,8 @@ pub enum Command {
         tokens: Vec<u32>,
         done: oneshot::Sender<usize>,
     },
+    /// PD prefill: the transfer of a held request ended; unlock and free its KV.
+    ReleaseHeld(u64),
 }
 
 /// A weight change as one rank applies it.
@@ -213,6 +215,7 @@ impl Driver {
             Command::PrefixLen { ns, tokens, done } => {
                 let _ = done.send(self.sched.prefix_len(&ns, &tokens));
             }
+            Command::ReleaseHeld(id) => self.sched.release_held(id),
         }
         self.refresh_view();
     }

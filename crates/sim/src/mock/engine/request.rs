@@ -66,6 +66,10 @@ pub struct EngineRequest {
     pub ns: Namespace,
     /// PD decode: the prompt's KV arrived from a prefill worker (`crate::mock::pd`).
     pub prebuilt: Option<Prebuilt>,
+    /// PD prefill: at finish the request's KV stays locked under this id until the rank gets
+    /// `Command::ReleaseHeld` (SGLang keeps it through the transfer,
+    /// `disagg_prefill_inflight_queue`, `disaggregation/prefill.py`).
+    pub hold: Option<u64>,
 }
 
 /// A PD decode request whose prompt KV was transferred (SGLang's decode

@@ -229,6 +229,7 @@ pub fn build_job(
                     arrival: now,
                     ns: p.ns.clone(),
                     prebuilt: None,
+                    hold: None,
                 },
             ));
         }

@@ -16,6 +16,7 @@ pub mod prefill;
 pub mod rooms;
 pub mod transfer;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -76,6 +77,8 @@ pub struct PdState {
     pub waiting_timeout: Duration,
     /// Every PD task: bootstrap connections, prefill relays, decode legs.
     pub tasks: TaskTracker,
+    /// Ids of prefill requests whose KV is held through the transfer.
+    next_hold: AtomicU64,
     gauges: Vec<Arc<Gauges>>,
 }
 
@@ -147,6 +150,7 @@ pub async fn start(a: &MockArgs) -> anyhow::Result<Arc<PdState>> {
         bootstrap_timeout: Duration::from_secs_f64(a.disaggregation_bootstrap_timeout),
         waiting_timeout: Duration::from_secs_f64(a.disaggregation_waiting_timeout),
         tasks,
+        next_hold: AtomicU64::new(0),
         gauges: (0..a.dp_size.max(1)).map(|_| Arc::default()).collect(),
     }))
 }
@@ -181,15 +185,21 @@ pub fn dispatch(
                 if !pinned {
                     *rank = (b.room % dp as u64) as usize;
                 }
-                let ticket = if b.fake() {
-                    None
+                let (ticket, kv) = if b.fake() {
+                    (None, None)
                 } else {
-                    Some(pd.rooms.open_prefill(b.room).map_err(|e| e.to_string())?)
+                    let ticket = pd.rooms.open_prefill(b.room).map_err(|e| e.to_string())?;
+                    let id = pd.next_hold.fetch_add(1, Ordering::Relaxed);
+                    r.hold = Some(id);
+                    let inbox = state.ranks.get(*rank).map(|h| h.inbox.clone());
+                    let kv = inbox.map(|inbox| prefill::HeldKv { inbox, id });
+                    (Some(ticket), kv)
                 };
                 legs.push(prefill::Leg {
                     index: r.index,
                     rank: *rank,
                     ticket,
+                    kv,
                 });
             }
             // The relay takes the engine's replies and feeds the route's channel.

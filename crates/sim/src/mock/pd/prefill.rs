@@ -22,13 +22,30 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 use super::gauges::Queue;
 use super::rooms::{PrefillTicket, Transferred};
 use super::PdState;
-use crate::mock::engine::{Done, EngineRequest, FinishReason, Reply};
+use crate::mock::engine::{Command, Done, EngineRequest, FinishReason, Reply};
 
-/// One request of a prefill call: its room ticket (`None` for the fake transfer).
+/// One request of a prefill call: its room ticket and its held KV (`None` for the fake
+/// transfer).
 pub(super) struct Leg {
     pub index: u32,
     pub rank: usize,
     pub ticket: Option<PrefillTicket>,
+    pub kv: Option<HeldKv>,
+}
+
+/// A finished prefill request's KV, locked on its rank until this guard is dropped (after
+/// the transfer, on failure, or when the client goes away): SGLang keeps it through the
+/// transfer and releases it on `KVPoll.Success` (`release_kv_cache` in
+/// `process_disagg_prefill_inflight_queue`).
+pub(super) struct HeldKv {
+    pub inbox: mpsc::UnboundedSender<Command>,
+    pub id: u64,
+}
+
+impl Drop for HeldKv {
+    fn drop(&mut self) {
+        let _ = self.inbox.send(Command::ReleaseHeld(self.id));
+    }
 }
 
 /// Pseudo-random input logprobs of a prompt (`[null, t0]`, then `[lp, t]`): SGLang returns
@@ -203,6 +220,8 @@ async fn finish(
             tokens,
         }));
     }
+    // The transfer is over (or there was none): the prefill's KV is unlocked.
+    drop(leg.kv);
     d.finish = FinishReason::Length(0);
     Ok(d)
 }

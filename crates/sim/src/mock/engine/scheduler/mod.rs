@@ -170,6 +170,9 @@ pub struct Scheduler {
     spare: Vec<Seq>,
     /// A host-tier load-back costs this fraction of recomputing the tokens.
     host_load_fraction: f64,
+    /// PD prefill: finished requests whose KV stays locked until their transfer ends, by
+    /// hold id: (locked node, own pages).
+    held: std::collections::HashMap<u64, (NodeId, usize)>,
 }
 
 /// False for a PD decode request without the decode radix cache (SGLang's decode runs with
@@ -206,6 +209,7 @@ impl Scheduler {
             batch_full: false,
             spare: Vec::new(),
             host_load_fraction: 0.0,
+            held: std::collections::HashMap::new(),
         }
     }
 
@@ -262,9 +266,18 @@ impl Scheduler {
             || (!self.waiting.is_empty() && !self.draining)
     }
 
-    /// No request holds KV (running or mid-chunk).
+    /// No request holds KV (running, mid-chunk, or a PD prefill's held transfer).
     pub fn holds_no_kv(&self) -> bool {
-        self.running.is_empty() && self.chunked.is_none()
+        self.running.is_empty() && self.chunked.is_none() && self.held.is_empty()
+    }
+
+    /// Unlocks and frees a PD prefill's held KV (no-op for an unknown id).
+    pub fn release_held(&mut self, id: u64) {
+        if let Some((node, pages)) = self.held.remove(&id) {
+            self.cache.dec_lock(node);
+            self.free_req_pages(pages);
+            self.batch_full = false;
+        }
     }
 
     /// SGLang's flush condition: nothing holds KV and (unless paused) nothing waits.
@@ -618,8 +631,15 @@ impl Scheduler {
         if s.kv_len > 0 && uses_tree(&s) {
             self.cache.insert_in(s.ns, &s.tokens[..s.kv_len]);
         }
-        self.cache.dec_lock(node);
-        self.free_req_pages(s.own_pages);
+        match s.req.hold {
+            Some(id) if !matches!(finish, FinishReason::Abort(_)) => {
+                self.held.insert(id, (node, s.own_pages));
+            }
+            _ => {
+                self.cache.dec_lock(node);
+                self.free_req_pages(s.own_pages);
+            }
+        }
         let ttft = s
             .first_token
             .map(|t| t.duration_since(s.req.arrival).as_secs_f64());
