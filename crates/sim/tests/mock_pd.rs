@@ -400,3 +400,49 @@ async fn a_prefill_client_going_away_frees_its_room() {
     assert_eq!(ps, 200, "{pv}");
     assert_eq!(dec.await.unwrap().0, 200);
 }
+
+/// Polls `cond` on `addr`'s `path` (bounded: 10 s).
+async fn until(addr: &str, path: &str, what: &str, cond: impl Fn(&Value) -> bool) {
+    for _ in 0..1000 {
+        if cond(&get(addr, path).await) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decode_client_going_away_withdraws_its_registration() {
+    let (p, port) = prefill(&[]).await;
+    let d = mock(&["--disaggregation-mode", "decode"]).await;
+    let boot = json!({"bootstrap_host": "127.0.0.1", "bootstrap_port": port, "bootstrap_room": 21});
+    let body = gen(&prompt(8), 2, boot.clone()).to_string();
+    let mut s = tokio::net::TcpStream::connect(&d).await.unwrap();
+    let req = format!(
+        "POST /generate HTTP/1.1\r\nHost: {d}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    until(&p, "/mock/state", "the decode's registration", |v| {
+        v["pd_rooms"] == 1
+    })
+    .await;
+    drop(s);
+    until(&p, "/mock/state", "the registration withdrawn", |v| {
+        v["pd_rooms"] == 0
+    })
+    .await;
+    until(&d, "/v1/loads", "the decode's queue empty", |v| {
+        v["loads"][0]["disaggregation"]["decode_prealloc_queue_reqs"] == 0
+    })
+    .await;
+    // The room is free: a new pair for it is served.
+    let dec = tokio::spawn({
+        let (d, b) = (d.clone(), gen(&prompt(8), 2, boot.clone()));
+        async move { post(&d, "/generate", b).await }
+    });
+    let (ps, pv) = post(&p, "/generate", gen(&prompt(8), 2, boot)).await;
+    assert_eq!(ps, 200, "{pv}");
+    assert_eq!(dec.await.unwrap().0, 200);
+}

@@ -90,7 +90,7 @@ async fn run(state: Arc<MockState>, leg: Leg) {
             prefill_dp_rank: boot.prefill_dp_rank,
             rid: rid.clone(),
         };
-        client::register(&authority, room, &body).await
+        pd.client.register(&authority, room, &body).await
     };
     let outcome = tokio::select! {
         _ = out.closed() => return,

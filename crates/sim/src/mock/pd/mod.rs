@@ -79,6 +79,8 @@ pub struct PdState {
     pub tasks: TaskTracker,
     /// Ids of prefill requests whose KV is held through the transfer.
     next_hold: AtomicU64,
+    /// The decode's pooled client for prefill bootstrap listeners.
+    pub client: client::BootstrapClient,
     gauges: Vec<Arc<Gauges>>,
 }
 
@@ -134,12 +136,16 @@ pub async fn start(a: &MockArgs) -> anyhow::Result<Arc<PdState>> {
     let tasks = TaskTracker::new();
     let mut port = a.disaggregation_bootstrap_port;
     if mode == Mode::Prefill {
-        let listener = tokio::net::TcpListener::bind((a.host.as_str(), port))
-            .await
-            .with_context(|| format!("bind bootstrap port {}:{port}", a.host))?;
+        // SGLang's listen backlog, as the HTTP listener (`mock/mod.rs`): a GRPO burst opens
+        // one registration per request at once.
+        let listener =
+            kvrouter::server::connections::bind_with_backlog((a.host.as_str(), port), 2048)
+                .await
+                .with_context(|| format!("bind bootstrap port {}:{port}", a.host))?;
         port = listener.local_addr()?.port();
         tasks.spawn(bootstrap::serve(listener, rooms.clone(), tasks.clone()));
     }
+    let client = client::BootstrapClient::new(&tasks);
     Ok(Arc::new(PdState {
         mode,
         bootstrap_port: port,
@@ -151,6 +157,7 @@ pub async fn start(a: &MockArgs) -> anyhow::Result<Arc<PdState>> {
         waiting_timeout: Duration::from_secs_f64(a.disaggregation_waiting_timeout),
         tasks,
         next_hold: AtomicU64::new(0),
+        client,
         gauges: (0..a.dp_size.max(1)).map(|_| Arc::default()).collect(),
     }))
 }
