@@ -236,7 +236,16 @@ async fn failures_are_500s_with_sglangs_messages() {
             .contains("cannot reach the prefill bootstrap server"),
         "{v}"
     );
-    let _ = boot;
+    // Streaming: the head is already sent, the failure is an SSE error event.
+    let mut body = gen(&prompt(8), 2, boot);
+    body["stream"] = json!(true);
+    let (st, text) = http(&d2, "POST", "/generate", Some(&body)).await;
+    assert_eq!(st, 200);
+    assert!(
+        text.contains("\"error\"") && text.contains("Decode transfer failed"),
+        "{text}"
+    );
+    assert!(text.contains("data: [DONE]"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
