@@ -180,7 +180,10 @@ async fn finish(
     let Some(leg) = leg else {
         return Err(format!("no room for request {}", d.rid));
     };
-    let first = (d.output_ids[0], d.logprobs.first().copied().unwrap_or(0.0));
+    let Some(&token) = d.output_ids.first() else {
+        return Err(format!("request {} produced no token", d.rid));
+    };
+    let first = (token, d.logprobs.first().copied().unwrap_or(0.0));
     if let Some(mut ticket) = leg.ticket {
         let room = ticket.room();
         let failure = |e: &str| {
