@@ -479,9 +479,10 @@ async fn with_decode_radix_caches_siblings_share_a_decode_that_receives_only_the
     let second: Value = serde_json::from_slice(&got).unwrap();
     assert_eq!(
         second["meta_info"]["cached_tokens"], 252,
-        "the decode's own prefix (the prompt but its last token, page-aligned): {second}"
+        "the prompt but its last token, page-aligned: {second}"
     );
-    // The prefill's last transfer moved one page: 4 tokens x 128 KiB at 25 GB/s.
+    // The decode held that prefix itself: the prefill's last transfer moved one page
+    // (4 tokens x 128 KiB at 25 GB/s).
     let mut last = Vec::new();
     for (p, _) in &fleet.prefill {
         let (_, l) = support::http::get(&p.url, "/v1/loads").await;

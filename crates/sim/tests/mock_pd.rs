@@ -160,7 +160,18 @@ async fn a_pair_meets_by_room_and_the_decode_continues_the_prefill() {
         dv["output_ids"][0], pv["output_ids"][0],
         "the prefill's first token"
     );
-    assert_eq!(dv["meta_info"]["cached_tokens"], 0, "no decode radix cache");
+    assert_eq!(dv["meta_info"]["cached_tokens"], 0, "a cold prefill");
+    // Again: the prefill hits its cache, and the decode reports the prefill's hit (SGLang
+    // sends it in the metadata buffer), though it has no radix cache of its own.
+    let boot = json!({"bootstrap_host": "127.0.0.1", "bootstrap_port": port, "bootstrap_room": 78});
+    let dec = tokio::spawn({
+        let (d, b) = (d.clone(), gen(&ids, 6, boot.clone()));
+        async move { post(&d, "/generate", b).await }
+    });
+    let (_, pv) = post(&p, "/generate", gen(&ids, 6, boot)).await;
+    let (_, dv) = dec.await.unwrap();
+    assert_eq!(pv["meta_info"]["cached_tokens"], 16, "{pv}");
+    assert_eq!(dv["meta_info"]["cached_tokens"], 16, "{dv}");
     // A batch with one room each, OpenAI route, and a scalar room expanded to room + i.
     let boot =
         json!({"bootstrap_host": "127.0.0.1", "bootstrap_port": port, "bootstrap_room": 500});

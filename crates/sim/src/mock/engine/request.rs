@@ -83,6 +83,10 @@ pub struct Prebuilt {
     /// `--disaggregation-decode-enable-radix-cache`: match and insert into the rank's tree;
     /// without it the decode runs SGLang's `disable_radix_cache` (no match, no insert).
     pub radix: bool,
+    /// The prefill's reported prefix hit: the decode's `cached_tokens` starts from it and adds
+    /// only its own reuse beyond it (`prepare_for_prebuilt`,
+    /// `disaggregation/decode_schedule_batch_mixin.py`).
+    pub cached: usize,
 }
 
 /// A message from the scheduler to the HTTP task that owns the request.

@@ -46,6 +46,8 @@ pub struct RegisterReply {
     pub first_token: u32,
     pub logprob: f32,
     pub tokens: usize,
+    #[serde(default)]
+    pub cached_tokens: usize,
 }
 
 type Resp = Response<Full<Bytes>>;
@@ -134,6 +136,7 @@ async fn handle(rooms: Arc<Rooms>, req: Request<Incoming>) -> Resp {
                 first_token: t.first_token,
                 logprob: t.logprob,
                 tokens: t.tokens,
+                cached_tokens: t.cached_tokens,
             }),
         ),
         Err(m) => reply(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": m})),

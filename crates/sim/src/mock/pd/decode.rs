@@ -39,6 +39,7 @@ pub(super) fn launch(state: &Arc<MockState>, legs: Vec<Leg>) {
             leg.req.prebuilt = Some(Prebuilt {
                 first: leg.req.sampler.token(0),
                 radix,
+                cached: 0,
             });
             local.push((leg.rank, leg.req));
         } else {
@@ -108,6 +109,7 @@ async fn run(state: Arc<MockState>, leg: Leg) {
             req.prebuilt = Some(Prebuilt {
                 first: (t.first_token, t.logprob),
                 radix: pd.decode_radix,
+                cached: t.cached_tokens,
             });
             if state.ranks[rank]
                 .inbox

@@ -221,6 +221,7 @@ async fn finish(
             first_token: first.0,
             logprob: first.1,
             tokens,
+            cached_tokens: d.cached_tokens,
         }));
     }
     // The transfer is over (or there was none): the prefill's KV is unlocked.

@@ -22,6 +22,9 @@ pub struct Transferred {
     pub logprob: f32,
     /// Tokens whose KV was sent (the prompt less the decode's own prefix, page-rounded).
     pub tokens: usize,
+    /// The prefill's prefix-cache hit, which the decode reports (`cached_tokens[0]` of the
+    /// metadata buffer, `disaggregation/decode.py` `_commit_transfer_to_req`).
+    pub cached_tokens: usize,
 }
 
 /// A decode worker's registration for a room.
@@ -246,6 +249,7 @@ mod tests {
             first_token: 300,
             logprob: -0.5,
             tokens: 16,
+            cached_tokens: 0,
         }
     }
 

@@ -145,11 +145,21 @@ impl Scheduler {
             s.kv_len = pre_len;
             s.own_pages = need;
             s.extend = take;
-            s.cached_tokens += pre_len;
-            s.host_loaded = host_len;
-            if s.cached_split.is_none() {
-                s.cached_split = Some((pre_len - host_len, host_len));
+            match s.req.prebuilt {
+                // The prefill's hit plus the decode's own reuse beyond it, once.
+                Some(p) if s.cached_split.is_none() => {
+                    s.cached_tokens = p.cached.max(pre_len);
+                    s.cached_split = Some((s.cached_tokens, 0));
+                }
+                Some(_) => {}
+                None => {
+                    s.cached_tokens += pre_len;
+                    if s.cached_split.is_none() {
+                        s.cached_split = Some((pre_len - host_len, host_len));
+                    }
+                }
             }
+            s.host_loaded = host_len;
             s.queue_time = now.duration_since(s.queued_at).as_secs_f64();
             hits += pre_len;
             if !prebuilt {

@@ -118,12 +118,14 @@ fn pd_prefill_holds_its_kv_until_released_and_prebuilt_decodes_skip_the_tree() {
     r.prebuilt = Some(crate::mock::engine::Prebuilt {
         first: (999, -0.5),
         radix: false,
+        cached: 12,
     });
     s.submit(vec![r]);
     assert_eq!(s.step().sim_ms, 0.0, "the prompt's KV was transferred");
     let done = run_until_idle(&mut s);
     assert_eq!(done[0].output_ids.len(), 4);
     assert_eq!(done[0].output_ids[0], 999);
+    assert_eq!(done[0].cached_tokens, 12, "the prefill's reported hit");
     assert_eq!(s.cache.tree_pages(), 0, "no radix cache on this decode");
     assert_eq!(s.req_pages, 0);
 }
