@@ -160,6 +160,45 @@ pub struct MockArgs {
     /// Mock only: a host-tier load-back costs this fraction of recomputing the tokens.
     #[arg(long, default_value_t = 0.1)]
     pub hicache_load_cost: f64,
+
+    // --- PD disaggregation (docs/mock.md "PD disaggregation", `crate::mock::pd`) ---
+    /// SGLang's `--disaggregation-mode`: `null` (aggregated, the default), `prefill` or
+    /// `decode`.
+    #[arg(long, default_value = "null", value_parser = ["null", "prefill", "decode"])]
+    pub disaggregation_mode: String,
+    /// SGLang's `--disaggregation-bootstrap-port` (default 8998): the prefill role's bootstrap
+    /// listener; a decode uses it for requests whose `bootstrap_port` is null. 0 binds an
+    /// ephemeral port (reported as `disaggregation_bootstrap_port` in `/server_info`).
+    #[arg(long, default_value_t = 8998)]
+    pub disaggregation_bootstrap_port: u16,
+    /// SGLang's `--disaggregation-decode-enable-radix-cache`: the decode role keeps a radix
+    /// cache (matches its own tree, receives only the delta KV, publishes KV events).
+    #[arg(long)]
+    pub disaggregation_decode_enable_radix_cache: bool,
+    /// Mock only: the simulated KV link between prefill and decode, in GB/s (10^9 bytes/s).
+    /// Default 25: one 200 Gb/s RDMA NIC at line rate.
+    #[arg(long, default_value_t = 25.0)]
+    pub disaggregation_link_gbps: f64,
+    /// Mock only: KV bytes per token moved by a transfer (default 131072: the 8B model of
+    /// docs/mock.md "Timing", 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes).
+    #[arg(long, default_value_t = 131072)]
+    pub disaggregation_kv_bytes_per_token: u64,
+    /// Seconds a prefill waits for the decode peer of a room (SGLang
+    /// `SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT`, 300).
+    #[arg(
+        long,
+        env = "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT",
+        default_value_t = 300.0
+    )]
+    pub disaggregation_bootstrap_timeout: f64,
+    /// Seconds a decode waits for its KV after registering (SGLang
+    /// `SGLANG_DISAGGREGATION_WAITING_TIMEOUT`, 300).
+    #[arg(
+        long,
+        env = "SGLANG_DISAGGREGATION_WAITING_TIMEOUT",
+        default_value_t = 300.0
+    )]
+    pub disaggregation_waiting_timeout: f64,
 }
 
 /// SGLang's default `--hicache-ratio` for the `cache` host memory mode
@@ -240,6 +279,7 @@ impl MockArgs {
             return Err("--hicache-load-cost must be a number >= 0".into());
         }
         crate::mock::lora::Adapters::from_args(self)?;
+        crate::mock::pd::validate_args(self)?;
         Ok(())
     }
 

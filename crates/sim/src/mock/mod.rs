@@ -5,7 +5,8 @@
 //!
 //! Layout: `config` (CLI), `tokenizer`/`sampler` (deterministic stand-ins), `cache`
 //! (radix tree + SGLang block hash), `engine` (scheduler and its driver), `kv_events`
-//! (msgpack + ZMQ), `http` (routes), `metrics` (`sglang:*`), `state` (shared handles).
+//! (msgpack + ZMQ), `http` (routes), `metrics` (`sglang:*`), `state` (shared handles),
+//! `pd` (the PD disaggregation roles).
 
 pub mod cache;
 pub mod config;
@@ -15,6 +16,7 @@ pub mod kv_events;
 pub mod load;
 pub mod lora;
 pub mod metrics;
+pub mod pd;
 pub mod sampler;
 pub mod state;
 pub mod tokenizer;
@@ -108,6 +110,7 @@ pub async fn start(args: MockArgs) -> anyhow::Result<RunningMock> {
         .await
         .with_context(|| format!("bind {}:{}", args.host, args.port))?;
     let addr = listener.local_addr()?;
+    let pd = pd::start(&args).await?;
     let kv_events_config = publishers.reported_config.clone();
     let launch = Launch::new(
         args.seed,
@@ -122,6 +125,7 @@ pub async fn start(args: MockArgs) -> anyhow::Result<RunningMock> {
         publishers.reported_config,
         addr.port(),
         launch,
+        pd,
     ));
     let server = tokio::spawn(http::serve(listener, state));
     Ok(RunningMock {

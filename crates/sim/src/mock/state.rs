@@ -27,6 +27,8 @@ pub struct MockState {
     weight_version: RwLock<Arc<str>>,
     next_rank: AtomicUsize,
     pub hooks: Hooks,
+    /// PD role, rooms and tasks (`crate::mock::pd`).
+    pub pd: Arc<crate::mock::pd::PdState>,
 }
 
 /// This launch's `/server_info.random_seed` and `startup_time`, the two values SGLang's body
@@ -102,6 +104,7 @@ impl MockState {
         kv_events_config: Option<String>,
         port: u16,
         launch: Launch,
+        pd: Arc<crate::mock::pd::PdState>,
     ) -> MockState {
         let version: Arc<str> = Arc::from(args.weight_version.as_str());
         MockState {
@@ -115,6 +118,7 @@ impl MockState {
             weight_version: RwLock::new(version),
             next_rank: AtomicUsize::new(0),
             hooks: Hooks::default(),
+            pd,
         }
     }
 

@@ -8,6 +8,6 @@ pub mod tiers;
 pub mod timing;
 
 pub use rank::{Command, LoadView, RankHandle, WeightUpdate};
-pub use request::{Done, EngineRequest, FinishReason, Reply};
+pub use request::{Done, EngineRequest, FinishReason, Prebuilt, Reply};
 pub use scheduler::{Limits, PauseMode, SchedulePolicy, Scheduler, Snapshot};
 pub use timing::{Roofline, TimingModel};

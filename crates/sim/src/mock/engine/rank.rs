@@ -33,6 +33,15 @@ pub enum Command {
         flush_kv: bool,
         done: oneshot::Sender<bool>,
     },
+    /// PD decode with a radix cache: the length of `tokens[..len-1]` resident in the tree
+    /// (page-aligned), which the decode asks the prefill not to send (`decode_prefix_len`).
+    PrefixLen {
+        ns: crate::mock::cache::Namespace,
+        tokens: Vec<u32>,
+        done: oneshot::Sender<usize>,
+    },
+    /// PD prefill: the transfer of a held request ended; unlock and free its KV.
+    ReleaseHeld(u64),
 }
 
 /// A weight change as one rank applies it.
@@ -203,6 +212,10 @@ impl Driver {
                 self.publish_events();
                 let _ = done.send(ok);
             }
+            Command::PrefixLen { ns, tokens, done } => {
+                let _ = done.send(self.sched.prefix_len(&ns, &tokens));
+            }
+            Command::ReleaseHeld(id) => self.sched.release_held(id),
         }
         self.refresh_view();
     }

@@ -64,6 +64,29 @@ pub struct EngineRequest {
     pub arrival: Instant,
     /// Cache namespace (`extra_key` + LoRA id, `cache_salt`); default = the plain tree.
     pub ns: Namespace,
+    /// PD decode: the prompt's KV arrived from a prefill worker (`crate::mock::pd`).
+    pub prebuilt: Option<Prebuilt>,
+    /// PD prefill: at finish the request's KV stays locked under this id until the rank gets
+    /// `Command::ReleaseHeld` (SGLang keeps it through the transfer,
+    /// `disagg_prefill_inflight_queue`, `disaggregation/prefill.py`).
+    pub hold: Option<u64>,
+}
+
+/// A PD decode request whose prompt KV was transferred (SGLang's decode
+/// `prepare_for_prebuilt`, `disaggregation/decode_schedule_batch_mixin.py`): admission
+/// allocates its pages but computes nothing, and its first output token is the one the
+/// prefill sampled.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Prebuilt {
+    /// The first output token and its logprob, as the prefill sampled them.
+    pub first: (u32, f32),
+    /// `--disaggregation-decode-enable-radix-cache`: match and insert into the rank's tree;
+    /// without it the decode runs SGLang's `disable_radix_cache` (no match, no insert).
+    pub radix: bool,
+    /// The prefill's reported prefix hit: the decode's `cached_tokens` starts from it and adds
+    /// only its own reuse beyond it (`prepare_for_prebuilt`,
+    /// `disaggregation/decode_schedule_batch_mixin.py`).
+    pub cached: usize,
 }
 
 /// A message from the scheduler to the HTTP task that owns the request.
@@ -78,6 +101,9 @@ pub enum Reply {
     },
     /// The request finished.
     Done(Box<Done>),
+    /// The whole call failed (PD bootstrap or transfer failure): the route answers
+    /// `status` with `message` in its error shape, or an SSE error event when streaming.
+    Failed { status: u16, message: String },
 }
 
 /// Final state of a request.
@@ -106,6 +132,9 @@ pub struct Done {
     pub prefill_secs: f64,
     /// Times the request was retracted (SGLang `meta_info.total_retractions`).
     pub retractions: u32,
+    /// `meta_info.input_token_logprobs` entries (`[logprob|null, token]`): set by a PD
+    /// prefill with `return_logprob`, empty otherwise.
+    pub input_logprobs: Vec<(Option<f32>, u32)>,
 }
 
 impl Done {

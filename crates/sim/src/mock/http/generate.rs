@@ -13,7 +13,9 @@ use serde_json::{json, Value};
 
 use super::meta::{meta_info, output_text, MetaArgs};
 use super::parse::{self, ItemInfo, OneOrMany, Prompt, SamplingParams};
-use super::respond::{native_error, ok, sse, sse_event, Resp, SseBody, SseFormatter};
+use super::respond::{
+    native_error, ok, sse, sse_error, sse_event, status_of, Resp, SseBody, SseFormatter,
+};
 use crate::mock::engine::{Done, Reply};
 use crate::mock::state::MockState;
 use crate::mock::tokenizer;
@@ -73,8 +75,10 @@ pub async fn generate(state: &Arc<MockState>, bytes: &[u8]) -> Resp {
             return_logprob,
         })
         .collect();
-    parse::submit(state, job.reqs);
-    let mut rx = job.rx;
+    let mut rx = match crate::mock::pd::dispatch(state, bytes, job.reqs, job.rx) {
+        Ok(rx) => rx,
+        Err(m) => return native_error(StatusCode::BAD_REQUEST, m),
+    };
     if stream {
         let fmt = GenerateSse {
             state: state.clone(),
@@ -100,6 +104,9 @@ pub async fn generate(state: &Arc<MockState>, bytes: &[u8]) -> Resp {
                 }
             }
             Some(Reply::Step { .. }) => {}
+            Some(Reply::Failed { status, message }) => {
+                return native_error(status_of(status), message)
+            }
             None => return native_error(StatusCode::INTERNAL_SERVER_ERROR, "engine stopped"),
         }
     }
@@ -238,6 +245,7 @@ fn final_object(it: &Item, d: &Done, e2e: f64, multi_rank: bool, index: Option<u
         retractions: d.retractions,
         timings: Some(d.timings()),
         return_logprob: it.return_logprob,
+        input_logprobs: &d.input_logprobs,
     });
     let mut v =
         json!({"text": output_text(&d.output_ids), "output_ids": d.output_ids, "meta_info": meta});
@@ -287,6 +295,7 @@ impl SseFormatter for GenerateSse {
                     retractions: 0,
                     timings: None,
                     return_logprob: it.return_logprob,
+                    input_logprobs: &[],
                 });
                 let mut v = json!({"text": output_text(ids), "output_ids": ids, "meta_info": meta});
                 if self.batch {
@@ -296,6 +305,10 @@ impl SseFormatter for GenerateSse {
                 }
                 out.push_back(sse_event(&v));
                 false
+            }
+            Reply::Failed { status, message } => {
+                out.push_back(sse_error(status, &message));
+                true
             }
             Reply::Done(d) => {
                 let i = d.index as usize;

@@ -57,5 +57,8 @@ pub fn engine_state(state: &MockState) -> Resp {
             })
         })
         .collect();
-    ok(&json!({"weight_version": &*state.weight_version(), "ranks": ranks}))
+    ok(
+        &json!({"weight_version": &*state.weight_version(), "ranks": ranks,
+               "pd_rooms": state.pd.rooms.len()}),
+    )
 }

@@ -26,6 +26,8 @@ pub struct MetaArgs<'a> {
     /// SGLang adds them when metrics are enabled, as the mock's always are).
     pub timings: Option<[f64; 3]>,
     pub return_logprob: bool,
+    /// `input_token_logprobs` (`[logprob|null, token]`; a PD prefill's prompt, else empty).
+    pub input_logprobs: &'a [(Option<f32>, u32)],
 }
 
 /// Builds `meta_info` as `TokenizerManager._handle_batch_output` does.
@@ -55,7 +57,12 @@ pub fn meta_info(a: &MetaArgs) -> Value {
             .zip(a.logprobs)
             .map(|(t, lp)| json!([lp, t, null]))
             .collect();
-        m.insert("input_token_logprobs".into(), Value::Array(Vec::new()));
+        let input: Vec<Value> = a
+            .input_logprobs
+            .iter()
+            .map(|(lp, t)| json!([lp, t, null]))
+            .collect();
+        m.insert("input_token_logprobs".into(), Value::Array(input));
         m.insert("output_token_logprobs".into(), Value::Array(lps));
         m.insert(
             "output_token_logprobs_length".into(),

@@ -15,7 +15,9 @@ use serde_json::{json, Value};
 
 use super::meta::{meta_info, output_text, MetaArgs};
 use super::parse::{self, ItemInfo, Prompt, SamplingParams};
-use super::respond::{ok, openai_error, sse, sse_event, Resp, SseBody, SseFormatter};
+use super::respond::{
+    ok, openai_error, sse, sse_error, sse_event, status_of, Resp, SseBody, SseFormatter,
+};
 use crate::mock::engine::{Done, Reply};
 use crate::mock::state::MockState;
 use crate::mock::tokenizer;
@@ -278,8 +280,10 @@ async fn run(
             .unwrap_or(false),
         n,
     };
-    parse::submit(state, job.reqs);
-    let mut rx = job.rx;
+    let mut rx = match crate::mock::pd::dispatch(state, bytes, job.reqs, job.rx) {
+        Ok(rx) => rx,
+        Err(m) => return openai_error(StatusCode::BAD_REQUEST, m),
+    };
     if stream {
         let count = call.items.len();
         let fmt = OpenAiSse {
@@ -304,6 +308,9 @@ async fn run(
                 }
             }
             Some(Reply::Step { .. }) => {}
+            Some(Reply::Failed { status, message }) => {
+                return openai_error(status_of(status), message)
+            }
             None => return openai_error(StatusCode::INTERNAL_SERVER_ERROR, "engine stopped"),
         }
     }
@@ -368,6 +375,7 @@ fn meta_of(state: &MockState, d: &Done, logprobs: bool, e2e: Option<f64>, finish
         retractions: d.retractions,
         timings: finish.then(|| d.timings()),
         return_logprob: logprobs,
+        input_logprobs: &d.input_logprobs,
     })
 }
 
@@ -491,6 +499,10 @@ impl SseFormatter for OpenAiSse {
                 let c = self.content(i, format!(" t{token}"), None);
                 out.push_back(self.chunk(c));
                 false
+            }
+            Reply::Failed { status, message } => {
+                out.push_back(sse_error(status, &message));
+                true
             }
             Reply::Done(d) => {
                 let i = d.index as usize;

@@ -228,6 +228,8 @@ pub fn build_job(
                     reply: tx.clone(),
                     arrival: now,
                     ns: p.ns.clone(),
+                    prebuilt: None,
+                    hold: None,
                 },
             ));
         }

@@ -184,3 +184,14 @@ pub fn sse_event(v: &Value) -> Bytes {
     buf.extend_from_slice(b"\n\n");
     Bytes::from(buf)
 }
+
+/// An HTTP status from a `Reply::Failed` code (500 when the code is not a status).
+pub fn status_of(code: u16) -> StatusCode {
+    StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+/// The SSE error event SGLang's stream handlers send when a request fails mid-stream
+/// (`entrypoints/http_server.py` `stream_results`: `{"error": {"message", ...}}`).
+pub fn sse_error(code: u16, message: &str) -> Bytes {
+    sse_event(&json!({"error": {"message": message, "code": code}}))
+}

@@ -102,6 +102,31 @@ fn server_args(state: &MockState) -> Vec<(&'static str, Value)> {
                 .unwrap_or(crate::mock::config::DEFAULT_HICACHE_RATIO)),
         ),
         ("hicache_write_policy", json!(a.hicache_write_policy)),
+        // PD role (`crate::mock::pd`): the bound bootstrap port; a decode without its radix
+        // cache runs `disable_radix_cache` (`arg_groups/pd_disaggregation_hook.py`).
+        ("disaggregation_mode", json!(state.pd.mode.as_str())),
+        (
+            "disaggregation_bootstrap_port",
+            json!(state.pd.bootstrap_port),
+        ),
+        (
+            "disaggregation_decode_enable_radix_cache",
+            json!(a.disaggregation_decode_enable_radix_cache),
+        ),
+        (
+            "disable_radix_cache",
+            json!(state.pd.mode == crate::mock::pd::Mode::Decode && !state.pd.decode_radix),
+        ),
+        // A prefill's default DP dispatch (`arg_groups/serving_hook.py`
+        // `handle_load_balance_method`: `auto` -> `follow_bootstrap_room` for PD prefill).
+        (
+            "load_balance_method",
+            json!(if state.pd.mode == crate::mock::pd::Mode::Prefill {
+                "follow_bootstrap_room"
+            } else {
+                a.load_balance_method.as_str()
+            }),
+        ),
     ]
 }
 

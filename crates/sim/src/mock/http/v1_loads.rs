@@ -66,6 +66,7 @@ fn core(rank: u32, v: &LoadView, state: &MockState, ts: f64) -> Vec<(&'static st
 /// The sections SGLang's scheduler sets: `memory`, `disaggregation` and `queues` always,
 /// `lora` with LoRA enabled, `speculative` never (no speculative decoding).
 fn sections(
+    rank: u32,
     v: &LoadView,
     state: &MockState,
     lora: bool,
@@ -86,10 +87,7 @@ fn sections(
     out.push((
         "disaggregation",
         "disagg",
-        json!({"mode": "null", "prefill_bootstrap_queue_reqs": 0,
-               "prefill_inflight_queue_reqs": 0, "decode_prealloc_queue_reqs": 0,
-               "decode_transfer_queue_reqs": 0, "decode_retracted_queue_reqs": 0,
-               "kv_transfer_speed_gb_s": 0.0, "kv_transfer_latency_ms": 0.0}),
+        state.pd.load_section(rank as usize),
     ));
     out.push((
         "queues",
@@ -114,7 +112,7 @@ fn to_dict(
     if !all && include.is_some_and(|i| i.len() == 1 && i.contains("core")) {
         return d;
     }
-    for (field, name, value) in sections(v, state, lora) {
+    for (field, name, value) in sections(rank, v, state, lora) {
         if all || include.is_some_and(|i| i.contains(name)) {
             d.push((field, value));
         }

@@ -79,8 +79,14 @@ impl Scheduler {
             }
             let len = front.tokens.len();
             let ns = front.ns;
-            let (node, dev_len) = self.cache.match_prefix_in(ns, &front.tokens[..len - 1]);
-            let (node, host_len) = if self.cache.has_host() {
+            let tree = super::uses_tree(front);
+            let prebuilt = front.req.prebuilt.is_some();
+            let (node, dev_len) = if tree {
+                self.cache.match_prefix_in(ns, &front.tokens[..len - 1])
+            } else {
+                (super::ROOT, 0)
+            };
+            let (node, host_len) = if tree && self.cache.has_host() {
                 let rest = front.tokens[dev_len..len - 1].to_vec();
                 self.load_back(ns, node, &rest)
             } else {
@@ -91,7 +97,8 @@ impl Scheduler {
                 break;
             };
             let extend = len - pre_len;
-            let take = if extend <= rem {
+            // A PD decode's prebuilt prompt is not computed: no token budget, no chunking.
+            let take = if prebuilt || extend <= rem {
                 extend
             } else if self.limits.chunk_size.is_some() {
                 rem / p * p
@@ -138,15 +145,27 @@ impl Scheduler {
             s.kv_len = pre_len;
             s.own_pages = need;
             s.extend = take;
-            s.cached_tokens += pre_len;
-            s.host_loaded = host_len;
-            if s.cached_split.is_none() {
-                s.cached_split = Some((pre_len - host_len, host_len));
+            match s.req.prebuilt {
+                // The prefill's hit plus the decode's own reuse beyond it, once.
+                Some(p) if s.cached_split.is_none() => {
+                    s.cached_tokens = p.cached.max(pre_len);
+                    s.cached_split = Some((s.cached_tokens, 0));
+                }
+                Some(_) => {}
+                None => {
+                    s.cached_tokens += pre_len;
+                    if s.cached_split.is_none() {
+                        s.cached_split = Some((pre_len - host_len, host_len));
+                    }
+                }
             }
+            s.host_loaded = host_len;
             s.queue_time = now.duration_since(s.queued_at).as_secs_f64();
             hits += pre_len;
-            input += take;
-            rem -= take;
+            if !prebuilt {
+                input += take;
+                rem -= take;
+            }
             let chunked = take < extend;
             if !chunked {
                 offset += max_new as f64;

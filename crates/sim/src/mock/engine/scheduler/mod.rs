@@ -170,6 +170,16 @@ pub struct Scheduler {
     spare: Vec<Seq>,
     /// A host-tier load-back costs this fraction of recomputing the tokens.
     host_load_fraction: f64,
+    /// PD prefill: finished requests whose KV stays locked until their transfer ends, by
+    /// hold id: (locked node, own pages).
+    held: std::collections::HashMap<u64, (NodeId, usize)>,
+}
+
+/// False for a PD decode request without the decode radix cache (SGLang's decode runs with
+/// `disable_radix_cache` unless `--disaggregation-decode-enable-radix-cache`,
+/// `arg_groups/pd_disaggregation_hook.py`): it neither matches nor inserts.
+fn uses_tree(s: &Seq) -> bool {
+    s.req.prebuilt.is_none_or(|p| p.radix)
 }
 
 fn pages_for(tokens: usize, page: usize) -> usize {
@@ -199,6 +209,7 @@ impl Scheduler {
             batch_full: false,
             spare: Vec::new(),
             host_load_fraction: 0.0,
+            held: std::collections::HashMap::new(),
         }
     }
 
@@ -223,6 +234,18 @@ impl Scheduler {
         }
     }
 
+    /// The device-resident prefix of `tokens[..len-1]` in namespace `ns` (what admission
+    /// would match now; PD decode's `decode_prefix_len`).
+    pub fn prefix_len(&mut self, ns: &crate::mock::cache::Namespace, tokens: &[u32]) -> usize {
+        if tokens.len() < 2 {
+            return 0;
+        }
+        let ns = self.cache.namespace(ns);
+        self.cache
+            .match_prefix_in(ns, &tokens[..tokens.len() - 1])
+            .1
+    }
+
     /// Sets the cost of a host-tier load-back as a fraction of recomputing the tokens.
     pub fn set_host_load_fraction(&mut self, f: f64) {
         self.host_load_fraction = f;
@@ -243,9 +266,18 @@ impl Scheduler {
             || (!self.waiting.is_empty() && !self.draining)
     }
 
-    /// No request holds KV (running or mid-chunk).
+    /// No request holds KV (running, mid-chunk, or a PD prefill's held transfer).
     pub fn holds_no_kv(&self) -> bool {
-        self.running.is_empty() && self.chunked.is_none()
+        self.running.is_empty() && self.chunked.is_none() && self.held.is_empty()
+    }
+
+    /// Unlocks and frees a PD prefill's held KV (no-op for an unknown id).
+    pub fn release_held(&mut self, id: u64) {
+        if let Some((node, pages)) = self.held.remove(&id) {
+            self.cache.dec_lock(node);
+            self.free_req_pages(pages);
+            self.batch_full = false;
+        }
     }
 
     /// SGLang's flush condition: nothing holds KV and (unless paused) nothing waits.
@@ -443,16 +475,26 @@ impl Scheduler {
     }
 
     fn run_prefill(&mut self, batch: Vec<Seq>) -> StepReport {
-        let computed: usize = batch.iter().map(|s| s.extend).sum();
+        // A PD decode's prebuilt prompt arrived by transfer: nothing to compute.
+        let computed: usize = batch
+            .iter()
+            .filter(|s| s.req.prebuilt.is_none())
+            .map(|s| s.extend)
+            .sum();
         let parts: Vec<PrefillPart> = batch
             .iter()
+            .filter(|s| s.req.prebuilt.is_none())
             .map(|s| PrefillPart {
                 prefix: s.kv_len,
                 new: s.extend,
             })
             .collect();
         let loaded: usize = batch.iter().map(|s| s.host_loaded).sum();
-        let sim_ms = self.limits.timing.prefill_ms(&parts) + self.host_load_ms(loaded);
+        let sim_ms = if parts.is_empty() && loaded == 0 {
+            0.0
+        } else {
+            self.limits.timing.prefill_ms(&parts) + self.host_load_ms(loaded)
+        };
         let mut generated = 0;
         for mut s in batch {
             s.prefill_ms = sim_ms;
@@ -527,7 +569,10 @@ impl Scheduler {
     /// Appends the next pseudo-token; returns a finish reason when the request is done.
     fn emit_token(&mut self, s: &mut Seq) -> Option<FinishReason> {
         let i = s.output_len();
-        let (token, logprob) = s.req.sampler.token(i);
+        let (token, logprob) = match s.req.prebuilt {
+            Some(p) if i == 0 => p.first,
+            _ => s.req.sampler.token(i),
+        };
         s.tokens.push(token);
         s.logprobs.push(logprob);
         if s.first_token.is_none() {
@@ -557,6 +602,9 @@ impl Scheduler {
 
     /// `cache_unfinished_req`: inserts the computed pages and moves the lock.
     fn cache_unfinished(&mut self, s: &mut Seq) {
+        if !uses_tree(s) {
+            return;
+        }
         let p = self.limits.page_size;
         let ins = self.cache.insert_in(s.ns, &s.tokens[..s.kv_len]);
         self.cache.inc_lock(ins.node);
@@ -570,7 +618,7 @@ impl Scheduler {
 
     /// Frees a request's KV: inserts computed pages when `insert`, unlocks, frees pages.
     fn release(&mut self, s: Seq, insert: bool) {
-        if insert && s.kv_len > 0 {
+        if insert && s.kv_len > 0 && uses_tree(&s) {
             self.cache.insert_in(s.ns, &s.tokens[..s.kv_len]);
         }
         self.cache.dec_lock(s.node);
@@ -580,11 +628,18 @@ impl Scheduler {
     fn finish(&mut self, s: Seq, finish: FinishReason) {
         let prompt_len = s.req.prompt.len();
         let node = s.node;
-        if s.kv_len > 0 {
+        if s.kv_len > 0 && uses_tree(&s) {
             self.cache.insert_in(s.ns, &s.tokens[..s.kv_len]);
         }
-        self.cache.dec_lock(node);
-        self.free_req_pages(s.own_pages);
+        match s.req.hold {
+            Some(id) if !matches!(finish, FinishReason::Abort(_)) => {
+                self.held.insert(id, (node, s.own_pages));
+            }
+            _ => {
+                self.cache.dec_lock(node);
+                self.free_req_pages(s.own_pages);
+            }
+        }
         let ttft = s
             .first_token
             .map(|t| t.duration_since(s.req.arrival).as_secs_f64());
@@ -616,6 +671,7 @@ impl Scheduler {
             prefill_ms,
             prefill_secs: 0.0,
             retractions,
+            input_logprobs: Vec::new(),
         };
         self.outbox.push((req.reply, Reply::Done(Box::new(done))));
     }

@@ -33,6 +33,8 @@ fn req(
         reply: tx.clone(),
         arrival: Instant::now(),
         ns: Default::default(),
+        prebuilt: None,
+        hold: None,
     }
 }
 
@@ -90,6 +92,41 @@ fn pressure_retracts_then_completes() {
     assert_eq!(done.len(), 3);
     let reasons: Vec<&FinishReason> = done.iter().map(|d| &d.finish).collect();
     assert!(done.iter().all(|d| d.output_ids.len() == 20), "{reasons:?}");
+    assert_eq!(s.req_pages, 0);
+}
+
+#[test]
+fn pd_prefill_holds_its_kv_until_released_and_prebuilt_decodes_skip_the_tree() {
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let mut s = Scheduler::new(0, limits(256, Some(8)), Arc::from("v"));
+    let mut r = req((0..30).collect(), 1, &tx, 0);
+    r.hold = Some(7);
+    s.submit(vec![r]);
+    let done = run_until_idle(&mut s);
+    assert_eq!(done[0].output_ids.len(), 1);
+    assert!(!s.holds_no_kv(), "held through the transfer");
+    assert!(!s.flush(), "no flush while a transfer holds KV");
+    assert!(s.cache.evictable_pages() < s.cache.tree_pages(), "locked");
+    s.release_held(7);
+    assert!(s.holds_no_kv());
+    assert_eq!(s.req_pages, 0);
+    assert_eq!(s.cache.evictable_pages(), s.cache.tree_pages());
+    assert!(s.flush());
+    // A prebuilt decode without the radix cache: no prefill time, the given first token,
+    // nothing inserted, all pages freed.
+    let mut r = req((100..130).collect(), 4, &tx, 1);
+    r.prebuilt = Some(crate::mock::engine::Prebuilt {
+        first: (999, -0.5),
+        radix: false,
+        cached: 12,
+    });
+    s.submit(vec![r]);
+    assert_eq!(s.step().sim_ms, 0.0, "the prompt's KV was transferred");
+    let done = run_until_idle(&mut s);
+    assert_eq!(done[0].output_ids.len(), 4);
+    assert_eq!(done[0].output_ids[0], 999);
+    assert_eq!(done[0].cached_tokens, 12, "the prefill's reported hit");
+    assert_eq!(s.cache.tree_pages(), 0, "no radix cache on this decode");
     assert_eq!(s.req_pages, 0);
 }
 
