@@ -7,7 +7,7 @@ Run through scripts/conformance (installs the pinned SGLang, builds the binaries
       --worker sglang --target-dir target --results docs/results/conformance
 Options: --worker sglang|mock|both, --quick (the short form), --only NAME[,NAME],
 --router-bin / --mock-bin (other binaries than TARGET/debug/),
-(index, discovery, replay, restart, namespaces, tiers, load, differential),
+(index, discovery, replay, restart, namespaces, tiers, load, pd, differential),
 --no-results (do not write the results page). Exit code 1 when any check fails or
 finds a router feature missing.
 """
@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import native, procs, report, sglang_env  # noqa: E402
 from harness.checks import (  # noqa: E402
-    differential, discovery, index, load, namespaces, replay, restart, tiers)
+    differential, discovery, index, load, namespaces, pd, replay, restart, tiers)
 from harness.result import FAIL, Result  # noqa: E402
 
 CHECKS = {
@@ -36,8 +36,9 @@ CHECKS = {
     "namespaces": namespaces.run,
     "tiers": tiers.run,
     "load": load.run,
+    "pd": pd.run,
 }
-QUICK = ["index", "discovery", "restart", "namespaces", "load"]
+QUICK = ["index", "discovery", "restart", "namespaces", "load", "pd"]
 
 
 class Ctx:

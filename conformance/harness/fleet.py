@@ -28,8 +28,9 @@ class Worker:
     """One worker process and how to read what it holds."""
 
     def __init__(self, env, kind, *, form="star", dp_size=1, capacity=65536, load=False,
-                 port=None, kv_ports=None, mock_extra=()):
+                 port=None, kv_ports=None, mock_extra=(), sglang_extra=None):
         self.mock_extra = list(mock_extra)
+        self.sglang_extra = dict(sglang_extra or {})  # e.g. disaggregation_mode
         self.env, self.kind, self.form, self.dp = env, kind, form, dp_size
         self.capacity, self.load = capacity, load
         self.port = port or free_port_range(1)
@@ -63,7 +64,7 @@ class Worker:
                   kv_events_config=self.kv_events_config(), capacity=self.capacity,
                   load_publish_endpoint="auto" if self.load else None)
         if self.kind == "sglang":
-            self.proc = self.env.sglang_worker(**kw)
+            self.proc = self.env.sglang_worker(**kw, **self.sglang_extra)
         else:
             self.proc = self.env.mock_worker(extra=self.env.mock_flags + self.mock_extra, **kw)
         self.url = self.proc.url

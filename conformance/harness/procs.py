@@ -115,12 +115,15 @@ class Env:
         return self.track(Proc("router", argv))
 
     def sglang_worker(self, *, port=0, page_size=16, dp_size=1, kv_events_config=None,
-                      load_publish_endpoint=None, capacity=65536, host="127.0.0.1"):
+                      load_publish_endpoint=None, capacity=65536, host="127.0.0.1",
+                      disaggregation_mode=None, disaggregation_bootstrap_port=None):
         if port == 0:
             port = free_port_range(1)
         cfg = {"host": host, "port": port, "page_size": page_size, "dp_size": dp_size,
                "capacity": capacity, "kv_events_config": kv_events_config,
-               "load_publish_endpoint": load_publish_endpoint, "native": self.native}
+               "load_publish_endpoint": load_publish_endpoint, "native": self.native,
+               "disaggregation_mode": disaggregation_mode,
+               "disaggregation_bootstrap_port": disaggregation_bootstrap_port}
         env = dict(os.environ, PYTHONPATH=HERE)
         return self.track(Proc("sglang-worker", [self.python, "-m", "harness.worker",
                                                  json.dumps(cfg)], env=env))

@@ -3,7 +3,8 @@
 Run: ``python -m harness.worker '<json config>'``; prints ``listening on http://HOST:PORT``
 when it accepts connections. Config keys: host, port, page_size, dp_size, capacity,
 kv_events_config (a JSON string as ``--kv-events-config`` takes it, or null),
-load_publish_endpoint, native (path of the compiled hash_binding module, or null).
+load_publish_endpoint, native (path of the compiled hash_binding module, or null),
+disaggregation_mode / disaggregation_bootstrap_port (a PD role, reported in server info only).
 
 SGLang routes (bodies as ``entrypoints/http_server.py`` builds them):
   /health, /health_generate        200, empty
@@ -12,12 +13,15 @@ SGLang routes (bodies as ``entrypoints/http_server.py`` builds them):
                                    version, frontend)
   /model_info, /get_model_info     model_info()'s keys for the dummy model
   /generate                        generate_contract_error + GenerateReqInput (pydantic, as
-                                   FastAPI parses it) + normalize_batch_and_arguments
+                                   FastAPI parses it) + normalize_batch_and_arguments; single,
+                                   batched, streamed (SSE), return_logprob
   /v1/completions, /v1/chat/completions   CompletionRequest / ChatCompletionRequest
   /v1/loads                        LoadSnapshot.to_dict per rank
   /flush_cache                     tree reset on every rank
 Every body that fails SGLang's validation is answered 400 and recorded: the harness fails
-the run on any. Harness-only routes under /_conformance/ (state, evict, load, writeback).
+the run on any. Harness-only routes under /_conformance/ (state, evict, load, writeback,
+bodies: every generate-route body received with SGLang's normalised GenerateReqInput's
+bootstrap fields).
 """
 
 from __future__ import annotations
@@ -75,6 +79,14 @@ class Worker:
             kw["kv_events_config"] = cfg["kv_events_config"]
         if cfg.get("load_publish_endpoint"):
             kw["load_publish_endpoint"] = cfg["load_publish_endpoint"]
+        if cfg.get("disaggregation_mode"):
+            # PD role: only reported (server info, model info); the fake worker does no
+            # KV transfer and needs no peer.
+            kw["disaggregation_mode"] = cfg["disaggregation_mode"]
+            if cfg.get("disaggregation_bootstrap_port"):
+                kw["disaggregation_bootstrap_port"] = cfg["disaggregation_bootstrap_port"]
+        self.bodies = []  # every body received on the generate routes (/_conformance/bodies)
+        self._local = threading.local()
         self.args = S.ServerArgs(**kw)
         if hasattr(self.args, "resolve_once"):
             self.args.resolve_once()  # what the launcher does before publishing
@@ -138,7 +150,8 @@ class Worker:
         return {"model_path": "dummy", "served_model_name": "dummy", "tokenizer_path": "dummy",
                 "is_generation": True, "preferred_sampling_params": None,
                 "weight_version": "default", "load_format": "dummy", "reasoning_parser": None,
-                "tool_call_parser": None, "disaggregation_mode": "null",
+                "tool_call_parser": None,
+                "disaggregation_mode": getattr(self.args, "disaggregation_mode", "null"),
                 "has_image_understanding": False, "has_audio_understanding": False,
                 "model_type": None, "architectures": None}
 
@@ -222,6 +235,55 @@ class Worker:
         cached = e.run_request(tokens, out, extra_key=extra, cache_salt=salt)
         return out, cached
 
+    # SGLang's parsed request: the GenerateReqInput after normalize_batch_and_arguments, as
+    # /generate builds it, and as serving_completions / serving_chat build it from the
+    # OpenAI request (prompt kwargs, n in the sampling params, the PD fields passed through).
+    def _normalized(self, **kw):
+        obj = self.S.GenerateReqInput(**kw)
+        obj.normalize_batch_and_arguments()
+        return obj
+
+    @staticmethod
+    def _parsed(obj):
+        """The normalised object's PD fields, and the (host, port, room) of each request
+        TokenizerManager sends for it: the object itself when single; ``obj[i]`` for
+        i < batch_size without parallel sampling; with n > 1 (``_handle_batch_request``)
+        ``objs = [obj[i] for i in range(batch_size)]``, then per i a prefix warm-up
+        (max_new_tokens 0) and n samples, all copies of ``objs[i]``."""
+        n = getattr(obj, "parallel_sample_num", 1)
+        bs = getattr(obj, "batch_size", 1)
+        if obj.is_single:
+            subs = [obj]
+        elif n == 1:
+            subs = [obj[i] for i in range(bs)]
+        else:
+            subs = [o for i in range(bs) for o in [obj[i]] * (1 + n)]
+        sent = [[o.bootstrap_host, o.bootstrap_port, o.bootstrap_room] for o in subs]
+        return {"bootstrap_host": obj.bootstrap_host, "bootstrap_port": obj.bootstrap_port,
+                "bootstrap_room": obj.bootstrap_room, "is_single": obj.is_single,
+                "batch_size": bs, "parallel_sample_num": n, "requests": sent}
+
+    def _record(self, path, body, obj):
+        # the body as received (the handler's copy: SGLang's validators may fill the dict)
+        raw = getattr(self._local, "raw", body)
+        self.bodies.append({"path": path, "body": raw, "parsed": self._parsed(obj)})
+
+    def _logprob_value(self):
+        # role-specific values, so a merge of the two legs' lists is visible
+        return {"prefill": -0.25, "decode": -0.5}.get(self.cfg.get("disaggregation_mode"), -1.0)
+
+    def _one(self, rank, tokens, max_new, body, index=0):
+        out, cached = self._run(rank, tokens, max_new, body)
+        meta = {"id": body.get("rid") or "r", "prompt_tokens": len(tokens),
+                "completion_tokens": len(out), "cached_tokens": cached,
+                "finish_reason": {"type": "length", "length": len(out)},
+                "dp_rank": rank if self.dp > 1 else None}
+        if body.get("return_logprob"):
+            lp = self._logprob_value()
+            meta["input_token_logprobs"] = [[lp, t, None] for t in tokens]
+            meta["output_token_logprobs"] = [[lp, t, None] for t in out]
+        return {"text": "", "output_ids": out, "meta_info": meta, "index": index}
+
     def generate(self, body):
         S = self.S
         if S.generate_contract_error is not None:
@@ -232,32 +294,49 @@ class Worker:
 
         obj = TypeAdapter(S.GenerateReqInput).validate_python(body)
         obj.normalize_batch_and_arguments()
+        self._record("/generate", body, obj)
         if body.get("input_ids") is not None:
-            tokens = body["input_ids"]
+            prompts = body["input_ids"]
+            if not (prompts and isinstance(prompts[0], list)):
+                prompts = [prompts]
         else:
-            tokens = tokenize(body.get("text", ""))
-        if tokens and isinstance(tokens[0], list):
-            raise ValueError("harness: batch generate not driven")
+            t = body.get("text", "")
+            prompts = [tokenize(x) for x in (t if isinstance(t, list) else [t])]
+        batch = not obj.is_single
         sp = body.get("sampling_params") or {}
+        if isinstance(sp, list):
+            sp = sp[0] if sp else {}
         max_new = int(sp.get("max_new_tokens", 1) or 1)
         rank = self._rank(body)
-        out, cached = self._run(rank, tokens, max_new, body)
-        return {"text": "", "output_ids": out,
-                "meta_info": {"id": body.get("rid") or "r", "prompt_tokens": len(tokens),
-                              "completion_tokens": len(out), "cached_tokens": cached,
-                              "finish_reason": {"type": "length", "length": len(out)},
-                              "dp_rank": rank if self.dp > 1 else None}}
+        outs = [self._one(rank, toks, max_new, body, i) for i, toks in enumerate(prompts)]
+        return outs if batch else outs[0]
 
     def completions(self, body):
         req = self.S.CompletionRequest.model_validate(body)
         p = req.prompt
-        tokens = p if isinstance(p, list) and p and isinstance(p[0], int) else tokenize(p)
-        out, cached = self._run(self._rank(body), tokens, req.max_tokens or 1, body)
+        many = isinstance(p, list) and p and (isinstance(p[0], str) or isinstance(p[0], list))
+        prompts = p if many else [p]
+        kw = ({"text": p} if isinstance(p, str) or (isinstance(p, list) and p and isinstance(p[0], str))
+              else {"input_ids": p})
+        obj = self._normalized(**kw, sampling_params={"max_new_tokens": req.max_tokens or 1,
+                                                       "n": req.n or 1},
+                               stream=bool(req.stream), bootstrap_host=req.bootstrap_host,
+                               bootstrap_port=req.bootstrap_port,
+                               bootstrap_room=req.bootstrap_room)
+        self._record("/v1/completions", body, obj)
+        rank = self._rank(body)
+        choices, usage = [], [0, 0, 0]
+        for i, q in enumerate(prompts):
+            tokens = q if isinstance(q, list) else tokenize(q)
+            for _ in range(req.n or 1):
+                out, cached = self._run(rank, tokens, req.max_tokens or 1, body)
+                choices.append({"index": len(choices), "text": "", "finish_reason": "length"})
+                usage = [usage[0] + len(tokens), usage[1] + len(out), usage[2] + cached]
         return {"id": "cmpl", "object": "text_completion", "created": int(time.time()),
-                "model": "dummy", "choices": [{"index": 0, "text": "", "finish_reason": "length"}],
-                "usage": {"prompt_tokens": len(tokens), "completion_tokens": len(out),
-                          "total_tokens": len(tokens) + len(out),
-                          "prompt_tokens_details": {"cached_tokens": cached}}}
+                "model": "dummy", "choices": choices,
+                "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1],
+                          "total_tokens": usage[0] + usage[1],
+                          "prompt_tokens_details": {"cached_tokens": usage[2]}}}
 
     def chat(self, body):
         req = self.S.ChatCompletionRequest.model_validate(body)
@@ -265,13 +344,23 @@ class Worker:
                         for m in req.messages)
         tokens = tokenize(text)
         max_new = req.max_completion_tokens or req.max_tokens or 1
-        out, cached = self._run(self._rank(body), tokens, max_new, body)
+        # serving_chat: the templated prompt (here the joined contents) as one text
+        obj = self._normalized(text=text, sampling_params={"max_new_tokens": max_new,
+                                                           "n": req.n or 1},
+                               stream=bool(req.stream), bootstrap_host=req.bootstrap_host,
+                               bootstrap_port=req.bootstrap_port,
+                               bootstrap_room=req.bootstrap_room)
+        self._record("/v1/chat/completions", body, obj)
+        rank = self._rank(body)
+        choices, cached = [], 0
+        for i in range(req.n or 1):
+            out, cached = self._run(rank, tokens, max_new, body)
+            choices.append({"index": i, "message": {"role": "assistant", "content": ""},
+                            "finish_reason": "length"})
         return {"id": "chat", "object": "chat.completion", "created": int(time.time()),
-                "model": "dummy",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": ""},
-                             "finish_reason": "length"}],
-                "usage": {"prompt_tokens": len(tokens), "completion_tokens": len(out),
-                          "total_tokens": len(tokens) + len(out),
+                "model": "dummy", "choices": choices,
+                "usage": {"prompt_tokens": len(tokens), "completion_tokens": len(out) * len(choices),
+                          "total_tokens": len(tokens) + len(out) * len(choices),
                           "prompt_tokens_details": {"cached_tokens": cached}}}
 
     def state(self):
@@ -296,6 +385,30 @@ def make_handler(w: Worker):
             self.end_headers()
             self.wfile.write(data)
 
+        def _stream(self, out):
+            """SSE as /generate streams it: one event per output token (cumulative
+            output_ids), then ``data: [DONE]``; the connection closes at the end."""
+            outs = out if isinstance(out, list) else [out]
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            for o in outs:
+                ids = o["output_ids"]
+                for k in range(1, len(ids) + 1):
+                    ev = dict(o, output_ids=ids[:k],
+                              meta_info=dict(o["meta_info"], completion_tokens=k,
+                                             finish_reason=o["meta_info"]["finish_reason"]
+                                             if k == len(ids) else None))
+                    if "output_token_logprobs" in ev["meta_info"]:
+                        ev["meta_info"]["output_token_logprobs"] = \
+                            o["meta_info"]["output_token_logprobs"][:k]
+                    self.wfile.write(b"data: " + json.dumps(ev).encode() + b"\n\n")
+                    self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+
         def _body(self):
             n = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(n) if n else b""
@@ -319,6 +432,8 @@ def make_handler(w: Worker):
                 return self._send(404 if body is None else 200, body if body is not None else {"detail": "Not Found"})
             if p == "/_conformance/state":
                 return self._send(200, w.state())
+            if p == "/_conformance/bodies":
+                return self._send(200, {"bodies": w.bodies})
             if p == "/flush_cache":
                 return self.do_POST()
             if p == "/metrics":
@@ -338,8 +453,12 @@ def make_handler(w: Worker):
             if p in routes:
                 name, fn = routes[p]
                 w.requests[name] += 1
+                w._local.raw = json.loads(json.dumps(body))
                 try:
-                    return self._send(200, fn(body))
+                    out = fn(body)
+                    if p == "/generate" and isinstance(body, dict) and body.get("stream"):
+                        return self._stream(out)
+                    return self._send(200, out)
                 except Exception as e:
                     w.invalid.append({"path": p, "error": f"{type(e).__name__}: {e}"[:500],
                                       "body": body})
