@@ -259,9 +259,14 @@ class Worker:
         else:
             subs = [o for i in range(bs) for o in [obj[i]] * (1 + n)]
         sent = [[o.bootstrap_host, o.bootstrap_port, o.bootstrap_room] for o in subs]
+        # DP fields as SGLang keeps them (None where this version has no such field: an
+        # unknown key is dropped by the parser)
+        ranks = [[getattr(o, f, None) for f in
+                  ("routed_dp_rank", "data_parallel_rank", "disagg_prefill_dp_rank")]
+                 for o in subs]
         return {"bootstrap_host": obj.bootstrap_host, "bootstrap_port": obj.bootstrap_port,
                 "bootstrap_room": obj.bootstrap_room, "is_single": obj.is_single,
-                "batch_size": bs, "parallel_sample_num": n, "requests": sent}
+                "batch_size": bs, "parallel_sample_num": n, "requests": sent, "ranks": ranks}
 
     def _record(self, path, body, obj):
         # the body as received (the handler's copy: SGLang's validators may fill the dict)

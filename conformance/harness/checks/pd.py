@@ -142,6 +142,109 @@ def logprobs_ok(kind, out, stream, body):
     return ok, f"{[len(lp) for lp in lists]} entries (prompt {n})"
 
 
+def sglang_dp_rules(S):
+    """What this SGLang version does with a DP PD request: the prefill's load-balance method
+    by default (``ServerArgs`` resolution; ``auto`` is ``follow_bootstrap_room`` for a PD
+    prefill, ``arg_groups/serving_hook.py`` ``handle_load_balance_method``), which rank
+    fields its ``GenerateReqInput`` keeps, and whether its KV sender fails a prefill placed
+    off ``room % dp_size`` (``disaggregation/common/conn.py``: "follow_bootstrap_room
+    conflict", unless the prefill's request carries ``disagg_prefill_dp_rank``)."""
+    import importlib
+    import inspect
+
+    a = S.ServerArgs(model_path="dummy", load_format="dummy", page_size=16, dp_size=2,
+                     host="127.0.0.1", port=1, disaggregation_mode="prefill")
+    if hasattr(a, "resolve_once"):
+        a.resolve_once()
+    lb = a.resolved_dict().get("load_balance_method") if hasattr(a, "resolved_dict") else None
+    lb = lb or a.load_balance_method
+    if lb == "auto":
+        lb = "follow_bootstrap_room"
+    fields = getattr(S.GenerateReqInput, "__dataclass_fields__", {})
+    try:
+        src = inspect.getsource(importlib.import_module("sglang.srt.disaggregation.common.conn"))
+    except Exception:
+        src = ""
+    return {"lb": lb, "routed": "routed_dp_rank" in fields,
+            "disagg": "disagg_prefill_dp_rank" in fields,
+            "conflict_check": "follow_bootstrap_room conflict" in src}
+
+
+def placement(rules, room, routed, dpr, dis_prefill, dis_decode, dp):
+    """(prefill rank, decode's prefill rank, conflict) under SGLang's rules for one request.
+    Prefill: an explicit rank (``routed_dp_rank``, or ``data_parallel_rank``) is direct
+    routing, else ``follow_bootstrap_room`` places it on ``room % dp``. Decode: newer SGLang
+    reads ``disagg_prefill_dp_rank`` (``_resolve_prefill_dp_rank``), 0.5.9 passes its
+    ``data_parallel_rank`` as ``prefill_dp_rank`` (``decode.py``), else ``room % dp``."""
+    follow = rules["lb"] == "follow_bootstrap_room"
+    placed = routed if routed is not None else dpr
+    if placed is None and follow:
+        placed = room % dp
+    conflict = (rules["conflict_check"] and follow and dis_prefill is None
+                and placed is not None and placed != room % dp)
+    look = dis_decode if dis_decode is not None else (dpr if dpr is not None else room % dp)
+    return placed, look, conflict
+
+
+def dp_part(s, ctx, rules):
+    """A DP-2 prefill and a DP-2 decode (SGLang workers): the rank the router chose is where
+    SGLang's prefill runs the request and where its decode fetches the KV from."""
+    env = ctx.env
+    pw = fleet.Worker(env, "sglang", dp_size=2, sglang_extra={
+        "disaggregation_mode": "prefill", "disaggregation_bootstrap_port": BOOTSTRAP_PORT})
+    dw = fleet.Worker(env, "sglang", form="none", dp_size=2,
+                      sglang_extra={"disaggregation_mode": "decode"})
+    router = None
+    try:
+        router = env.router([], extra=["--pd-disaggregation", "--prefill", pw.url,
+                                       str(BOOTSTRAP_PORT), "--decode", dw.url])
+        ok, _ = wait_for(lambda: get(f"{router.url}/readiness")[0] == 200, timeout=15.0)
+        s.check(ok, "DP: router ready (dp_size 2 prefill and decode)")
+        s.note(f"DP rules of SGLang {ctx.S.version}: prefill load balance {rules['lb']}, "
+               f"GenerateReqInput keeps routed_dp_rank: {rules['routed']}, "
+               f"disagg_prefill_dp_rank: {rules['disagg']}; KV sender conflict check: "
+               f"{rules['conflict_check']}")
+        bodies = [{"input_ids": prompt(900 + i, 40), "sampling_params": {"max_new_tokens": 2}}
+                  for i in range(6)]
+        bodies.append({"input_ids": [prompt(920, 24), prompt(921, 24), prompt(922, 24)],
+                       "sampling_params": {"max_new_tokens": 2}})
+        bad, ranks_seen, n = [], set(), 0
+        for body in bodies:
+            st, out, raw = send(router.url + "/generate", body, False)
+            if st != 200:
+                bad.append(f"status {st} {raw[:120]}")
+                continue
+            bp = get(f"{pw.url}/_conformance/bodies")[2]["bodies"][-1]
+            bd = get(f"{dw.url}/_conformance/bodies")[2]["bodies"][-1]
+            rank = bp["body"].get("routed_dp_rank")
+            if rank is None or bd["body"].get("disagg_prefill_dp_rank") != rank:
+                bad.append(f"prefill routed_dp_rank {rank!r}, decode disagg_prefill_dp_rank "
+                           f"{bd['body'].get('disagg_prefill_dp_rank')!r}")
+                continue
+            ranks_seen.add(rank)
+            for (_, _, room), (r_p, d_p, x_p), (_, d_d, x_d) in zip(
+                    bp["parsed"]["requests"], bp["parsed"]["ranks"], bd["parsed"]["ranks"]):
+                n += 1
+                placed, look, conflict = placement(rules, room, r_p, d_p, x_p, x_d, 2)
+                if conflict or placed != rank or look != rank:
+                    bad.append(f"router rank {rank}, room {room} (% 2 = {room % 2}): "
+                               f"SGLang's prefill on {placed}"
+                               + (" and its KV sender fails 'follow_bootstrap_room conflict'"
+                                  if conflict else "") + f", decode fetches from {look}")
+        s.check(not bad, f"DP: {n} requests (6 single, one batch of 3): SGLang's prefill runs "
+                "each on the router's rank and its decode fetches the KV from that rank",
+                "; ".join(bad[:4]) + (f" (+{len(bad) - 4} more)" if len(bad) > 4 else ""))
+        invalid = pw.state()["invalid"] + dw.state()["invalid"]
+        s.check(not invalid, "DP: every body passed SGLang's validation",
+                json.dumps(invalid)[:300])
+        s.note(f"DP: router ranks used {sorted(ranks_seen)}")
+    finally:
+        if router is not None:
+            router.stop(kill=True)
+        pw.stop()
+        dw.stop()
+
+
 def run(ctx):
     s = Step("pd", ctx.kind)
     env, S = ctx.env, ctx.S
@@ -244,9 +347,11 @@ def run(ctx):
                        f"requests (n={legs['p'][0]['parsed']['parallel_sample_num']}: a prefix "
                        f"warm-up and the samples, copies of obj[i]) with rooms {rooms}; the "
                        "router's other rooms are unused")
-        return s.result()
     finally:
         if router is not None:
             router.stop(kill=True)
         pw.stop()
         dw.stop()
+    if ctx.kind == "sglang":
+        dp_part(s, ctx, sglang_dp_rules(S))
+    return s.result()

@@ -344,9 +344,28 @@ async fn dp_ranks_go_to_both_legs() {
     let rank = p["routed_dp_rank"].as_u64().unwrap();
     assert!(rank < 2);
     assert_eq!(d["disagg_prefill_dp_rank"], rank);
+    // The room names the rank too (room % dp_size): SGLang 0.5.9 drops both rank fields
+    // (unknown keys), places its PD prefill by room % dp_size and its decode looks there.
+    assert_eq!(p["bootstrap_room"].as_u64().unwrap() % 2, rank, "{p}");
+    assert_eq!(p["bootstrap_room"], d["bootstrap_room"]);
     // Decode by load picks a worker, not a rank: its own DP scheduler places the request.
     assert!(d.get("routed_dp_rank").is_none(), "{d}");
     assert!(p.get("disagg_prefill_dp_rank").is_none());
+    // A batch: every room on the chosen rank.
+    let body = r#"{"input_ids": [[1, 2, 3], [4, 5, 6], [7, 8, 9]]}"#;
+    assert_eq!(post_raw(&r.url, "/generate", body).await.0, 200);
+    let ((_, p), (_, d)) = last_pair(&fleet);
+    let (p, d) = (injected(body, &p), injected(body, &d));
+    let rank = p["routed_dp_rank"].as_u64().unwrap();
+    let rooms: Vec<u64> = p["bootstrap_room"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_u64().unwrap())
+        .collect();
+    assert_eq!(rooms.len(), 3);
+    assert!(rooms.iter().all(|r| r % 2 == rank), "{rooms:?} rank {rank}");
+    assert_eq!(p["bootstrap_room"], d["bootstrap_room"]);
     // The client's own rank wins: nothing injected but the bootstrap fields.
     let body = r#"{"input_ids": [1, 2, 3], "routed_dp_rank": 1}"#;
     assert_eq!(post_raw(&r.url, "/generate", body).await.0, 200);

@@ -265,7 +265,7 @@ impl PdAttempts<'_> {
     fn bodies(&self, pair: &Pair) -> Option<(Bytes, Bytes)> {
         let pw = pair.prefill.worker();
         let dw = pair.decode.worker();
-        let bootstrap = Bootstrap {
+        let mut bootstrap = Bootstrap {
             host: splice::bootstrap_host(&pw.host),
             port: pw.spec.bootstrap_port,
             rooms: splice::new_rooms(self.facts.rooms),
@@ -275,6 +275,8 @@ impl PdAttempts<'_> {
         let mut decode_extra = Vec::new();
         if !self.facts.has_rank {
             if let (true, Some(rank)) = (pw.info.dp_size > 1, pair.prefill.rank()) {
+                // room % dp_size = rank: what SGLang without routed_dp_rank places by
+                splice::align_rooms(&mut bootstrap.rooms, rank, pw.info.dp_size);
                 prefill_extra.push(("routed_dp_rank", rank));
                 decode_extra.push(("disagg_prefill_dp_rank", rank));
             }

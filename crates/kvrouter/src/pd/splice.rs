@@ -70,6 +70,25 @@ pub fn new_rooms(n: usize) -> Vec<u64> {
         .collect()
 }
 
+/// Makes every room congruent to `rank` modulo `dp_size`, so the prefill's DP rank follows
+/// from its room as well as from `routed_dp_rank`. SGLang before `routed_dp_rank` existed
+/// (0.5.9) drops that field and `disagg_prefill_dp_rank` (unknown keys): its PD prefill places
+/// a request on rank `bootstrap_room % dp_size` (load balance `follow_bootstrap_room`, the
+/// prefill's default) and its decode looks for the KV on the same rank
+/// (`disaggregation/common/conn.py`), so an aligned room lands the request on the rank the
+/// policy chose there too; on newer SGLang the explicit fields agree with it.
+pub fn align_rooms(rooms: &mut [u64], rank: u32, dp_size: u32) {
+    let dp = u64::from(dp_size.max(1));
+    let rank = u64::from(rank) % dp;
+    for room in rooms.iter_mut() {
+        let mut r = *room - *room % dp + rank;
+        if r >= ROOM_LIMIT {
+            r -= dp;
+        }
+        *room = r;
+    }
+}
+
 /// The prefill worker's address as the decode worker dials it: its host, IPv6 in brackets.
 pub fn bootstrap_host(host: &str) -> String {
     if host.contains(':') && !host.starts_with('[') {
@@ -210,5 +229,19 @@ mod tests {
         assert_eq!(sorted.len(), 64);
         assert_eq!(bootstrap_host("10.1.2.3"), "10.1.2.3");
         assert_eq!(bootstrap_host("fe80::1"), "[fe80::1]");
+    }
+
+    #[test]
+    fn rooms_aligned_to_the_prefill_rank() {
+        let mut rooms = vec![0, 7, 10, ROOM_LIMIT - 1, ROOM_LIMIT - 2];
+        align_rooms(&mut rooms, 1, 4);
+        for r in &rooms {
+            assert_eq!(r % 4, 1, "{rooms:?}");
+            assert!(*r < ROOM_LIMIT);
+        }
+        assert_eq!(&rooms[..3], &[1, 5, 9]);
+        let mut one = vec![12345];
+        align_rooms(&mut one, 0, 1);
+        assert_eq!(one, vec![12345], "dp_size 1 leaves the room");
     }
 }
