@@ -469,3 +469,8 @@ CASES = {
 from . import cases_safe  # noqa: E402
 
 CASES.update(cases_safe.CASES)
+
+# Issue 24: PD fleets with a prefill or a decode worker killed (kvfaults/cases_pd.py).
+from . import cases_pd  # noqa: E402
+
+CASES.update(cases_pd.CASES)

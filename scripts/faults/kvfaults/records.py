@@ -83,6 +83,8 @@ def summarize(recs: list[dict], speedup: float, fault_s: float | None = None,
         # ok but no finish_reason: a silently truncated response (issue 12, finding 5).
         "ok_without_finish": sum(1 for r in recs if _ok(r) and not r.get("finish_reason")),
     }
+    # The longest request in wall seconds (answered or failed): a leg left waiting shows here.
+    s["longest_s"] = round(max((_wall(r, "e2e_ms", speedup) for r in recs), default=0.0), 3)
     if fault_s is None:
         return s
     during = [r for r in recs if start_s(r, speedup) <= fault_s < end_s(r, speedup)]

@@ -93,9 +93,12 @@ class Router:
     """`router --mode kv` in front of `urls`; `nofile` starts it under `ulimit -n nofile`."""
 
     def __init__(self, bin_path: Path, urls: list[str], log: Path, extra: list[str] | None = None,
-                 nofile: int | None = None, expect_healthy: int | None = None):
+                 nofile: int | None = None, expect_healthy: int | None = None,
+                 workers: list[str] | None = None):
+        """`workers` replaces `--worker-urls URL...` (a PD fleet's `--pd-disaggregation --prefill ...`)."""
         argv = [str(bin_path), "--mode", "kv", "--host", "127.0.0.1", "--port", "0",
-                "--page-size", str(PAGE), "--log-level", "warn", *(extra or []), "--worker-urls", *urls]
+                "--page-size", str(PAGE), "--log-level", "warn", *(extra or []),
+                *(workers if workers is not None else ["--worker-urls", *urls])]
         if nofile is not None:  # exec keeps the pid: RSS and signals reach the router itself
             argv = ["sh", "-c", f'ulimit -n {int(nofile)} && exec "$0" "$@"', *argv]
         self.proc = Proc("router", argv, log)
