@@ -16,6 +16,10 @@ from kvcompare.procs import free_port
 # transfer that never comes would take the mocks' bootstrap timeout (set to SGLang's 300 s here,
 # so a waiting survivor shows as a long request, not as a shortened timeout).
 LONGEST_OK_S = 30.0
+# A slow simulated KV link (GB/s; the mock's default is 25) so that each request holds its
+# prefill for a while (~0.4 s of wall time at the quick size): a killed prefill has requests
+# in flight, as it would under real load.
+SLOW_LINK = ["--disaggregation-link-gbps", "0.05"]
 
 
 def _pd_fleet(ctx: Ctx, name: str, prefill: int = 2, decode: int = 2) -> tuple[list[Mock], list[Mock], list[str]]:
@@ -26,11 +30,12 @@ def _pd_fleet(ctx: Ctx, name: str, prefill: int = 2, decode: int = 2) -> tuple[l
         for i in range(prefill):
             port = free_port()
             pre.append(Mock(ctx.b("sglang-mock"), f"prefill{i}", logs, ctx.size.speedup,
-                            extra=["--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(port)]))
+                            extra=["--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(port),
+                                   *SLOW_LINK]))
             pre[-1].bootstrap_port = port
         for i in range(decode):
             dec.append(Mock(ctx.b("sglang-mock"), f"decode{i}", logs, ctx.size.speedup,
-                            extra=["--disaggregation-mode", "decode"]))
+                            extra=["--disaggregation-mode", "decode", *SLOW_LINK]))
     except BaseException:
         for m in pre + dec:
             m.stop()
@@ -44,7 +49,7 @@ def _pd_fleet(ctx: Ctx, name: str, prefill: int = 2, decode: int = 2) -> tuple[l
 
 
 def _pd_killed(ctx: Ctx, role: str) -> dict:
-    row = {"case": f"PD {role} worker killed", "fault": f"SIGKILL one {role} mock of 2P2D while it serves; "
+    row = {"case": f"PD {role} worker killed", "fault": f"SIGKILL one {role} mock of 2P2D (0.05 GB/s KV link) while it serves; "
                                                          "restart it on its ports"}
     pre, dec, args = _pd_fleet(ctx, f"pd-{role}")
     mocks = pre + dec
@@ -56,7 +61,7 @@ def _pd_killed(ctx: Ctx, role: str) -> dict:
         row["rss_before_mb"] = router.rss_mb()
         m0 = router.metrics()
         ld = load(ctx, router, f"pd-{role}")
-        wait_in_flight(ctx, ld, lambda: victim.running() > 0)
+        wait_in_flight(ctx, ld, lambda: victim.running() > 0 or _in_flight(router, victim.url) > 0)
         victim.kill()
         fault = ld.now()
         row["unhealthy_after_s"] = poll_until(lambda: router.worker_healthy(victim.url) is False, 20)
@@ -73,6 +78,12 @@ def _pd_killed(ctx: Ctx, role: str) -> dict:
              f"a request took {recs_longest} s of wall time: a leg waited for a peer that never came"))
     finally:
         _stop(router, mocks)
+
+
+def _in_flight(router: Router, url: str) -> float:
+    """The router's requests in flight on the worker at `url` (either leg)."""
+    return sum(v for (name, labels), v in router.metrics().items()
+               if name == "kvrouter_worker_in_flight" and dict(labels).get("worker", "").rstrip("/") == url)
 
 
 def case_pd_prefill_killed(ctx: Ctx) -> dict:
