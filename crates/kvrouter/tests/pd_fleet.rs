@@ -34,16 +34,7 @@ async fn wait_ready(url: &str) {
 
 /// POSTs raw `body` bytes; (status, headers, body bytes).
 async fn post_raw(url: &str, path: &str, body: &str) -> (u16, reqwest::header::HeaderMap, Vec<u8>) {
-    let r = support::http::client()
-        .post(format!("{url}{path}"))
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    let headers = r.headers().clone();
-    (status, headers, r.bytes().await.unwrap().to_vec())
+    support::http::post_bytes(url, path, body).await
 }
 
 /// The fields a leg body has beyond the client's `sent` bytes: everything else must be the

@@ -96,15 +96,8 @@ impl Fleet {
 }
 
 async fn post_raw(url: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
-    let r = support::http::client()
-        .post(format!("{url}{path}"))
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.bytes().await.unwrap().to_vec())
+    let (status, _, bytes) = support::http::post_bytes(url, path, body).await;
+    (status, bytes)
 }
 
 /// The JSON events of an SSE body (without `[DONE]`); panics unless it ends with `[DONE]`.

@@ -34,6 +34,24 @@ pub async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
 }
 
 /// GETs `{base}{path}`; returns the status and the JSON body (Null when not JSON).
+/// POSTs `body` as raw JSON bytes (kept byte for byte); (status, headers, body bytes).
+pub async fn post_bytes(
+    base: &str,
+    path: &str,
+    body: &str,
+) -> (u16, reqwest::header::HeaderMap, Vec<u8>) {
+    let r = client()
+        .post(format!("{base}{path}"))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let headers = r.headers().clone();
+    (status, headers, r.bytes().await.unwrap().to_vec())
+}
+
 pub async fn get(base: &str, path: &str) -> (u16, Value) {
     let url = format!("{base}{path}");
     let r = client()
