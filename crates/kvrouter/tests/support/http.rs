@@ -40,16 +40,21 @@ pub async fn post_bytes(
     path: &str,
     body: &str,
 ) -> (u16, reqwest::header::HeaderMap, Vec<u8>) {
+    let url = format!("{base}{path}");
     let r = client()
-        .post(format!("{base}{path}"))
+        .post(&url)
         .header("content-type", "application/json")
         .body(body.to_string())
         .send()
         .await
-        .unwrap();
+        .unwrap_or_else(|e| panic!("POST {url}: {e}"));
     let status = r.status().as_u16();
     let headers = r.headers().clone();
-    (status, headers, r.bytes().await.unwrap().to_vec())
+    let bytes = r
+        .bytes()
+        .await
+        .unwrap_or_else(|e| panic!("POST {url}: reading the body: {e}"));
+    (status, headers, bytes.to_vec())
 }
 
 pub async fn get(base: &str, path: &str) -> (u16, Value) {
