@@ -51,6 +51,22 @@ async fn publish_until(
     }
 }
 
+/// A KV-mode router over `url` with `page` and this file's health interval and admin key.
+fn kv_router(url: &str, page: &str) -> support::Proc {
+    support::router(&[
+        "--mode",
+        "kv",
+        "--page-size",
+        page,
+        "--admin-api-key",
+        ADMIN,
+        "--health-check-interval-secs",
+        INTERVAL_SECS,
+        "--worker-urls",
+        url,
+    ])
+}
+
 #[tokio::test]
 async fn restart_inside_one_health_interval_clears_the_old_blocks() {
     let mut publisher = FakePublisher::bind("").await;
@@ -61,18 +77,7 @@ async fn restart_inside_one_health_interval_clears_the_old_blocks() {
     let (config, block) = wildcard_publisher(port_of(&endpoint), port_of(&replay));
     let worker = FakeWorker::start(server_info_0_5_23(&config, block.clone(), 0)).await;
     let url = worker.url.clone();
-    let router = support::router(&[
-        "--mode",
-        "kv",
-        "--page-size",
-        "16",
-        "--admin-api-key",
-        ADMIN,
-        "--health-check-interval-secs",
-        INTERVAL_SECS,
-        "--worker-urls",
-        &url,
-    ]);
+    let router = kv_router(&url, "16");
     let c = support::http::client();
     wait_index(&c, &router.url, "the worker's ZMQ source", |v| {
         v["zmq_sources"].as_u64() == Some(1)
@@ -147,18 +152,7 @@ async fn mock_restarted_inside_one_health_interval_is_cleared() {
     let mut mock = support::mock(&flags);
     let url = mock.url.clone();
     let port = port_of(&url);
-    let router = support::router(&[
-        "--mode",
-        "kv",
-        "--page-size",
-        "4",
-        "--admin-api-key",
-        ADMIN,
-        "--health-check-interval-secs",
-        INTERVAL_SECS,
-        "--worker-urls",
-        &url,
-    ]);
+    let router = kv_router(&url, "4");
     let c = support::http::client();
     wait_index(&c, &router.url, "the mock's ZMQ source", |v| {
         v["zmq_sources"].as_u64() == Some(1)
