@@ -32,6 +32,18 @@ def build_binaries(a, log_dir: Path) -> Path:
     return bin_dir
 
 
+def out_dir(a, prefix: str) -> Path:
+    """`--out`, else target/compare/<prefix>-<UTC time>; created."""
+    out = Path(a.out or REPO / "target" / "compare" / (prefix + "-" + dt.datetime.utcnow().strftime("%Y%m%d-%H%M%S")))
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def csv(s: str) -> list[str]:
+    """A comma-separated flag value as a list, blanks dropped."""
+    return [t.strip() for t in s.split(",") if t.strip()]
+
+
 def git_describe() -> str:
     r = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True)
     return r.stdout.strip() or "unknown"

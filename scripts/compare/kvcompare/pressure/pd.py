@@ -75,12 +75,11 @@ def build(size: str, seed: int = 7) -> list[PdCase]:
 
 
 def run(a) -> int:
-    out = Path(a.out or runenv.REPO / "target" / "compare" / ("pd-" + dt.datetime.utcnow().strftime("%Y%m%d-%H%M%S")))
-    out.mkdir(parents=True, exist_ok=True)
+    out = runenv.out_dir(a, "pd")
     logs = out / "logs"
     size = a.size
-    tms = [t.strip() for t in a.timing_models.split(",") if t.strip()]
-    wanted = [w.strip() for w in (a.workloads or ",".join(WORKLOADS)).split(",") if w.strip()]
+    tms = runenv.csv(a.timing_models)
+    wanted = runenv.csv(a.workloads or ",".join(WORKLOADS))
     cases = [c for c in build(size, a.seed) if c.workload in wanted or c.key in wanted]
     if not cases:
         raise SystemExit(f"--workloads: nothing matches {wanted} (known: {', '.join(c.key for c in build(size))})")

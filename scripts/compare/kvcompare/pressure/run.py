@@ -51,12 +51,11 @@ def missing_features(bin_dir: Path, cases: list[suite.Case], timing_models: list
 
 
 def run(a) -> int:
-    out = Path(a.out or runenv.REPO / "target" / "compare" / ("pressure-" + dt.datetime.utcnow().strftime("%Y%m%d-%H%M%S")))
-    out.mkdir(parents=True, exist_ok=True)
+    out = runenv.out_dir(a, "pressure")
     logs = out / "logs"
     size = a.size
-    tms = [t.strip() for t in a.timing_models.split(",") if t.strip()]
-    wanted = [w.strip() for w in a.workloads.split(",") if w.strip()]
+    tms = runenv.csv(a.timing_models)
+    wanted = runenv.csv(a.workloads)
     # A workload runs at both capacities; a case key (`trace-over`) picks one.
     known = [*suite.WORKLOADS, *(f"{w}-{c}" for w in suite.WORKLOADS for c in ("fits", "over"))]
     unknown = [w for w in wanted if w not in known]
