@@ -1,6 +1,7 @@
 //! Resource limits of the router's HTTP server (docs/router.md, "Limits"): a client that
-//! never finishes its headers or stops sending its body is cut off, connections beyond
-//! `--max-connections` wait in the backlog, `--max-concurrent-requests` queues then answers 429
+//! never finishes its headers or stops sending its body is cut off, at `--max-connections` a
+//! new connection closes a silent or idle one (never a busy one) and probes are answered
+//! beyond the limit, `--max-concurrent-requests` queues then answers 429
 //! (408 after `--queue-timeout-secs` in the queue),
 //! oversized bodies get 413, HTTP/2 streams per connection are capped, an HTTP/2 rapid-reset
 //! flood does not stop service, and each trip is counted in `kvrouter_limit_trips_total`.
@@ -73,26 +74,166 @@ async fn a_body_over_max_payload_size_gets_413() {
     assert!(trips(&r.url, "max_payload_size").await >= 1);
 }
 
+/// One raw HTTP/1.1 request on `s`, read until the end of the response head and body of a
+/// small answer (`Connection: close` asked, so the router closes after it).
+async fn ask(s: &mut TcpStream, request: &str) -> String {
+    s.write_all(request.as_bytes()).await.unwrap();
+    String::from_utf8_lossy(&read_to_close(s).await).into_owned()
+}
+
+const HEALTH_CLOSE: &str = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+
+/// At `--max-connections`, a new connection closes the oldest one that has not sent a request
+/// head (a slowloris) instead of waiting in the backlog behind it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_beyond_max_connections_wait_for_a_free_slot() {
+async fn at_max_connections_a_new_connection_closes_the_oldest_silent_one() {
     let r = start_router(&["--max-connections", "2"]);
-    let a = TcpStream::connect(addr(&r.url)).await.unwrap();
-    let b = TcpStream::connect(addr(&r.url)).await.unwrap();
-    // Both slots taken by idle connections: a third one is left in the backlog, unanswered.
-    let mut c = TcpStream::connect(addr(&r.url)).await.unwrap();
-    c.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    // Accepted in the order they connect (the listen backlog is FIFO).
+    let mut silent_old = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let mut silent_new = TcpStream::connect(addr(&r.url)).await.unwrap();
+    silent_new.write_all(b"GET /hea").await.unwrap();
+    let mut good = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let got = ask(&mut good, HEALTH_CLOSE).await;
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    assert!(
+        read_to_close(&mut silent_old).await.is_empty(),
+        "the oldest silent one is closed"
+    );
+    let mut one = [0u8; 1];
+    let still_open =
+        tokio::time::timeout(Duration::from_millis(200), silent_new.read(&mut one)).await;
+    assert!(still_open.is_err(), "the newer one keeps its slot");
+    assert!(trips(&r.url, "max_connections").await >= 1);
+    assert!(closed(&r.url, "evicted_fresh").await >= 1.0);
+}
+
+/// A keep-alive connection idle between requests gives its slot to a new connection; a busy
+/// one (a request in flight) never does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_max_connections_the_idle_keep_alive_makes_room_and_the_busy_one_stays() {
+    let stub = Stub::start(Behaviour::Hang).await;
+    let r = router_with(&[&stub.url], &["--max-connections", "2"]).await;
+    let mut busy = TcpStream::connect(addr(&r.url)).await.unwrap();
+    busy.write_all(
+        b"POST /generate HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 15\r\n\r\n{\"text\":\"hang\"}",
+    )
+    .await
+    .unwrap();
+    support::wait::wait_for("the request reaches the worker", || {
+        let n = stub.received.lock().len();
+        async move { n == 1 }
+    })
+    .await;
+    let mut idle = TcpStream::connect(addr(&r.url)).await.unwrap();
+    idle.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
         .unwrap();
-    let mut first = [0u8; 1];
-    let early = tokio::time::timeout(Duration::from_millis(500), c.read(&mut first)).await;
-    assert!(early.is_err(), "answered while both slots were taken");
-    drop(a);
-    let mut got = first[..0].to_vec();
-    got.extend(read_to_close(&mut c).await);
-    let got = String::from_utf8_lossy(&got).into_owned();
+    // Read to the end of the answer: the router has finished the request (idle from here).
+    let answer = read_response(&mut idle).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let mut good = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let got = ask(&mut good, HEALTH_CLOSE).await;
     assert!(got.starts_with("HTTP/1.1 200"), "{got}");
-    drop(b);
-    assert!(trips(&r.url, "max_connections").await >= 1);
+    read_to_close(&mut idle).await;
+    let mut one = [0u8; 1];
+    let still_open = tokio::time::timeout(Duration::from_millis(200), busy.read(&mut one)).await;
+    assert!(still_open.is_err(), "the request in flight is not cut");
+    assert!(closed(&r.url, "evicted_idle").await >= 1.0);
+}
+
+/// When every connection is busy, probes are still answered (a reserve beyond the limit) and a
+/// data-plane request there gets a 503 naming the limit, not a wait in the kernel backlog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_every_connection_is_busy_probes_are_answered_and_requests_get_503() {
+    let stub = Stub::start(Behaviour::Hang).await;
+    let r = router_with(&[&stub.url], &["--max-connections", "1"]).await;
+    let mut busy = TcpStream::connect(addr(&r.url)).await.unwrap();
+    busy.write_all(
+        b"POST /generate HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 15\r\n\r\n{\"text\":\"hang\"}",
+    )
+    .await
+    .unwrap();
+    support::wait::wait_for("the request reaches the worker", || {
+        let n = stub.received.lock().len();
+        async move { n == 1 }
+    })
+    .await;
+    for probe in ["/health", "/readiness", "/metrics"] {
+        let mut s = TcpStream::connect(addr(&r.url)).await.unwrap();
+        let got = ask(&mut s, &format!("GET {probe} HTTP/1.1\r\nHost: x\r\n\r\n")).await;
+        assert!(got.starts_with("HTTP/1.1 200"), "{probe}: {got}");
+        assert!(
+            got.to_ascii_lowercase().contains("connection: close"),
+            "{got}"
+        );
+    }
+    let mut s = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let got = ask(
+        &mut s,
+        "POST /generate HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 12\r\n\r\n{\"text\":\"x\"}",
+    )
+    .await;
+    assert!(got.starts_with("HTTP/1.1 503"), "{got}");
+    assert!(got.contains("connection_limit"), "{got}");
+    assert_eq!(
+        stub.received.lock().len(),
+        1,
+        "the refused one never reached a worker"
+    );
+}
+
+/// A new connection that sends nothing is closed after `--request-head-timeout-secs`, however
+/// long the keep-alive idle timeout (`--header-read-timeout-secs`) is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_new_connection_is_closed_at_the_request_head_timeout() {
+    let r = start_router(&["--request-head-timeout-secs", "0.5"]);
+    let mut s = TcpStream::connect(addr(&r.url)).await.unwrap();
+    assert!(read_to_close(&mut s).await.is_empty());
+    assert!(trips(&r.url, "request_head_timeout").await >= 1);
+    assert!(closed(&r.url, "request_head_timeout").await >= 1.0);
+}
+
+/// Reads one `content-length` response from a kept-alive connection.
+async fn read_response(s: &mut TcpStream) -> String {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        let n = tokio::time::timeout(MUST_END, s.read(&mut buf))
+            .await
+            .expect("answered")
+            .unwrap();
+        assert!(n > 0, "closed before the answer ended");
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).into_owned();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length: usize = text[..end]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap())
+                })
+                .unwrap_or(0);
+            if got.len() >= end + 4 + length {
+                return text;
+            }
+        }
+    }
+}
+
+async fn metric(router: &str, key: &str) -> f64 {
+    let text = support::http::get_text(&client(), &format!("{router}/metrics")).await;
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map_or(0.0, |v| v.trim().parse().unwrap())
+}
+
+async fn closed(router: &str, reason: &str) -> f64 {
+    metric(
+        router,
+        &format!("kvrouter_connections_closed_total{{reason=\"{reason}\"}} "),
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,6 +27,9 @@ class FleetSpec:
     # PD disaggregation (docs/pd.md): the first `prefill` mocks run `--disaggregation-mode prefill`
     # (each with its own bootstrap port), the rest `--disaggregation-mode decode`. 0: aggregated.
     prefill: int = 0
+    # PD fleets: decode mocks keep their own radix cache (`--disaggregation-decode-enable-radix-cache`;
+    # the prefill then sends only the KV the decode does not hold).
+    decode_radix: bool = False
 
     def role(self, i: int) -> str | None:
         """`prefill` / `decode` for mock `i` of a PD fleet, None in an aggregated one."""
@@ -36,11 +39,13 @@ class FleetSpec:
 
     def shape(self) -> str:
         """`2p6d` for a PD fleet, `8w` for an aggregated one."""
-        return f"{self.prefill}p{self.workers - self.prefill}d" if self.prefill else f"{self.workers}w"
+        if not self.prefill:
+            return f"{self.workers}w"
+        return f"{self.prefill}p{self.workers - self.prefill}d" + ("r" if self.decode_radix else "")
 
     def aggregated(self) -> "FleetSpec":
         """The same workers without roles: kvrouter's own aggregated mode on as many workers."""
-        return replace(self, prefill=0, extra_args=list(self.extra_args))
+        return replace(self, prefill=0, decode_radix=False, extra_args=list(self.extra_args))
 
     def worker_speedup(self, i: int) -> float:
         slow = self.slow_workers > 0 and i >= self.workers - self.slow_workers
@@ -50,6 +55,7 @@ class FleetSpec:
         """The reference: ONE worker holding the whole fleet's KV and running N times as fast,
         i.e. a single shared cache of the fleet's size (same extra flags, e.g. timing model)."""
         return replace(self, workers=1, speedup=self.speedup * self.workers, slow_workers=0, prefill=0,
+                       decode_radix=False,
                        max_total_tokens=self.max_total_tokens * self.workers, extra_args=list(self.extra_args))
 
     def describe(self) -> str:
@@ -59,7 +65,9 @@ class FleetSpec:
                 + (f" (last {self.slow_workers} with --speedup {self.speedup / self.slow_factor:g})"
                    if self.slow_workers else "")
                 + (f" (PD {self.shape()}: the first {self.prefill} with --disaggregation-mode prefill "
-                   f"--disaggregation-bootstrap-port PORT, the rest decode)" if self.prefill else ""))
+                   f"--disaggregation-bootstrap-port PORT, the rest decode"
+                   + (" --disaggregation-decode-enable-radix-cache" if self.decode_radix else "") + ")"
+                   if self.prefill else ""))
 
 
 class Fleet:
@@ -91,6 +99,8 @@ class Fleet:
                     argv += ["--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(port)]
                 elif role == "decode":
                     argv += ["--disaggregation-mode", "decode"]
+                    if spec.decode_radix:
+                        argv.append("--disaggregation-decode-enable-radix-cache")
                 self.bootstrap_ports.append(port)
                 p = Proc(f"mock{i}", argv, log_dir / f"mock{i}.log")
                 self.procs.append(p)

@@ -1,7 +1,8 @@
 """The hostile clients and the lying worker of the fault cases: slowloris connections (an
 unfinished request head, held open), stalled uploads (a large body that stops arriving), and a
 worker front whose server info advertises a small KV capacity while its event stream is a real,
-much larger mock's (the event flood of issue 12, finding 6)."""
+much larger mock's (the event flood of issue 12, finding 6); connection floods (slow or idle,
+reopened when closed) and a health prober for connection pressure (issue 25, item 1)."""
 
 from __future__ import annotations
 
@@ -178,3 +179,108 @@ class CappedFront:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class ConnFlood(threading.Thread):
+    """Keeps `n` connections to `url` open. `kind` "slow": each sends the start of a request
+    head and nothing more (slowloris); "idle": each sends one complete keep-alive request, reads
+    its answer and then sits idle (a client's oversized pool). With `reopen`, a connection the
+    router closes is opened again at once (an attacker keeping up the pressure); without, it
+    stays closed."""
+
+    def __init__(self, url: str, n: int, kind: str, reopen: bool):
+        super().__init__(daemon=True)
+        self.addr, self.n, self.kind, self.reopen = _addr(url), n, kind, reopen
+        self.opened = 0
+        self.closed_by_peer = 0
+        self.connect_failed = 0
+        self.ready = threading.Event()
+        self._halt = threading.Event()
+        self._socks: list[socket.socket] = []
+
+    def _open(self) -> socket.socket | None:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.settimeout(5)
+        try:
+            s.connect(self.addr)
+            if self.kind == "slow":
+                s.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\n")
+            else:
+                s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+                if not s.recv(4096):
+                    raise OSError("closed before answering")
+            s.setblocking(False)
+            self.opened += 1
+            return s
+        except OSError:
+            self.connect_failed += 1
+            s.close()
+            return None
+
+    def open_count(self) -> int:
+        return len(self._socks)
+
+    def run(self) -> None:
+        for _ in range(self.n):
+            if self._halt.is_set():
+                break
+            s = self._open()
+            if s is not None:
+                self._socks.append(s)
+        self.ready.set()
+        while not self._halt.is_set():
+            if not self._socks:
+                time.sleep(0.05)
+                continue
+            readable, _, _ = select.select(self._socks, [], [], 0.05)
+            for s in readable:
+                try:
+                    data = s.recv(4096)
+                except OSError:
+                    data = b""
+                if data:
+                    continue
+                self.closed_by_peer += 1
+                self._socks.remove(s)
+                s.close()
+                if self.reopen and not self._halt.is_set():
+                    again = self._open()
+                    if again is not None:
+                        self._socks.append(again)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(5)
+        for s in self._socks:
+            try:
+                s.close()
+            except OSError:
+                pass
+
+
+class Prober(threading.Thread):
+    """GET `path` on a new connection every `every_s` (as a kubelet probes), recording each
+    answer's latency (a failure or timeout counts as `timeout_s`)."""
+
+    def __init__(self, url: str, path: str = "/health", every_s: float = 0.1, timeout_s: float = 10.0):
+        super().__init__(daemon=True)
+        self.url, self.path, self.every_s, self.timeout_s = url, path, every_s, timeout_s
+        self.latencies: list[float] = []
+        self.failed = 0
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        from kvcompare import httpc
+        while not self._halt.is_set():
+            t0 = time.monotonic()
+            status = httpc.request("GET", self.url + self.path, timeout=self.timeout_s)[0]
+            took = time.monotonic() - t0
+            if status != 200:
+                self.failed += 1
+                took = max(took, self.timeout_s)
+            self.latencies.append(took)
+            self._halt.wait(max(0.0, self.every_s - took))
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(self.timeout_s + 5)

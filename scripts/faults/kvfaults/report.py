@@ -19,6 +19,8 @@ def recovery(row: dict) -> str:
                        ("attack_opened_in_s", "attack opened"),
                        ("health_ok_after_s", "/health 200"),
                        ("all_closed_after_s", "all slow conns closed"),
+                       ("requests_p99_s", "good requests p99"), ("requests_max_s", "max"),
+                       ("probe_p99_s", "/health p99"), ("probe_max_s", "max"),
                        ("drain_s", "drained, exit"),
                        ("all_healthy_after_s", "all healthy"),
                        ("index_agrees_after_s", "index = mocks after load")):
@@ -81,7 +83,9 @@ def mechanism(row: dict) -> str:
                        ("index_minus_mock_blocks", "index - mock blocks"), ("exit_code", "exit"),
                        ("readiness_after_signal", "readiness after signal"),
                        ("attack_connected", "slow conns connected"),
-                       ("attack_connect_failed", "connects timed out"), ("attack_closed_by_router", "closed by router")):
+                       ("attack_connect_failed", "connects timed out"), ("attack_closed_by_router", "closed by router"),
+                       ("flood_opened", "flood conns opened"), ("flood_closed_by_router", "closed by router"),
+                       ("probes", "probes"), ("probes_failed", "failed"), ("limit_warnings", "limit warnings logged")):
         if key in row:
             parts.append(f"{label} {row[key]}")
     return "; ".join(str(p) for p in parts) or "-"

@@ -11,6 +11,8 @@ use super::{invalid, secs, ConfigError, Options};
 pub struct Limits {
     /// Time to receive a request head (HTTP/1), and idle time between keep-alive requests.
     pub header_read_timeout: Duration,
+    /// Base deadline of a new connection's first request head (connections/head_deadline.rs).
+    pub request_head_timeout: Duration,
     /// Longest gap between two request-body frames.
     pub body_read_timeout: Duration,
     /// Client connections open at once (resolved, never 0).
@@ -56,6 +58,7 @@ impl Limits {
         };
         Ok(Limits {
             header_read_timeout: secs("header_read_timeout_secs", o.header_read_timeout_secs)?,
+            request_head_timeout: secs("request_head_timeout_secs", o.request_head_timeout_secs)?,
             body_read_timeout: secs("body_read_timeout_secs", o.body_read_timeout_secs)?,
             max_connections: match o.max_connections {
                 0 => auto_max_connections(open_file_limit()),

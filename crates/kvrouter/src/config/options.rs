@@ -116,13 +116,26 @@ pub struct Options {
         default_value_t = 120.0
     )]
     pub header_read_timeout_secs: f64,
+    /// Seconds a new connection may take to send its first request head, extended by one
+    /// second per 500 bytes it sends, up to three times this (Apache mod_reqtimeout's
+    /// `header=20-40,MinRate=500` form). Beyond, the connection is closed: a slow or silent
+    /// connection gives its slot back in seconds. Later heads on a keep-alive connection are
+    /// bounded by `header_read_timeout_secs`.
+    #[arg(
+        long,
+        env = "KVROUTER_REQUEST_HEAD_TIMEOUT_SECS",
+        default_value_t = 10.0
+    )]
+    pub request_head_timeout_secs: f64,
     /// Seconds a request body may go without a byte arriving; beyond, 408 and the connection
     /// is closed (the partial body is freed).
     #[arg(long, env = "KVROUTER_BODY_READ_TIMEOUT_SECS", default_value_t = 30.0)]
     pub body_read_timeout_secs: f64,
     /// Client connections open at once (0 = auto: (open-file soft limit - 64) / 2, leaving a
-    /// descriptor per client for its worker connection). Beyond, new connections wait in the
-    /// listen backlog.
+    /// descriptor per client for its worker connection). At the limit a new connection closes
+    /// the oldest one that has not sent a request head, else the longest-idle keep-alive;
+    /// when every connection is busy, 8 more are served for probes and metrics only (503 for
+    /// the rest), then new connections wait in the listen backlog.
     #[arg(long, env = "KVROUTER_MAX_CONNECTIONS", default_value_t = 0)]
     pub max_connections: usize,
     /// Data-plane requests handled at once, from admission until the worker's response head

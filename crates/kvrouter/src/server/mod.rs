@@ -1,12 +1,14 @@
 //! The HTTP surface: hyper service, route table, admin endpoints, error shapes and the metrics endpoint.
 //!
 //! [`serve`] accepts connections on a bound listener (HTTP/1.1 and h2c via hyper-util's auto
-//! builder) and hands each request to [`routes::handle`], within the limits of [`connections`]
-//! (header-read timeout, HTTP/2 limits, `--max-connections`) and, for data-plane routes,
-//! [`admission`] (`--max-concurrent-requests`). [`run`] is what `src/bin/router.rs`
+//! builder, [`accept`]) and hands each request to [`routes::handle`], within the limits of
+//! [`connections`] (first-head deadline, keep-alive idle timeout, HTTP/2 limits,
+//! `--max-connections` with eviction of fresh and idle connections and a probe reserve) and,
+//! for data-plane routes, [`admission`] (`--max-concurrent-requests`). [`run`] is what `src/bin/router.rs`
 //! calls: build state, register `--worker-urls`, bind, announce readiness, serve until
 //! SIGTERM/SIGINT, then drain gracefully ([`shutdown`]).
 
+mod accept;
 mod admission;
 mod attempt;
 pub mod auth;
@@ -29,8 +31,6 @@ use std::io::Write;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
@@ -44,63 +44,8 @@ use crate::workers::WorkerSpec;
 /// `--shutdown-grace-period-secs` to finish, and what is still running then is aborted at
 /// every worker (see [`shutdown`]).
 pub async fn serve(listener: TcpListener, state: Arc<AppState>) -> std::io::Result<()> {
-    let limits = &state.config.limits;
-    let builder = connections::builder(limits);
-    let slots = connections::ConnectionSlots::new(limits);
-    let admission = admission::Admission::new(limits, state.clone());
     let graceful = GracefulShutdown::new();
-    let token = state.shutdown.clone();
-    loop {
-        let slot = tokio::select! {
-            biased;
-            () = token.cancelled() => break,
-            slot = slots.acquire() => slot,
-        };
-        let accepted = tokio::select! {
-            biased;
-            () = token.cancelled() => break,
-            accepted = listener.accept() => accepted,
-        };
-        let (stream, peer) = match accepted {
-            Ok(s) => s,
-            Err(e) => {
-                // Out of file descriptors and similar: back off briefly instead of spinning.
-                tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        let state = state.clone();
-        let admission = admission.clone();
-        let builder = builder.clone();
-        let watcher = graceful.watcher();
-        tokio::spawn(async move {
-            let _slot = slot;
-            let svc = service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
-                req.extensions_mut()
-                    .insert(crate::proxy::headers::ClientAddr(peer));
-                let state = state.clone();
-                let admission = admission.clone();
-                async move {
-                    if let Some(a) = &admission {
-                        if let routes::Route::Data(e) =
-                            routes::match_route(req.method(), req.uri().path())
-                        {
-                            return a.handle(e, req).await;
-                        }
-                    }
-                    Ok::<_, std::convert::Infallible>(routes::handle(&state, req).await)
-                }
-            });
-            let conn = builder.serve_connection(TokioIo::new(stream), svc);
-            if let Err(e) = watcher.watch(conn).await {
-                if !connections::count_connection_error(e.as_ref()) {
-                    tracing::debug!(%peer, error = %e, "connection ended with an error");
-                }
-            }
-        });
-    }
+    accept::accept_loop(&listener, &state, &graceful).await;
     drop(listener);
     let grace = state.config.shutdown_grace_period;
     tracing::info!(

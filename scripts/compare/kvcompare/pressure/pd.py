@@ -41,10 +41,11 @@ class PdCase:
 
 
 def build(size: str, seed: int = 7) -> list[PdCase]:
-    """`full`: 8 workers as 2P6D and 4P4D, each KV fitting the working set (1 Mi tokens each), the
+    """`full`: 8 workers as 2P6D and 4P4D (each also with decode radix caches), each KV fitting the
+    working set (1 Mi tokens each), the
     pressure suite's full GRPO rollout and agent sessions; `quick`: 1P1D with their tiny shapes."""
     if size == "quick":
-        s, shapes, kv = 20.0, ((2, 1),), 64 * suite.KI
+        s, shapes, kv = 20.0, ((2, 1, False),), 64 * suite.KI
         rollout = ["rollout", "--prompts", "8", "--samples", "4", "--batches", "2", "--prompt-len-min", "256",
                    "--prompt-len-max", "1024", "--system-prefix-len", "0", "--output-len-median", "16",
                    "--output-len-sigma", "0.5", "--max-new-tokens", "64", "--concurrency", "16",
@@ -55,7 +56,8 @@ def build(size: str, seed: int = 7) -> list[PdCase]:
         parts = {"grpo": (s, rollout), "agent": (s, agent)}
         timeout = 120.0
     elif size == "full":
-        shapes, kv = ((8, 2), (8, 4)), suite.MI
+        # Each shape also with the decode workers' radix cache (`2p6dr`: delta transfers).
+        shapes, kv = tuple((8, p, r) for r in (False, True) for p in (2, 4)), suite.MI
         rollout = ["rollout", "--prompts", "256", "--samples", "8", "--batches", "2", "--prompt-len-min", "1024",
                    "--prompt-len-max", "8192", "--system-prefix-len", "0", "--output-len-median", "400",
                    "--output-len-sigma", "1.0", "--max-new-tokens", "4096", "--concurrency", "1024",
@@ -67,8 +69,9 @@ def build(size: str, seed: int = 7) -> list[PdCase]:
     cases = []
     for wl in WORKLOADS:
         s, argv = parts[wl]
-        for workers, prefill in shapes:
-            spec = fleet_mod.FleetSpec(workers=workers, speedup=s, max_total_tokens=kv, prefill=prefill)
+        for workers, prefill, radix in shapes:
+            spec = fleet_mod.FleetSpec(workers=workers, speedup=s, max_total_tokens=kv, prefill=prefill,
+                                       decode_radix=radix)
             cases.append(PdCase(wl, spec, [Part("rollout" if wl == "grpo" else "agent", argv, records=True)],
                                 timeout))
     return cases

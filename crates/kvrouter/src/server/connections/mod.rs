@@ -1,14 +1,23 @@
 //! Per-connection limits of the HTTP server: the listening socket's backlog, the hyper-util
 //! connection builder (HTTP/1 header-read timeout and keep-alive, HTTP/2 stream, reset and
-//! keep-alive limits, all driven by hyper-util's Tokio timer), the `--max-connections` slots the
-//! accept loop waits on, and which connection errors count as a tripped limit.
+//! keep-alive limits, all driven by hyper-util's Tokio timer), the live-connection table that
+//! makes room at `--max-connections` ([`table`]), the first request head's deadline
+//! ([`head_deadline`]), and which connection errors count as a tripped limit.
 
-use std::sync::Arc;
+mod head_deadline;
+mod io;
+pub mod metrics;
+mod table;
+mod warn_gate;
+
+pub use head_deadline::HeadDeadline;
+pub use io::CountingIo;
+pub use table::{Admission, Admitted, BusyGuard, Conn, ConnTable, Phase, Slot, RESERVE};
+pub use warn_gate::WarnGate;
 
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpSocket};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::Limits;
 use crate::proxy::metrics::ProxyMetrics;
@@ -75,34 +84,6 @@ pub fn builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
                 .unwrap_or(std::time::Duration::from_secs(20)),
         );
     b
-}
-
-/// `--max-connections` slots: the accept loop takes one before accepting, and the connection
-/// task holds it until the connection closes.
-#[derive(Clone)]
-pub struct ConnectionSlots(Arc<Semaphore>);
-
-impl ConnectionSlots {
-    pub fn new(limits: &Limits) -> ConnectionSlots {
-        ConnectionSlots(Arc::new(Semaphore::new(
-            limits.max_connections.min(Semaphore::MAX_PERMITS),
-        )))
-    }
-
-    /// A slot, at once or when a connection closes (counted as a trip when it has to wait).
-    pub async fn acquire(&self) -> OwnedSemaphorePermit {
-        if let Ok(p) = self.0.clone().try_acquire_owned() {
-            return p;
-        }
-        ProxyMetrics::limit_tripped("max_connections");
-        tracing::debug!("max_connections reached: new connections wait in the backlog");
-        #[allow(clippy::expect_used)]
-        self.0
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("connection slots are never closed")
-    }
 }
 
 /// Counts a connection that ended because a limit closed it; true when one did.
