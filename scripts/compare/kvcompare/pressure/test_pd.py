@@ -35,7 +35,11 @@ class PdTest(unittest.TestCase):
         self.assertEqual(fl.indexes("decode"), [1, 2, 3])
 
     def test_cases_cover_both_shapes_and_workloads(self):
-        self.assertEqual([c.key for c in pd.build("full")], ["grpo-2p6d", "grpo-4p4d", "agent-2p6d", "agent-4p4d"])
+        self.assertEqual([c.key for c in pd.build("full")],
+                         ["grpo-2p6d", "grpo-4p4d", "grpo-2p6dr", "grpo-4p4dr",
+                          "agent-2p6d", "agent-4p4d", "agent-2p6dr", "agent-4p4dr"])
+        radix = [c for c in pd.build("full") if c.fleet.decode_radix]
+        self.assertTrue(radix and all(c.key.endswith("r") for c in radix))
         self.assertTrue(all(c.fleet.prefill for c in pd.build("quick")))
 
     def test_targets_met_and_missed(self):
