@@ -63,6 +63,14 @@ class PdTest(unittest.TestCase):
         self.assertIsNone(target(t, "TTFT p50")["met"])
         self.assertFalse(any(x["target"].startswith("prefill hit") for x in t))  # agent: no sibling target
 
+    def test_a_decode_radix_case_is_held_to_its_plain_shapes_bound(self):
+        rows = [row("reference: one shared cache", "reference", hit_rate=0.9),
+                row("kvrouter kv", "kvrouter", prefill_hit=0.85, case="grpo-2p6dr", ttft_p50_ms=60,
+                    ttft_p99_ms=900, makespan_mean_s=70)]
+        md = pd.markdown({"meta": {}, "runs": rows})
+        self.assertIn("| grpo-2p6dr | poly | prefill hit rate within 1 point of the shared-cache bound | "
+                      "85.0% vs 90.0% | missed", md)
+
 
 if __name__ == "__main__":
     unittest.main()
