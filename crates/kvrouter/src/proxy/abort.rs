@@ -9,6 +9,20 @@ use http_body_util::Full;
 
 use super::client::UpstreamClient;
 use super::target::Target;
+use crate::refit::rids::RidGuard;
+use crate::workers::Worker;
+
+/// Aborts on `worker` the request's rids that cannot end another request there (SGLang matches
+/// abort rids by prefix; see [`RidGuard::abortable`]). Nothing without rids.
+pub fn abort_isolated(client: &UpstreamClient, worker: &Worker, rids: Option<&RidGuard>) {
+    let Some(guard) = rids else {
+        return;
+    };
+    let rids = guard.abortable(worker);
+    if !rids.is_empty() {
+        abort_upstream(client, worker.into(), rids);
+    }
+}
 
 /// Spawns one `POST {worker}/abort_request {"rid": ...}` per rid (needs a tokio runtime;
 /// silently does nothing outside one). Failures are logged at debug level only.

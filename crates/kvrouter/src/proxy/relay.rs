@@ -20,9 +20,10 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
-use super::abort::abort_upstream;
+use super::abort::abort_isolated;
 use super::client::UpstreamClient;
 use super::metrics::ProxyMetrics;
+use crate::refit::rids::RidGuard;
 use crate::routing::Booking;
 
 /// Facts about the request the relay needs when it ends.
@@ -31,13 +32,11 @@ pub struct RelayContext {
     pub stream: bool,
     pub started: Instant,
     pub client: UpstreamClient,
-    /// Request ids to abort on the worker if the client disconnects early.
-    pub rids: Vec<String>,
+    /// The request's tracked rids (held exactly as long as the response): those that name no
+    /// other request are aborted on the worker if the client disconnects early.
+    pub rids: Option<RidGuard>,
     /// No data for this long from an unhealthy worker ends the body (see module docs).
     pub stream_idle_timeout: Duration,
-    /// Anything that must live exactly as long as the response (e.g. the refit plane's
-    /// rid -> worker entry); dropped with the body.
-    pub hold: Option<Box<dyn Send + Sync>>,
 }
 
 /// Rewrites the relayed data (PD mode: the prefill's logprobs merged into the decode
@@ -153,13 +152,7 @@ impl RelayBody {
             if unhealthy {
                 crate::proxy::metrics::ProxyMetrics::limit_tripped("stream_idle_timeout");
                 if let Some(b) = &self.booking {
-                    if !self.ctx.rids.is_empty() {
-                        abort_upstream(
-                            &self.ctx.client,
-                            b.worker().as_ref().into(),
-                            std::mem::take(&mut self.ctx.rids),
-                        );
-                    }
+                    abort_isolated(&self.ctx.client, b.worker(), self.ctx.rids.as_ref());
                 }
                 return self.fail(RelayError::Stalled(after), "stalled");
             }
@@ -283,13 +276,7 @@ impl Drop for RelayBody {
         // The client went away before the body ended: dropping `inner` closes the upstream
         // connection; also ask the worker to stop generating.
         if let Some(b) = &self.booking {
-            if !self.ctx.rids.is_empty() {
-                abort_upstream(
-                    &self.ctx.client,
-                    b.worker().as_ref().into(),
-                    std::mem::take(&mut self.ctx.rids),
-                );
-            }
+            abort_isolated(&self.ctx.client, b.worker(), self.ctx.rids.as_ref());
         }
         self.finish();
     }

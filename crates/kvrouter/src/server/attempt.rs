@@ -14,7 +14,7 @@ use hyper::body::Incoming;
 use super::body::RouterBody;
 use super::error::ApiError;
 use super::state::AppState;
-use crate::proxy::abort::abort_upstream;
+use crate::proxy::abort::abort_isolated;
 use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
 use crate::proxy::metrics::ProxyMetrics;
 use crate::proxy::retry::{is_retryable_status, Attempts, RetryHooks};
@@ -29,15 +29,13 @@ use super::data_plane::{admit, error, record, worker_error};
 struct AbortIfDropped<'a> {
     state: &'a AppState,
     worker: Option<Arc<Worker>>,
-    rids: &'a [String],
+    rids: Option<RidGuard>,
 }
 
 impl Drop for AbortIfDropped<'_> {
     fn drop(&mut self) {
         if let Some(w) = self.worker.take() {
-            if !self.rids.is_empty() {
-                abort_upstream(&self.state.client, w.as_ref().into(), self.rids.to_vec());
-            }
+            abort_isolated(&self.state.client, &w, self.rids.as_ref());
         }
     }
 }
@@ -234,9 +232,8 @@ impl<'a> WorkerAttempts<'a> {
             stream: self.input.stream,
             started: self.started,
             client: self.state.client.clone(),
-            rids: self.rids,
+            rids: self.rid_guard,
             stream_idle_timeout: self.state.config.limits.stream_idle_timeout,
-            hold: self.rid_guard.map(|g| Box::new(g) as Box<dyn Send + Sync>),
         };
         Response::from_parts(
             parts,
@@ -271,7 +268,7 @@ impl Attempts for WorkerAttempts<'_> {
         let mut guard = AbortIfDropped {
             state,
             worker: Some(worker.clone()),
-            rids: &self.rids,
+            rids: self.rid_guard.clone(),
         };
         let (headers, body) = upstream_request(self.headers, self.bytes, &booking);
         // What is left of the request timeout (the backoff never starts an attempt past it).
@@ -300,9 +297,7 @@ impl Attempts for WorkerAttempts<'_> {
         if matches!(result, Err(ForwardError::Stalled { .. })) {
             // Abandoned: if the worker comes back, it should not keep generating for nobody.
             ProxyMetrics::limit_tripped("stream_idle_timeout");
-            if !self.rids.is_empty() {
-                abort_upstream(&state.client, worker.as_ref().into(), self.rids.clone());
-            }
+            abort_isolated(&state.client, &worker, self.rid_guard.as_ref());
         }
         guard.worker = None;
         drop(guard);
