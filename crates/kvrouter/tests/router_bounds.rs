@@ -32,7 +32,7 @@ fn last_finish_type(sse: &str) -> Option<String> {
         .filter_map(|l| l.strip_prefix("data: "))
         .filter(|d| *d != "[DONE]")
         .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .last()
+        .next_back()
         .and_then(|v| {
             v["meta_info"]["finish_reason"]["type"]
                 .as_str()
@@ -90,6 +90,23 @@ async fn a_disconnect_abort_never_names_another_clients_rid() {
         .await
             >= 1
     );
+    // The attacker's request was kept running (its connection held, not closed: SGLang aborts
+    // a disconnected request by prefix too), and nothing was aborted.
+    let state: Value = client()
+        .get(format!("{}/mock/state", m.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let running: u64 = state["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["running"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(running, 1, "the attacker's request still runs: {state}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

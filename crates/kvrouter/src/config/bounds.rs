@@ -22,14 +22,16 @@ impl Bounds {
         }
         let max_inflight_body_bytes = match o.max_inflight_body_bytes {
             0 => AUTO_BODY_BUDGET_FLOOR.max(o.max_payload_size.saturating_mul(2)),
-            n if n < o.max_payload_size => return Err(invalid(
-                "max_inflight_body_bytes",
-                format!(
+            n if n < o.max_payload_size => {
+                return Err(invalid(
+                    "max_inflight_body_bytes",
+                    format!(
                     "must be 0 (auto) or at least max_payload_size ({}), got {n}: a body of the \
                          largest accepted size could never be read",
                     o.max_payload_size
                 ),
-            )),
+                ))
+            }
             n => n,
         };
         Ok(Bounds {

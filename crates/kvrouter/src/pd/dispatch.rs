@@ -332,6 +332,7 @@ impl Attempts for PdAttempts<'_> {
                 idle,
                 unhealthy: &p_unhealthy,
             }),
+            orphan: None,
         };
         let wait_d = HeadWait {
             first_byte: timeout,
@@ -339,6 +340,7 @@ impl Attempts for PdAttempts<'_> {
                 idle,
                 unhealthy: &d_unhealthy,
             }),
+            orphan: None,
         };
         let path = self.endpoint.path();
         let mut p_abort = LegAbort {

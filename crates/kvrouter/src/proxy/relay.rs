@@ -55,7 +55,8 @@ pub trait FrameRewrite: Send + Sync {
 
 /// Streams an upstream body to the client (see module docs).
 pub struct RelayBody {
-    inner: Incoming,
+    /// The worker's body (`None` once handed to a drain task, see `Drop`).
+    inner: Option<Incoming>,
     rewrite: Option<Box<dyn FrameRewrite>>,
     booking: Option<Booking>,
     ctx: RelayContext,
@@ -85,7 +86,7 @@ impl RelayBody {
     pub fn new(inner: Incoming, booking: Booking, sse: bool, ctx: RelayContext) -> RelayBody {
         let ctx_idle = ctx.stream_idle_timeout;
         RelayBody {
-            inner,
+            inner: Some(inner),
             rewrite: None,
             booking: Some(booking),
             ctx,
@@ -202,7 +203,10 @@ impl Body for RelayBody {
             return Poll::Ready(None);
         }
         loop {
-            match Pin::new(&mut this.inner).poll_frame(cx) {
+            let Some(inner) = this.inner.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match Pin::new(inner).poll_frame(cx) {
                 Poll::Pending => return this.poll_idle(cx),
                 Poll::Ready(Some(Ok(mut frame))) => {
                     this.last_data = tokio::time::Instant::now();
@@ -252,14 +256,17 @@ impl Body for RelayBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.finished || (self.rewrite.is_none() && self.inner.is_end_stream())
+        self.finished
+            || (self.rewrite.is_none() && self.inner.as_ref().is_none_or(Body::is_end_stream))
     }
 
     fn size_hint(&self) -> SizeHint {
         if self.rewrite.as_ref().is_some_and(|rw| !rw.passthrough()) {
             return SizeHint::default();
         }
-        self.inner.size_hint()
+        self.inner
+            .as_ref()
+            .map_or_else(SizeHint::default, Body::size_hint)
     }
 }
 
@@ -268,15 +275,22 @@ impl Drop for RelayBody {
         if self.finished {
             return;
         }
-        if self.inner.is_end_stream() && self.rewrite.is_none() {
+        if self.inner.as_ref().is_none_or(Body::is_end_stream) && self.rewrite.is_none() {
             // Fully relayed (hyper stops polling once the body reports its end).
             self.finish();
             return;
         }
         // The client went away before the body ended: dropping `inner` closes the upstream
-        // connection; also ask the worker to stop generating.
+        // connection; also ask the worker to stop generating. When an abort was withheld
+        // (another request's rid extends this one's), the worker's body is drained instead:
+        // SGLang aborts a disconnected request by its rid as a prefix too.
         if let Some(b) = &self.booking {
-            abort_isolated(&self.ctx.client, b.worker(), self.ctx.rids.as_ref());
+            let withheld = abort_isolated(&self.ctx.client, b.worker(), self.ctx.rids.as_ref());
+            if withheld {
+                if let Some(body) = self.inner.take() {
+                    super::forward::drain_detached(body, Box::new(self.ctx.rids.clone()));
+                }
+            }
         }
         self.finish();
     }

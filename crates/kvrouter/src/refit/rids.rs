@@ -179,7 +179,7 @@ impl RidGuard {
     /// none if they were not tracked or the worker holds untracked rids; never an empty rid
     /// (SGLang before 0.5.23 aborted everything on it); otherwise each rid that is not a
     /// prefix of a rid another in-flight request holds on `worker`. Skips are counted.
-    pub fn abortable(&self, worker: &Worker) -> Vec<String> {
+    pub fn abortable(&self, worker: &Worker) -> Abort {
         let g = &self.0;
         let skipped = |reason: &str, n: usize| {
             if n > 0 {
@@ -192,12 +192,18 @@ impl RidGuard {
         };
         if !g.tracked {
             skipped("untracked", 1);
-            return Vec::new();
+            return Abort {
+                rids: Vec::new(),
+                withheld: true,
+            };
         }
         let inner = g.inner.lock();
         if inner.opaque.get(&worker.id).is_some_and(|n| *n > 0) {
             skipped("untracked_rids_on_worker", g.rids.len());
-            return Vec::new();
+            return Abort {
+                rids: Vec::new(),
+                withheld: true,
+            };
         }
         let mut out: Vec<String> = Vec::with_capacity(g.rids.len());
         let (mut empty, mut shadowing) = (0, 0);
@@ -226,8 +232,19 @@ impl RidGuard {
         drop(inner);
         skipped("empty_rid", empty);
         skipped("prefix_of_other_rid", shadowing);
-        out
+        Abort {
+            rids: out,
+            withheld: empty + shadowing > 0,
+        }
     }
+}
+
+/// What [`RidGuard::abortable`] allows.
+pub struct Abort {
+    /// Rids to name in `/abort_request`.
+    pub rids: Vec<String>,
+    /// Some rid was not named: the request should rather run to its end.
+    pub withheld: bool,
 }
 
 #[cfg(test)]
@@ -265,23 +282,23 @@ mod tests {
         let (w1, w2) = (worker(1), worker(2));
         let victim = t.track(&["victim-1".into()], &w1).expect("guard");
         let attacker = t.track(&["v".into(), "own".into()], &w1).expect("guard");
-        assert_eq!(attacker.abortable(&w1), vec!["own".to_string()]);
+        assert_eq!(attacker.abortable(&w1).rids, vec!["own".to_string()]);
         // Another worker's scheduler never sees the victim.
         let elsewhere = t.track(&["v".into()], &w2).expect("guard");
-        assert_eq!(elsewhere.abortable(&w2), vec!["v".to_string()]);
+        assert_eq!(elsewhere.abortable(&w2).rids, vec!["v".to_string()]);
         // The victim's own abort is fine (nothing else starts with it), and its own batch rids
         // never block it.
         let batch = t
             .track(&["b".into(), "b_1".into(), String::new()], &w1)
             .expect("guard");
         assert_eq!(
-            batch.abortable(&w1),
+            batch.abortable(&w1).rids,
             vec!["b".to_string(), "b_1".to_string()]
         );
-        assert_eq!(victim.abortable(&w1), vec!["victim-1".to_string()]);
+        assert_eq!(victim.abortable(&w1).rids, vec!["victim-1".to_string()]);
         drop(victim);
         assert_eq!(
-            attacker.abortable(&w1),
+            attacker.abortable(&w1).rids,
             vec!["v".to_string(), "own".to_string()]
         );
     }
@@ -297,13 +314,13 @@ mod tests {
         let many: Vec<String> = (0..=MAX_RIDS_PER_REQUEST).map(|i| i.to_string()).collect();
         let batch = t.track(&many, &w).expect("guard");
         assert_eq!(t.len(), 1, "only the normal rid is held");
-        assert!(long.abortable(&w).is_empty());
+        assert!(long.abortable(&w).rids.is_empty());
         assert!(
-            normal.abortable(&w).is_empty(),
+            normal.abortable(&w).rids.is_empty(),
             "an untracked rid could start with `a`"
         );
         drop((long, batch));
-        assert_eq!(normal.abortable(&w), vec!["a".to_string()]);
+        assert_eq!(normal.abortable(&w).rids, vec!["a".to_string()]);
     }
 
     #[test]

@@ -15,6 +15,7 @@ use super::body::RouterBody;
 use super::error::ApiError;
 use super::state::AppState;
 use crate::proxy::abort::abort_isolated;
+use crate::proxy::forward::Orphan;
 use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
 use crate::proxy::metrics::ProxyMetrics;
 use crate::proxy::retry::{is_retryable_status, Attempts, RetryHooks};
@@ -26,16 +27,21 @@ use crate::workers::{Worker, WorkerId};
 use super::data_plane::{admit, error, record, worker_error};
 
 /// Fires `/abort_request` if the client goes away while the request waits for the worker.
+/// When an abort is withheld (another request's rid extends this one's), the request is kept
+/// running instead: its late response is read to the end (see [`Orphan`]).
 struct AbortIfDropped<'a> {
     state: &'a AppState,
     worker: Option<Arc<Worker>>,
     rids: Option<RidGuard>,
+    orphan: &'a Orphan,
 }
 
 impl Drop for AbortIfDropped<'_> {
     fn drop(&mut self) {
         if let Some(w) = self.worker.take() {
-            abort_isolated(&self.state.client, &w, self.rids.as_ref());
+            if abort_isolated(&self.state.client, &w, self.rids.as_ref()) {
+                self.orphan.keep(Box::new(self.rids.clone()));
+            }
         }
     }
 }
@@ -265,10 +271,12 @@ impl Attempts for WorkerAttempts<'_> {
                 .overhead
                 .observe(self.started.elapsed().as_secs_f64());
         }
+        let orphan = Orphan::default();
         let mut guard = AbortIfDropped {
             state,
             worker: Some(worker.clone()),
             rids: self.rid_guard.clone(),
+            orphan: &orphan,
         };
         let (headers, body) = upstream_request(self.headers, self.bytes, &booking);
         // What is left of the request timeout (the backoff never starts an attempt past it).
@@ -291,6 +299,7 @@ impl Attempts for WorkerAttempts<'_> {
             HeadWait {
                 first_byte: timeout,
                 stall: Some(watch),
+                orphan: self.rid_guard.is_some().then_some(&orphan),
             },
         )
         .await;
