@@ -1,5 +1,5 @@
 //! Metrics of the bounds on client-grown state (sticky keys, tracked rids, request bodies in
-//! flight) and of the disconnect aborts the router chose not to send (docs/router.md, Limits).
+//! flight, the per-session tokenization cache) and of the disconnect aborts the router chose not to send (docs/router.md, Limits).
 
 use std::sync::OnceLock;
 
@@ -18,6 +18,9 @@ pub struct BoundsMetrics {
     pub abort_skipped: IntCounterVec,
     /// `kvrouter_inflight_body_bytes`: request-body bytes read and held (`max_inflight_body_bytes`).
     pub inflight_body_bytes: IntGauge,
+    /// `kvrouter_tokenizer_cache_evictions_total`: per-session tokenization cache entries evicted
+    /// (least recently used) to stay within `tokenizer_cache_mb`.
+    pub tokenizer_cache_evictions: IntCounter,
 }
 
 impl BoundsMetrics {
@@ -53,6 +56,13 @@ impl BoundsMetrics {
                 IntGauge::new(
                     "kvrouter_inflight_body_bytes",
                     "Request-body bytes read and held by requests in flight",
+                )
+                .expect("valid metric"),
+            ),
+            tokenizer_cache_evictions: register(
+                IntCounter::new(
+                    "kvrouter_tokenizer_cache_evictions_total",
+                    "Per-session tokenization cache entries evicted to stay within tokenizer_cache_mb",
                 )
                 .expect("valid metric"),
             ),
