@@ -481,3 +481,8 @@ CASES.update(cases_pd.CASES)
 from . import cases_pressure  # noqa: E402
 
 CASES.update(cases_pressure.CASES)
+
+# Issue 25 items 2-3 (client-grown state, abort isolation): kvfaults/cases_bounds.py.
+from . import cases_bounds  # noqa: E402
+
+CASES.update(cases_bounds.CASES)

@@ -5,6 +5,7 @@
 //! `KVROUTER_*` environment variable > `--config` file > default.
 //! [`Config::from_sources`] merges and validates; every error names the offending field.
 
+pub mod bounds;
 pub mod cli;
 pub mod compat;
 pub mod env_check;
@@ -19,6 +20,7 @@ mod resilience;
 
 use std::time::Duration;
 
+pub use bounds::Bounds;
 pub use cli::Cli;
 pub use file::FileConfig;
 pub use kv::{KvConfig, KvOptions};
@@ -75,6 +77,8 @@ pub struct Config {
     /// Server and data-plane resource limits (docs/router.md, "Limits").
     pub limits: Limits,
     pub sticky_ttl: Duration,
+    /// Bounds on client-grown state (sticky keys, request bodies in flight).
+    pub bounds: Bounds,
     pub api_key: Option<String>,
     /// Key for admin and worker-management routes; falls back to `api_key` when unset.
     pub admin_api_key: Option<String>,
@@ -203,6 +207,7 @@ impl Config {
 
     fn validate(o: Options, mode_given: bool) -> Result<Config, ConfigError> {
         let limits = Limits::from_options(&o)?;
+        let bounds = Bounds::from_options(&o)?;
         let retry_backoff = resilience::retry_backoff(&o)?;
         let circuit_breaker = resilience::circuit_breaker(&o)?;
         let retry_max_retries = resilience::retries_after_first(&o);
@@ -302,6 +307,7 @@ impl Config {
             max_payload_size: o.max_payload_size,
             limits,
             sticky_ttl: secs("sticky_ttl_secs", o.sticky_ttl_secs)?,
+            bounds,
             api_key: non_empty("api_key", o.api_key)?,
             admin_api_key: non_empty("admin_api_key", o.admin_api_key)?,
             insecure_admin: o.insecure_admin,

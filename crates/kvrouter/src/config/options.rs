@@ -173,6 +173,16 @@ pub struct Options {
     /// Idle seconds after which an `X-SMG-Routing-Key` sticky entry expires.
     #[arg(long, env = "KVROUTER_STICKY_TTL_SECS", default_value_t = 14400.0)]
     pub sticky_ttl_secs: f64,
+    // Bounds on client-grown state (config/bounds.rs; docs/router.md, Limits).
+    /// `X-SMG-Routing-Key` sticky keys held at most (each stored as a 16-byte hash, whatever
+    /// its length); beyond, the least recently used eighth is evicted.
+    #[arg(long, env = "KVROUTER_STICKY_MAX_KEYS", default_value_t = 262_144)]
+    pub sticky_max_keys: usize,
+    /// Request-body bytes all requests in flight may hold at once, counted as they arrive (0 =
+    /// auto: the larger of 1 GiB and 2 x `max_payload_size`); a body that would pass it gets
+    /// 503 `inflight_body_budget`. At least `max_payload_size`.
+    #[arg(long, env = "KVROUTER_MAX_INFLIGHT_BODY_BYTES", default_value_t = 0)]
+    pub max_inflight_body_bytes: usize,
     /// Bearer token required on data-plane routes (/generate, /v1/*).
     #[arg(long, env = "KVROUTER_API_KEY")]
     pub api_key: Option<String>,

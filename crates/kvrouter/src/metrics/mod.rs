@@ -5,6 +5,7 @@
 //! `/metrics` renders everything from one place. `compat/` adds the sgl-router / SMG
 //! series of `--metrics-compat`; `request_end` records a finished request (its debug line, its tokens).
 
+pub mod bounds;
 pub mod compat;
 pub mod request_end;
 

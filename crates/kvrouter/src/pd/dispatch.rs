@@ -18,7 +18,7 @@ use super::merge::{self, Passthrough, PrefillLeg, SseMerge};
 use super::pair::{Missing, Pair};
 use super::splice::{self, BodyFacts, Bootstrap};
 use super::PdRouter;
-use crate::proxy::abort::abort_upstream;
+use crate::proxy::abort::abort_isolated;
 use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
 use crate::proxy::metrics::ProxyMetrics;
 use crate::proxy::retry::{self, is_retryable_status, Attempts, RetryHooks, RetryPolicy};
@@ -103,18 +103,14 @@ impl RetryHooks<PdRetry> for Hooks {
 struct LegAbort<'a> {
     state: &'a AppState,
     worker: Arc<Worker>,
-    rids: Vec<String>,
+    rids: Option<RidGuard>,
     armed: bool,
 }
 
 impl Drop for LegAbort<'_> {
     fn drop(&mut self) {
-        if self.armed && !self.rids.is_empty() {
-            abort_upstream(
-                &self.state.client,
-                self.worker.as_ref().into(),
-                std::mem::take(&mut self.rids),
-            );
+        if self.armed {
+            abort_isolated(&self.state.client, &self.worker, self.rids.as_ref());
         }
     }
 }
@@ -309,7 +305,7 @@ impl Attempts for PdAttempts<'_> {
         self.rid_guard = state
             .refit
             .rids
-            .track(&self.rids, &dw)
+            .track_on(&self.rids, &[dw.clone(), pw.clone()])
             .or(self.rid_guard.take());
         if n == 0 {
             ProxyMetrics::get()
@@ -336,6 +332,7 @@ impl Attempts for PdAttempts<'_> {
                 idle,
                 unhealthy: &p_unhealthy,
             }),
+            orphan: None,
         };
         let wait_d = HeadWait {
             first_byte: timeout,
@@ -343,18 +340,19 @@ impl Attempts for PdAttempts<'_> {
                 idle,
                 unhealthy: &d_unhealthy,
             }),
+            orphan: None,
         };
         let path = self.endpoint.path();
         let mut p_abort = LegAbort {
             state,
             worker: pw.clone(),
-            rids: self.rids.clone(),
+            rids: self.rid_guard.clone(),
             armed: true,
         };
         let mut d_abort = LegAbort {
             state,
             worker: dw.clone(),
-            rids: self.rids.clone(),
+            rids: self.rid_guard.clone(),
             armed: true,
         };
         let pf = forward(
@@ -617,8 +615,8 @@ impl PdAttempts<'_> {
         let leg = PrefillLeg {
             task: Some(task),
             client: self.state.client.clone(),
-            target: crate::proxy::Target::from(pw.as_ref()).to_owned(),
-            rids: self.rids.clone(),
+            worker: pw.clone(),
+            rids: self.rid_guard.clone(),
             decode_done: false,
         };
         let rewrite: Box<dyn FrameRewrite> = match merge_list {
@@ -664,9 +662,8 @@ impl PdAttempts<'_> {
             stream: self.input.stream,
             started: self.started,
             client: self.state.client.clone(),
-            rids: self.rids,
+            rids: self.rid_guard,
             stream_idle_timeout: self.state.config.limits.stream_idle_timeout,
-            hold: self.rid_guard.map(|g| Box::new(g) as Box<dyn Send + Sync>),
         };
         let mut body = RelayBody::new(body, booking, sse, ctx);
         if let Some(rw) = rewrite {

@@ -11,10 +11,13 @@ use http::StatusCode;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::proxy::abort::abort_upstream;
-use crate::proxy::target::OwnedTarget;
+use std::sync::Arc;
+
+use crate::proxy::abort::abort_isolated;
 use crate::proxy::{FrameRewrite, UpstreamClient};
+use crate::refit::rids::RidGuard;
 use crate::server::error::ApiError;
+use crate::workers::Worker;
 
 #[derive(Deserialize)]
 struct Top<'a> {
@@ -168,8 +171,10 @@ pub fn prefill_error(status: StatusCode, url: &str, body: &[u8]) -> ApiError {
 pub struct PrefillLeg {
     pub task: Option<tokio::task::JoinHandle<()>>,
     pub client: UpstreamClient,
-    pub target: OwnedTarget,
-    pub rids: Vec<String>,
+    /// The prefill worker.
+    pub worker: Arc<Worker>,
+    /// The request's tracked rids (see `RidGuard::abortable`).
+    pub rids: Option<RidGuard>,
     /// Set when the decode body ended cleanly: the drain then runs to its own end.
     pub decode_done: bool,
 }
@@ -182,13 +187,7 @@ impl Drop for PrefillLeg {
         if let Some(task) = self.task.take() {
             if !task.is_finished() {
                 task.abort();
-                if !self.rids.is_empty() {
-                    abort_upstream(
-                        &self.client,
-                        self.target.target(),
-                        std::mem::take(&mut self.rids),
-                    );
-                }
+                abort_isolated(&self.client, &self.worker, self.rids.as_ref());
             }
         }
     }
@@ -280,8 +279,12 @@ mod tests {
                 std::time::Duration::from_secs(1),
                 std::time::Duration::from_secs(1),
             ),
-            target: crate::proxy::Target::new("http://127.0.0.1:1", None).to_owned(),
-            rids: vec![],
+            worker: Arc::new(Worker::new(
+                crate::workers::WorkerId(0),
+                "http://127.0.0.1:1",
+                crate::workers::WorkerInfo::default(),
+            )),
+            rids: None,
             decode_done: false,
         };
         let mut rw = SseMerge {

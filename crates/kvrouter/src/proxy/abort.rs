@@ -9,6 +9,22 @@ use http_body_util::Full;
 
 use super::client::UpstreamClient;
 use super::target::Target;
+use crate::refit::rids::RidGuard;
+use crate::workers::Worker;
+
+/// Aborts on `worker` the request's rids that cannot end another request there (SGLang matches
+/// abort rids by prefix; see [`RidGuard::abortable`]). Nothing without rids. True when a rid
+/// was withheld: the caller should then keep the worker connection rather than close it.
+pub fn abort_isolated(client: &UpstreamClient, worker: &Worker, rids: Option<&RidGuard>) -> bool {
+    let Some(guard) = rids else {
+        return false;
+    };
+    let abort = guard.abortable(worker);
+    if !abort.rids.is_empty() {
+        abort_upstream(client, worker.into(), abort.rids);
+    }
+    abort.withheld
+}
 
 /// Spawns one `POST {worker}/abort_request {"rid": ...}` per rid (needs a tokio runtime;
 /// silently does nothing outside one). Failures are logged at debug level only.

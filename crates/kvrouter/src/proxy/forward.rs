@@ -1,14 +1,18 @@
 //! One attempt to send a request to one worker: original bytes out, response head back,
 //! bounded by the time-to-first-byte deadline (never by the length of the body), and cut
 //! short when the worker makes no progress while the health checker calls it unhealthy
-//! ([`StallWatch`]).
+//! ([`StallWatch`]). With an [`Orphan`], the request runs in its own task, so a response that
+//! arrives after its client left can still be read to its end instead of closing the
+//! connection (SGLang aborts a disconnected request by its rid as a prefix).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, Uri};
 use http_body_util::Full;
 use hyper::body::Incoming;
+use parking_lot::Mutex;
 
 use super::client::UpstreamClient;
 use super::headers::request_headers;
@@ -41,6 +45,45 @@ pub enum ForwardError {
 pub struct HeadWait<'a> {
     pub first_byte: Duration,
     pub stall: Option<StallWatch<'a>>,
+    /// Run the request in a task whose late response is kept if the orphan says so.
+    pub orphan: Option<&'a Orphan>,
+}
+
+/// Longest an orphaned or withheld response body is read after its client left.
+const DRAIN_MAX: Duration = Duration::from_secs(1800);
+
+/// What becomes of a response that arrives after [`forward`] stopped waiting (client gone):
+/// dropped, closing the connection (the worker sees a disconnect), unless [`Orphan::keep`] was
+/// called by then: its body is then read to the end, holding what `keep` was given.
+#[derive(Clone, Default)]
+pub struct Orphan(Arc<Mutex<Option<Box<dyn Send + Sync>>>>);
+
+impl Orphan {
+    /// Keeps the request running to its end if its response comes after all, holding `hold`
+    /// (e.g. its rid entries) until then.
+    pub fn keep(&self, hold: Box<dyn Send + Sync>) {
+        *self.0.lock() = Some(hold);
+    }
+}
+
+/// Reads `body` to its end (or 30 min) in a task, holding `hold`, so the worker neither sees
+/// a closed connection nor gets an abort (needs a tokio runtime; without one it is dropped).
+pub fn drain_detached(body: Incoming, hold: Box<dyn Send + Sync>) {
+    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    handle.spawn(async move {
+        let _hold = hold;
+        let read = async {
+            let mut body = body;
+            while let Some(frame) = http_body_util::BodyExt::frame(&mut body).await {
+                if frame.is_err() {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(DRAIN_MAX, read).await;
+    });
 }
 
 /// When to give up on a worker that makes no progress: after `idle` without any, and then
@@ -99,7 +142,16 @@ pub async fn forward(
     let (first_byte_timeout, watch) = (wait.first_byte, wait.stall);
     let started = tokio::time::Instant::now();
     let mut checks = watch.map(|w| tokio::time::interval_at(started + w.idle, w.recheck()));
-    let request = tokio::time::timeout(first_byte_timeout, client.request(req));
+    let orphan = wait.orphan.cloned();
+    let request = tokio::time::timeout(first_byte_timeout, async move {
+        match orphan {
+            None => client
+                .request(req)
+                .await
+                .map_err(|e| answer_error(worker_url, &e)),
+            Some(orphan) => in_task(client, req, orphan, worker_url).await,
+        }
+    });
     tokio::pin!(request);
     let answered = loop {
         tokio::select! {
@@ -119,23 +171,51 @@ pub async fn forward(
             url: worker_url.to_string(),
             after: first_byte_timeout,
         }),
-        Ok(Ok(resp)) => Ok(resp),
-        Ok(Err(e)) if e.is_connect() => Err(ForwardError::Connect {
-            url: worker_url.to_string(),
-            message: error_chain(&e),
-        }),
-        Ok(Err(e)) => {
-            // hyper reports a request that was never written (e.g. a pooled connection closed
-            // by the peer) as "canceled"/"not sent": treat those like connect failures.
-            let message = error_chain(&e);
-            let unsent = is_unsent(&e);
-            let url = worker_url.to_string();
-            Err(if unsent {
-                ForwardError::Connect { url, message }
-            } else {
-                ForwardError::Io { url, message }
-            })
+        Ok(r) => r,
+    }
+}
+
+/// The request sent from its own task; a response nobody waits for any more is drained if the
+/// orphan was kept, else dropped.
+async fn in_task(
+    client: &UpstreamClient,
+    req: Request<Full<Bytes>>,
+    orphan: Orphan,
+    worker_url: &str,
+) -> Result<Response<Incoming>, ForwardError> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let pending = client.request(req);
+    let url = worker_url.to_string();
+    tokio::spawn(async move {
+        let answered = pending.await.map_err(|e| answer_error(&url, &e));
+        if let Err(Ok(resp)) = tx.send(answered) {
+            let kept = orphan.0.lock().take();
+            if let Some(hold) = kept {
+                drain_detached(resp.into_body(), hold);
+            }
         }
+    });
+    rx.await.unwrap_or_else(|_| {
+        Err(ForwardError::Io {
+            url: worker_url.to_string(),
+            message: "the request task ended without an answer".to_string(),
+        })
+    })
+}
+
+/// The error of a request that got no response head.
+fn answer_error(worker_url: &str, e: &hyper_util::client::legacy::Error) -> ForwardError {
+    let url = worker_url.to_string();
+    let message = error_chain(e);
+    if e.is_connect() {
+        return ForwardError::Connect { url, message };
+    }
+    // hyper reports a request that was never written (e.g. a pooled connection closed by the
+    // peer) as "canceled"/"not sent": treat those like connect failures.
+    if is_unsent(e) {
+        ForwardError::Connect { url, message }
+    } else {
+        ForwardError::Io { url, message }
     }
 }
 

@@ -7,6 +7,7 @@
 //! worker's credentials are put on a request. Choosing workers is not done here.
 
 pub mod abort;
+pub mod body_budget;
 pub mod client;
 pub mod fanout;
 pub mod forward;

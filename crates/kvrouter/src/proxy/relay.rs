@@ -4,7 +4,8 @@
 //! can take it (hyper's backpressure). The body owns the request's [`Booking`], so the worker's
 //! in-flight count drops when the body ends or is dropped. If the client goes away first, the
 //! upstream connection is dropped with the body and the worker is asked to `/abort_request`
-//! the request's `rid`s. If the worker breaks mid-body, the worker's health is told and the
+//! the request's `rid`s, unless that abort would also match another request's rid (SGLang
+//! aborts by prefix): then the worker's body is read to its end in a task instead. If the worker breaks mid-body, the worker's health is told and the
 //! client sees a broken response, never a clean short body: a non-SSE body ends with an error
 //! (hyper then closes the HTTP/1 connection without the chunked terminator, or resets the
 //! HTTP/2 stream); an SSE stream gets one final `data: {"error":...}` event and ends. A body
@@ -20,9 +21,10 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
-use super::abort::abort_upstream;
+use super::abort::abort_isolated;
 use super::client::UpstreamClient;
 use super::metrics::ProxyMetrics;
+use crate::refit::rids::RidGuard;
 use crate::routing::Booking;
 
 /// Facts about the request the relay needs when it ends.
@@ -31,13 +33,11 @@ pub struct RelayContext {
     pub stream: bool,
     pub started: Instant,
     pub client: UpstreamClient,
-    /// Request ids to abort on the worker if the client disconnects early.
-    pub rids: Vec<String>,
+    /// The request's tracked rids (held exactly as long as the response): those that name no
+    /// other request are aborted on the worker if the client disconnects early.
+    pub rids: Option<RidGuard>,
     /// No data for this long from an unhealthy worker ends the body (see module docs).
     pub stream_idle_timeout: Duration,
-    /// Anything that must live exactly as long as the response (e.g. the refit plane's
-    /// rid -> worker entry); dropped with the body.
-    pub hold: Option<Box<dyn Send + Sync>>,
 }
 
 /// Rewrites the relayed data (PD mode: the prefill's logprobs merged into the decode
@@ -56,7 +56,8 @@ pub trait FrameRewrite: Send + Sync {
 
 /// Streams an upstream body to the client (see module docs).
 pub struct RelayBody {
-    inner: Incoming,
+    /// The worker's body (`None` once handed to a drain task, see `Drop`).
+    inner: Option<Incoming>,
     rewrite: Option<Box<dyn FrameRewrite>>,
     booking: Option<Booking>,
     ctx: RelayContext,
@@ -86,7 +87,7 @@ impl RelayBody {
     pub fn new(inner: Incoming, booking: Booking, sse: bool, ctx: RelayContext) -> RelayBody {
         let ctx_idle = ctx.stream_idle_timeout;
         RelayBody {
-            inner,
+            inner: Some(inner),
             rewrite: None,
             booking: Some(booking),
             ctx,
@@ -153,13 +154,7 @@ impl RelayBody {
             if unhealthy {
                 crate::proxy::metrics::ProxyMetrics::limit_tripped("stream_idle_timeout");
                 if let Some(b) = &self.booking {
-                    if !self.ctx.rids.is_empty() {
-                        abort_upstream(
-                            &self.ctx.client,
-                            b.worker().as_ref().into(),
-                            std::mem::take(&mut self.ctx.rids),
-                        );
-                    }
+                    abort_isolated(&self.ctx.client, b.worker(), self.ctx.rids.as_ref());
                 }
                 return self.fail(RelayError::Stalled(after), "stalled");
             }
@@ -209,7 +204,10 @@ impl Body for RelayBody {
             return Poll::Ready(None);
         }
         loop {
-            match Pin::new(&mut this.inner).poll_frame(cx) {
+            let Some(inner) = this.inner.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match Pin::new(inner).poll_frame(cx) {
                 Poll::Pending => return this.poll_idle(cx),
                 Poll::Ready(Some(Ok(mut frame))) => {
                     this.last_data = tokio::time::Instant::now();
@@ -259,14 +257,17 @@ impl Body for RelayBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.finished || (self.rewrite.is_none() && self.inner.is_end_stream())
+        self.finished
+            || (self.rewrite.is_none() && self.inner.as_ref().is_none_or(Body::is_end_stream))
     }
 
     fn size_hint(&self) -> SizeHint {
         if self.rewrite.as_ref().is_some_and(|rw| !rw.passthrough()) {
             return SizeHint::default();
         }
-        self.inner.size_hint()
+        self.inner
+            .as_ref()
+            .map_or_else(SizeHint::default, Body::size_hint)
     }
 }
 
@@ -275,20 +276,21 @@ impl Drop for RelayBody {
         if self.finished {
             return;
         }
-        if self.inner.is_end_stream() && self.rewrite.is_none() {
+        if self.inner.as_ref().is_none_or(Body::is_end_stream) && self.rewrite.is_none() {
             // Fully relayed (hyper stops polling once the body reports its end).
             self.finish();
             return;
         }
         // The client went away before the body ended: dropping `inner` closes the upstream
-        // connection; also ask the worker to stop generating.
+        // connection; also ask the worker to stop generating. When an abort was withheld
+        // (another request's rid extends this one's), the worker's body is drained instead:
+        // SGLang aborts a disconnected request by its rid as a prefix too.
         if let Some(b) = &self.booking {
-            if !self.ctx.rids.is_empty() {
-                abort_upstream(
-                    &self.ctx.client,
-                    b.worker().as_ref().into(),
-                    std::mem::take(&mut self.ctx.rids),
-                );
+            let withheld = abort_isolated(&self.ctx.client, b.worker(), self.ctx.rids.as_ref());
+            if withheld {
+                if let Some(body) = self.inner.take() {
+                    super::forward::drain_detached(body, Box::new(self.ctx.rids.clone()));
+                }
             }
         }
         self.finish();

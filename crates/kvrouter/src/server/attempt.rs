@@ -14,7 +14,8 @@ use hyper::body::Incoming;
 use super::body::RouterBody;
 use super::error::ApiError;
 use super::state::AppState;
-use crate::proxy::abort::abort_upstream;
+use crate::proxy::abort::abort_isolated;
+use crate::proxy::forward::Orphan;
 use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
 use crate::proxy::metrics::ProxyMetrics;
 use crate::proxy::retry::{is_retryable_status, Attempts, RetryHooks};
@@ -26,17 +27,20 @@ use crate::workers::{Worker, WorkerId};
 use super::data_plane::{admit, error, record, worker_error};
 
 /// Fires `/abort_request` if the client goes away while the request waits for the worker.
+/// When an abort is withheld (another request's rid extends this one's), the request is kept
+/// running instead: its late response is read to the end (see [`Orphan`]).
 struct AbortIfDropped<'a> {
     state: &'a AppState,
     worker: Option<Arc<Worker>>,
-    rids: &'a [String],
+    rids: Option<RidGuard>,
+    orphan: &'a Orphan,
 }
 
 impl Drop for AbortIfDropped<'_> {
     fn drop(&mut self) {
         if let Some(w) = self.worker.take() {
-            if !self.rids.is_empty() {
-                abort_upstream(&self.state.client, w.as_ref().into(), self.rids.to_vec());
+            if abort_isolated(&self.state.client, &w, self.rids.as_ref()) {
+                self.orphan.keep(Box::new(self.rids.clone()));
             }
         }
     }
@@ -234,9 +238,8 @@ impl<'a> WorkerAttempts<'a> {
             stream: self.input.stream,
             started: self.started,
             client: self.state.client.clone(),
-            rids: self.rids,
+            rids: self.rid_guard,
             stream_idle_timeout: self.state.config.limits.stream_idle_timeout,
-            hold: self.rid_guard.map(|g| Box::new(g) as Box<dyn Send + Sync>),
         };
         Response::from_parts(
             parts,
@@ -268,10 +271,12 @@ impl Attempts for WorkerAttempts<'_> {
                 .overhead
                 .observe(self.started.elapsed().as_secs_f64());
         }
+        let orphan = Orphan::default();
         let mut guard = AbortIfDropped {
             state,
             worker: Some(worker.clone()),
-            rids: &self.rids,
+            rids: self.rid_guard.clone(),
+            orphan: &orphan,
         };
         let (headers, body) = upstream_request(self.headers, self.bytes, &booking);
         // What is left of the request timeout (the backoff never starts an attempt past it).
@@ -294,15 +299,14 @@ impl Attempts for WorkerAttempts<'_> {
             HeadWait {
                 first_byte: timeout,
                 stall: Some(watch),
+                orphan: self.rid_guard.is_some().then_some(&orphan),
             },
         )
         .await;
         if matches!(result, Err(ForwardError::Stalled { .. })) {
             // Abandoned: if the worker comes back, it should not keep generating for nobody.
             ProxyMetrics::limit_tripped("stream_idle_timeout");
-            if !self.rids.is_empty() {
-                abort_upstream(&state.client, worker.as_ref().into(), self.rids.clone());
-            }
+            abort_isolated(&state.client, &worker, self.rid_guard.as_ref());
         }
         guard.worker = None;
         drop(guard);

@@ -18,20 +18,29 @@ use super::attempt::{RetryMetrics, WorkerAttempts};
 use super::body::RouterBody;
 use super::error::ApiError;
 use super::state::AppState;
+use crate::proxy::body_budget::{BodyBudget, BodyPermit};
 use crate::proxy::headers::WORKER_HEADER;
 use crate::proxy::metrics::ProxyMetrics;
 use crate::proxy::retry::{self, RetryPolicy};
 use crate::routing::{Endpoint, RoutingInput};
 
+/// The largest buffer allocated before the bytes arrive: beyond it the buffer grows with the
+/// data (doubling), so a slow upload declaring a large `content-length` holds what it sent.
+const PREALLOCATE_MAX: usize = 1 << 20;
+
 /// Reads a request body up to `limit` bytes (413 beyond, checked early from `content-length`),
-/// with at most `idle` between two of its frames (408 beyond: tower-http's `TimeoutBody`).
-/// Either way the partial body is dropped, so hyper closes the connection after the answer.
+/// with at most `idle` between two of its frames (408 beyond: tower-http's `TimeoutBody`),
+/// taking each frame's bytes from `budget` as it arrives (503 `inflight_body_budget` when the
+/// bodies in flight would pass `max_inflight_body_bytes`). On any error the partial body is
+/// dropped, so hyper closes the connection after the answer. The permit holds the body's
+/// bytes in the budget until it drops.
 pub async fn read_body(
     headers: &http::HeaderMap,
     body: Incoming,
     limit: usize,
     idle: Duration,
-) -> Result<Bytes, ApiError> {
+    budget: &BodyBudget,
+) -> Result<(Bytes, BodyPermit), ApiError> {
     let too_large = || {
         ProxyMetrics::limit_tripped("max_payload_size");
         ApiError::new(
@@ -47,15 +56,29 @@ pub async fn read_body(
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(too_large());
     }
-    // One buffer sized from `content-length` (at most `limit`): no copy at the end, and a large
-    // body is one allocation the allocator returns to the OS when the request ends.
-    let mut buf = BytesMut::with_capacity(declared.map_or(0, |n| n as usize).min(limit));
+    // Sized from `content-length` up to 1 MiB (a small body is one allocation, no copy at the
+    // end); a larger one grows as its bytes arrive.
+    let prealloc = usize::try_from(declared.unwrap_or(0)).unwrap_or(usize::MAX);
+    let mut buf = BytesMut::with_capacity(prealloc.min(limit).min(PREALLOCATE_MAX));
+    let mut permit = budget.permit();
     let body = Limited::new(TimeoutBody::new(idle, body), limit);
     tokio::pin!(body);
     while let Some(frame) = body.frame().await {
         match frame {
             Ok(f) => {
                 if let Some(d) = f.data_ref() {
+                    if !permit.grow(d.len()) {
+                        ProxyMetrics::limit_tripped("max_inflight_body_bytes");
+                        return Err(ApiError::new(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "inflight_body_budget",
+                            format!(
+                                "request bodies in flight would exceed max_inflight_body_bytes \
+                                 ({} bytes); retry later",
+                                budget.total()
+                            ),
+                        ));
+                    }
                     buf.extend_from_slice(d);
                 }
             }
@@ -79,7 +102,7 @@ pub async fn read_body(
             }
         }
     }
-    Ok(buf.freeze())
+    Ok((buf.freeze(), permit))
 }
 
 /// Counts one answered request (`from_worker`: the worker's own answer, relayed).
@@ -129,11 +152,13 @@ pub async fn handle(
 ) -> Response<RouterBody> {
     let route = endpoint.label();
     let (parts, body) = req.into_parts();
-    let bytes = match read_body(
+    // `_permit`: the body's bytes stay in the budget until the request is answered.
+    let (bytes, _permit) = match read_body(
         &parts.headers,
         body,
         state.config.max_payload_size,
         state.config.limits.body_read_timeout,
+        &state.body_budget,
     )
     .await
     {

@@ -32,11 +32,12 @@ pub async fn read(
     req: Request<Incoming>,
 ) -> Result<(Method, Option<String>, Bytes), ApiError> {
     let (parts, body) = req.into_parts();
-    let bytes = read_body(
+    let (bytes, _permit) = read_body(
         &parts.headers,
         body,
         state.config.max_payload_size,
         state.config.limits.body_read_timeout,
+        &state.body_budget,
     )
     .await?;
     Ok((parts.method, parts.uri.query().map(str::to_string), bytes))

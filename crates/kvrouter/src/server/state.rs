@@ -37,6 +37,8 @@ pub struct AppState {
     pub discovery: std::sync::OnceLock<Arc<crate::discovery::Discovery>>,
     /// PD disaggregation (`--pd-disaggregation`; None otherwise).
     pub pd: Option<crate::pd::PdRouter>,
+    /// The memory budget of request bodies in flight (`--max-inflight-body-bytes`).
+    pub body_budget: crate::proxy::body_budget::BodyBudget,
 }
 
 /// The fleet registry settings derived from the router configuration.
@@ -109,7 +111,10 @@ impl AppState {
         registry: Registry,
         index: Option<Arc<dyn IndexView>>,
     ) -> Arc<AppState> {
-        let selector = Selector::new(policy, StickyTable::new(config.sticky_ttl));
+        let selector = Selector::new(
+            policy,
+            StickyTable::with_max_keys(config.sticky_ttl, config.bounds.sticky_max_keys),
+        );
         let text = (config.mode == Mode::Kv).then(|| {
             Arc::new(TextRouting::new(
                 config.tokenizer_path.as_deref(),
@@ -118,6 +123,9 @@ impl AppState {
         });
         Arc::new(AppState {
             pd: crate::pd::PdRouter::from_config(&config),
+            body_budget: crate::proxy::body_budget::BodyBudget::new(
+                config.bounds.max_inflight_body_bytes,
+            ),
             text,
             client: build_client(config.connect_timeout, config.worker_idle_timeout),
             backoff: retry_backoff(&config),

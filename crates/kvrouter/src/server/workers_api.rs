@@ -45,10 +45,11 @@ pub async fn create(state: &AppState, req: Request<Incoming>) -> Response<Router
         body,
         ADMIN_BODY_LIMIT,
         state.config.limits.body_read_timeout,
+        &state.body_budget,
     )
     .await
     {
-        Ok(b) => b,
+        Ok((b, _permit)) => b,
         Err(e) => return e.into_response(),
     };
     let request: WorkerConfigRequest = match serde_json::from_slice(&bytes) {
@@ -141,8 +142,10 @@ pub async fn add_legacy(state: &AppState, req: Request<Incoming>) -> Response<Ro
                 body,
                 ADMIN_BODY_LIMIT,
                 state.config.limits.body_read_timeout,
+                &state.body_budget,
             )
             .await
+            .map(|(b, _permit)| b)
             .unwrap_or_default();
             let from_body = serde_json::from_slice::<serde_json::Value>(&bytes)
                 .ok()

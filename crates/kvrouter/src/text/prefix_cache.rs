@@ -7,13 +7,19 @@
 //! extends the previous one, reuses the previous tokens up to its last shared boundary and
 //! tokenizes only the rest. An entry whose every boundary now points at a newer entry (the
 //! previous turn of the same conversation) is dropped at once; otherwise entries leave in LRU
-//! order once the byte budget is exceeded.
+//! order once the byte budget is exceeded (`kvrouter_tokenizer_cache_evictions_total`). Clients
+//! choose the prompts, so every entry is also charged its fixed structure cost
+//! ([`BYTES_PER_ENTRY`]): the budget bounds the entry count as well (at most
+//! `max_bytes / (BYTES_PER_ENTRY + 4 + BYTES_PER_BOUNDARY)`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// Index bytes charged per boundary (hash, entry id, count and map overhead).
 const BYTES_PER_BOUNDARY: usize = 64;
+/// Bytes charged per entry beyond its tokens and boundaries: the entry in its map, its LRU
+/// node, the token and key allocations' headers.
+const BYTES_PER_ENTRY: usize = 160;
 
 struct Entry {
     tokens: Arc<[u32]>,
@@ -23,8 +29,13 @@ struct Entry {
 
 impl Entry {
     fn bytes(&self) -> usize {
-        self.tokens.len() * 4 + self.keys.len() * BYTES_PER_BOUNDARY
+        charge(self.tokens.len(), self.keys.len())
     }
+}
+
+/// Bytes charged for an entry of `tokens` tokens and `boundaries` boundaries.
+fn charge(tokens: usize, boundaries: usize) -> usize {
+    BYTES_PER_ENTRY + tokens * 4 + boundaries * BYTES_PER_BOUNDARY
 }
 
 /// Bounded map from rendered-prefix hashes to token ids (see module docs).
@@ -90,7 +101,7 @@ impl PrefixCache {
 
     /// Adds a tokenized prompt with its boundaries `(hash of the text up to it, tokens up to it)`.
     pub fn insert(&mut self, tokens: Arc<[u32]>, boundaries: Vec<(u128, u32)>) {
-        let bytes = tokens.len() * 4 + boundaries.len() * BYTES_PER_BOUNDARY;
+        let bytes = charge(tokens.len(), boundaries.len());
         if boundaries.is_empty() || bytes > self.max_bytes {
             return;
         }
@@ -126,11 +137,18 @@ impl PrefixCache {
                 self.remove(old);
             }
         }
+        let mut evicted = 0;
         while self.used > self.max_bytes {
             let Some((_, oldest)) = self.lru.pop_first() else {
                 break;
             };
             self.remove(oldest);
+            evicted += 1;
+        }
+        if evicted > 0 {
+            crate::metrics::bounds::BoundsMetrics::get()
+                .tokenizer_cache_evictions
+                .inc_by(evicted);
         }
     }
 
@@ -174,7 +192,7 @@ mod tests {
 
     #[test]
     fn evicts_least_recently_used_within_the_byte_budget() {
-        let per = 100 * 4 + BYTES_PER_BOUNDARY;
+        let per = charge(100, 1);
         let mut c = PrefixCache::new(per * 2);
         c.insert(toks(100), vec![(1, 50)]);
         c.insert(toks(100), vec![(2, 50)]);
@@ -188,5 +206,16 @@ mod tests {
         c.insert(toks(1000), vec![(4, 10)]);
         assert!(c.get(4).is_none());
         assert!(c.bytes() <= per * 2);
+    }
+
+    #[test]
+    fn tiny_entries_are_bounded_in_count_by_the_byte_budget() {
+        let mut c = PrefixCache::new(1 << 16);
+        for k in 0..10_000u128 {
+            c.insert(toks(1), vec![(k, 1)]);
+        }
+        assert!(c.bytes() <= 1 << 16);
+        assert!(c.len() <= (1 << 16) / (BYTES_PER_ENTRY + 4 + BYTES_PER_BOUNDARY));
+        assert!(c.get(9_999).is_some() && c.get(0).is_none());
     }
 }
