@@ -167,12 +167,14 @@ async fn bodies_in_flight_beyond_the_budget_get_503_naming_the_limit() {
         ],
     )
     .await;
-    // A slow upload holds 700 KiB of the 1 MiB budget and stops.
+    // A slow upload announcing 800 KiB (its buffer's allocation, taken from the 1 MiB budget)
+    // sends 700 KiB and stops.
+    let announced = 800 << 10;
     let mut slow = TcpStream::connect(addr(&r.url)).await.unwrap();
     slow.write_all(
         format!(
             "POST /generate HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n\
-             content-length: {budget}\r\n\r\n{{\"text\":\""
+             content-length: {announced}\r\n\r\n{{\"text\":\""
         )
         .as_bytes(),
     )

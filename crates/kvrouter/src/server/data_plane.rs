@@ -29,8 +29,9 @@ use crate::routing::{Endpoint, RoutingInput};
 const PREALLOCATE_MAX: usize = 1 << 20;
 
 /// Reads a request body up to `limit` bytes (413 beyond, checked early from `content-length`),
-/// with at most `idle` between two of its frames (408 beyond: tower-http's `TimeoutBody`),
-/// taking each frame's bytes from `budget` as it arrives (503 `inflight_body_budget` when the
+/// with at most `idle` between two of its frames (408 beyond: tower-http's `TimeoutBody`) and
+/// at least `upload_rate::MIN_RATE` per window (408 `body_min_rate`), taking the buffer's
+/// allocation from `budget` as it grows (503 `inflight_body_budget` when the
 /// bodies in flight would pass `max_inflight_body_bytes`). On any error the partial body is
 /// dropped, so hyper closes the connection after the answer. The permit holds the body's
 /// bytes in the budget until it drops.
@@ -61,25 +62,38 @@ pub async fn read_body(
     let prealloc = usize::try_from(declared.unwrap_or(0)).unwrap_or(usize::MAX);
     let mut buf = BytesMut::with_capacity(prealloc.min(limit).min(PREALLOCATE_MAX));
     let mut permit = budget.permit();
+    if !permit.grow(buf.capacity()) {
+        ProxyMetrics::limit_tripped("max_inflight_body_bytes");
+        return Err(over_budget(budget));
+    }
+    let mut rate = super::upload_rate::UploadRate::default();
     let body = Limited::new(TimeoutBody::new(idle, body), limit);
     tokio::pin!(body);
     while let Some(frame) = body.frame().await {
         match frame {
             Ok(f) => {
                 if let Some(d) = f.data_ref() {
-                    if !permit.grow(d.len()) {
-                        ProxyMetrics::limit_tripped("max_inflight_body_bytes");
+                    if !rate.on_data(d.len()) {
+                        ProxyMetrics::limit_tripped("body_min_rate");
                         return Err(ApiError::new(
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            "inflight_body_budget",
+                            StatusCode::REQUEST_TIMEOUT,
+                            "body_min_rate",
                             format!(
-                                "request bodies in flight would exceed max_inflight_body_bytes \
-                                 ({} bytes); retry later",
-                                budget.total()
+                                "request body arriving slower than {} bytes/s over {} s",
+                                super::upload_rate::MIN_RATE,
+                                super::upload_rate::WINDOW.as_secs()
                             ),
                         ));
                     }
+                    // The budget holds what the buffer allocates (its growth), not only the
+                    // bytes: RSS follows capacity.
+                    let before = buf.capacity();
                     buf.extend_from_slice(d);
+                    let grown = buf.capacity().saturating_sub(before);
+                    if !permit.grow(grown) {
+                        ProxyMetrics::limit_tripped("max_inflight_body_bytes");
+                        return Err(over_budget(budget));
+                    }
                 }
             }
             Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
@@ -103,6 +117,18 @@ pub async fn read_body(
         }
     }
     Ok((buf.freeze(), permit))
+}
+
+/// 503 naming `--max-inflight-body-bytes`.
+fn over_budget(budget: &BodyBudget) -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "inflight_body_budget",
+        format!(
+            "request bodies in flight would exceed max_inflight_body_bytes ({} bytes); retry later",
+            budget.total()
+        ),
+    )
 }
 
 /// Counts one answered request (`from_worker`: the worker's own answer, relayed).

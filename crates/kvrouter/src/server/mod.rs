@@ -25,6 +25,7 @@ pub mod rl_api;
 pub mod routes;
 pub mod shutdown;
 pub mod state;
+mod upload_rate;
 pub mod workers_api;
 
 use std::io::Write;
