@@ -192,6 +192,14 @@ def evaluate(rows: list[dict]) -> list[dict]:
     return out
 
 
+def _commands(meta: dict) -> list[str]:
+    """The command of each run merged into this report (later ones replaced rows of earlier ones)."""
+    sources = meta.get("merged_from") or [meta]
+    cmds = [f"{m['command']}  # {m.get('date', '?')}" if len(sources) > 1 else m["command"]
+            for m in sources if m.get("command")]
+    return cmds or ["python3 scripts/compare/compare.py pd"]
+
+
 def _borrowed_reference(by_case: dict, tm, case: str, rows: list[dict]) -> list[dict]:
     """A decode-radix case (`grpo-2p6dr`) has the bound of its plain shape (`grpo-2p6d`): the
     reference is one cache of the whole fleet's KV either way."""
@@ -225,7 +233,7 @@ def markdown(res: dict) -> str:
              f"`{meta.get('size', '?')}`; load average (1 min) at start / end {report._load(meta.get('loadavg_start'))}"
              f" / {report._load(meta.get('loadavg_end'))}"
              + (f"; {meta['wall_s'] / 60:.0f} min of wall time" if meta.get("wall_s") else "") + ".\n",
-             "Reproduce:\n\n```\n" + meta.get("command", "python3 scripts/compare/compare.py pd") + "\n```\n",
+             "Reproduce:\n\n```\n" + "\n".join(_commands(meta)) + "\n```\n",
              "Each PD router is started with `--pd-disaggregation --prefill URL PORT ... --decode URL ...` and "
              "its own `cache_aware` / `--mode kv` policy (the peers' `--prefill-policy` / `--decode-policy` "
              "default to it). *prefill hit*: cached / prompt tokens of the prefill mocks' own counters; *hit "
