@@ -115,7 +115,10 @@ def describe(meta: dict, a) -> str:
             f"{s['wall_rate']:g}/s wall, 48 output tokens) through `router --mode kv` over {s['workers']} "
             f"`sglang-mock --speedup {s['speedup']:g}` with ZMQ events; health flags "
             f"`--health-check-interval-secs 1 --health-check-timeout-secs 1 --health-failure-threshold 2 "
-            f"--health-success-threshold 1 --stream-idle-timeout-secs 2` (except where the fault says otherwise). "
+            f"--health-success-threshold 1 --stream-idle-timeout-secs 2` in the cases that kill, freeze or restart "
+            f"a process (killed, frozen, restarted, NATS, SIGTERM, flood, PD): a dead or frozen worker is then noticed "
+            f"in ~2 s instead of the defaults' ~26 s, which keeps each case short; the attack and bounds cases run on "
+            f"the shipped defaults, and any other flag is named in the fault. "
             f"Sent / ok / failed are loadgen's records; times are wall seconds after the fault (approximate by "
             f"loadgen's start-up, tens of ms). Reproduce: `python3 scripts/faults/faults.py"
             f"{' --quick' if a.quick else ''} --bin-dir {a.bin_dir} --update-docs`.")

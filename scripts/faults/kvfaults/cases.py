@@ -363,7 +363,7 @@ def case_stalled_uploads(ctx: Ctx) -> dict:
     router = None
     try:
         router = Router(ctx.b("router"), [m.url for m in mocks], ctx.out / "logs" / "uploads" / "router.log",
-                        FAST_HEALTH + ["--body-read-timeout-secs", str(s.body_timeout_s)])
+                        ["--body-read-timeout-secs", str(s.body_timeout_s)])
         rss0 = router.rss_mb() or 0.0
         row["rss_before_mb"] = rss0
         m0 = router.metrics()

@@ -19,6 +19,8 @@ from . import records
 
 PAGE = 16
 # Fault detection within seconds instead of the defaults' ~26 s (stated with every figure).
+# The worker-fault cases' health flags: a dead or frozen worker noticed in ~2 s, not the defaults'
+# ~26 s (docs/router.md "Limits"), so each case stays short. Attack and bounds cases do not use them.
 FAST_HEALTH = ["--health-check-interval-secs", "1", "--health-check-timeout-secs", "1",
                "--health-failure-threshold", "2", "--health-success-threshold", "1",
                "--stream-idle-timeout-secs", "2"]
