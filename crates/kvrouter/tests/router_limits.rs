@@ -131,6 +131,10 @@ async fn at_max_connections_the_idle_keep_alive_makes_room_and_the_busy_one_stay
     // Read to the end of the answer: the router has finished the request (idle from here).
     let answer = read_response(&mut idle).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("content-length: 2"),
+        "a router-made answer keeps its length: {answer}"
+    );
     let mut good = TcpStream::connect(addr(&r.url)).await.unwrap();
     let got = ask(&mut good, HEALTH_CLOSE).await;
     assert!(got.starts_with("HTTP/1.1 200"), "{got}");

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{header, HeaderValue, Request, Response, StatusCode};
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioExecutor;
@@ -21,7 +20,7 @@ use super::admission::Admission as RequestAdmission;
 use super::body::RouterBody;
 use super::connections::metrics::{ConnMetrics, Reason};
 use super::connections::{
-    self, Admission, Admitted, ConnTable, CountingIo, HeadDeadline, Slot, WarnGate,
+    self, Admission, Admitted, BusyBody, ConnTable, CountingIo, HeadDeadline, Slot, WarnGate,
 };
 use super::error::ApiError;
 use super::routes::{self, Route};
@@ -158,12 +157,7 @@ async fn serve_connection(
                 respond(&shared, req).await
             };
             // The connection is busy until the response body is sent or dropped.
-            Ok::<_, Infallible>(resp.map(move |b| {
-                b.map_frame(move |f| {
-                    let _ = &busy;
-                    f
-                })
-            }))
+            Ok::<_, Infallible>(resp.map(move |b| BusyBody::new(b, busy)))
         }
     });
     let served = watcher.watch(

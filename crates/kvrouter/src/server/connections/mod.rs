@@ -4,12 +4,14 @@
 //! makes room at `--max-connections` ([`table`]), the first request head's deadline
 //! ([`head_deadline`]), and which connection errors count as a tripped limit.
 
+mod busy_body;
 mod head_deadline;
 mod io;
 pub mod metrics;
 mod table;
 mod warn_gate;
 
+pub use busy_body::BusyBody;
 pub use head_deadline::HeadDeadline;
 pub use io::CountingIo;
 pub use table::{Admission, Admitted, BusyGuard, Conn, ConnTable, Phase, Slot, RESERVE};
