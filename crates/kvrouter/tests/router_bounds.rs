@@ -92,21 +92,8 @@ async fn a_disconnect_abort_never_names_another_clients_rid() {
     );
     // The attacker's request was kept running (its connection held, not closed: SGLang aborts
     // a disconnected request by prefix too), and nothing was aborted.
-    let state: Value = client()
-        .get(format!("{}/mock/state", m.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let running: u64 = state["ranks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["running"].as_u64().unwrap_or(0))
-        .sum();
-    assert_eq!(running, 1, "the attacker's request still runs: {state}");
+    let (running, _) = support::http::mock_load(&m.url).await;
+    assert_eq!(running, 1, "the attacker's request still runs");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -126,21 +113,7 @@ async fn a_lone_rid_is_still_aborted_on_disconnect() {
     let mu = m.url.clone();
     wait_for("the mock stopped the request", || {
         let mu = mu.clone();
-        async move {
-            let v: Value = client()
-                .get(format!("{mu}/mock/state"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            v["ranks"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|r| r["running"] == 0 && r["waiting"] == 0)
-        }
+        async move { support::http::mock_load(&mu).await == (0, 0) }
     })
     .await;
     // Nothing withheld: the abort was sent and the connection closed (no drain).

@@ -221,21 +221,7 @@ async fn client_disconnect_aborts_the_upstream_request() {
     .await;
     wait_for("mock stopped generating", || {
         let mu = mu.clone();
-        async move {
-            let v: Value = client()
-                .get(format!("{mu}/mock/state"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            v["ranks"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|r| r["running"] == 0 && r["waiting"] == 0)
-        }
+        async move { support::http::mock_load(&mu).await == (0, 0) }
     })
     .await;
 }

@@ -74,6 +74,23 @@ async fn a_body_over_max_payload_size_gets_413() {
     assert!(trips(&r.url, "max_payload_size").await >= 1);
 }
 
+/// A connection with a `/generate` in flight at `stub` (a `Behaviour::Hang` stub: it never
+/// answers), returned once the request has reached the stub.
+async fn request_in_flight(router: &str, stub: &Stub) -> TcpStream {
+    let mut s = TcpStream::connect(addr(router)).await.unwrap();
+    s.write_all(
+        b"POST /generate HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 15\r\n\r\n{\"text\":\"hang\"}",
+    )
+    .await
+    .unwrap();
+    support::wait::wait_for("the request reaches the worker", || {
+        let n = stub.received.lock().len();
+        async move { n == 1 }
+    })
+    .await;
+    s
+}
+
 /// One raw HTTP/1.1 request on `s`, read until the end of the response head and body of a
 /// small answer (`Connection: close` asked, so the router closes after it).
 async fn ask(s: &mut TcpStream, request: &str) -> String {
@@ -113,17 +130,7 @@ async fn at_max_connections_a_new_connection_closes_the_oldest_silent_one() {
 async fn at_max_connections_the_idle_keep_alive_makes_room_and_the_busy_one_stays() {
     let stub = Stub::start(Behaviour::Hang).await;
     let r = router_with(&[&stub.url], &["--max-connections", "2"]).await;
-    let mut busy = TcpStream::connect(addr(&r.url)).await.unwrap();
-    busy.write_all(
-        b"POST /generate HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 15\r\n\r\n{\"text\":\"hang\"}",
-    )
-    .await
-    .unwrap();
-    support::wait::wait_for("the request reaches the worker", || {
-        let n = stub.received.lock().len();
-        async move { n == 1 }
-    })
-    .await;
+    let mut busy = request_in_flight(&r.url, &stub).await;
     let mut idle = TcpStream::connect(addr(&r.url)).await.unwrap();
     idle.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
@@ -151,17 +158,7 @@ async fn at_max_connections_the_idle_keep_alive_makes_room_and_the_busy_one_stay
 async fn when_every_connection_is_busy_probes_are_answered_and_requests_get_503() {
     let stub = Stub::start(Behaviour::Hang).await;
     let r = router_with(&[&stub.url], &["--max-connections", "1"]).await;
-    let mut busy = TcpStream::connect(addr(&r.url)).await.unwrap();
-    busy.write_all(
-        b"POST /generate HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 15\r\n\r\n{\"text\":\"hang\"}",
-    )
-    .await
-    .unwrap();
-    support::wait::wait_for("the request reaches the worker", || {
-        let n = stub.received.lock().len();
-        async move { n == 1 }
-    })
-    .await;
+    let _busy = request_in_flight(&r.url, &stub).await;
     for probe in ["/health", "/readiness", "/metrics"] {
         let mut s = TcpStream::connect(addr(&r.url)).await.unwrap();
         let got = ask(&mut s, &format!("GET {probe} HTTP/1.1\r\nHost: x\r\n\r\n")).await;

@@ -73,13 +73,8 @@ async fn refused(url: &str) -> bool {
 
 /// The number of requests the mock at `url` is running or holding.
 async fn mock_busy(url: &str) -> u64 {
-    let (_, state) = support::http::get(url, "/mock/state").await;
-    state["ranks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["running"].as_u64().unwrap() + r["waiting"].as_u64().unwrap())
-        .sum()
+    let (running, waiting) = support::http::mock_load(url).await;
+    running + waiting
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

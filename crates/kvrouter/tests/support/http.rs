@@ -67,6 +67,21 @@ pub async fn get(base: &str, path: &str) -> (u16, Value) {
     status_and_json(r).await
 }
 
+/// `(running, waiting)` requests summed over an `sglang-mock`'s ranks (`GET /mock/state`).
+pub async fn mock_load(mock: &str) -> (u64, u64) {
+    let (_, state) = get(mock, "/mock/state").await;
+    state["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .fold((0, 0), |(running, waiting), r| {
+            (
+                running + r["running"].as_u64().unwrap(),
+                waiting + r["waiting"].as_u64().unwrap(),
+            )
+        })
+}
+
 /// `POST {base}/generate` with `body`: (status, `x-kvrouter-worker` header, JSON body or Null).
 pub async fn generate(
     c: &reqwest::Client,
