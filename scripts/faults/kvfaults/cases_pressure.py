@@ -7,9 +7,7 @@ throughout; the router warns that the limit tripped."""
 
 from __future__ import annotations
 
-import json
-
-from . import attacks
+from . import attacks, records
 from .cases import Ctx, _stop, expect, finish, fleet, load, wait_in_flight
 from .rig import Router
 
@@ -26,11 +24,6 @@ def _p99(xs: list[float]) -> float | None:
         return None
     xs = sorted(xs)
     return round(xs[min(len(xs) - 1, int(0.99 * len(xs)))], 3)
-
-
-def _e2e_wall_s(r: dict, speedup: float) -> float:
-    v = r.get("e2e_ms")
-    return float(v) / speedup / 1000.0 if isinstance(v, (int, float)) else 0.0
 
 
 def _case(ctx: Ctx, kind: str, nofile: int) -> dict:
@@ -59,8 +52,8 @@ def _case(ctx: Ctx, kind: str, nofile: int) -> dict:
         row = finish(row, ctx, ld, router, m0, fault)
         prober.stop()
         flood.stop()
-        recs = _records(ctx, tag)
-        e2e = [_e2e_wall_s(r, ctx.size.speedup) for r in recs if r.get("status") == "ok"]
+        recs = records.load(ctx.out / f"{tag}.records.jsonl")
+        e2e = [records.e2e_s(r, ctx.size.speedup) for r in recs if r.get("status") == "ok"]
         row["requests_p99_s"] = _p99(e2e)
         row["requests_max_s"] = round(max(e2e), 3) if e2e else None
         row["probes"] = len(prober.latencies)
@@ -85,13 +78,6 @@ def _case(ctx: Ctx, kind: str, nofile: int) -> dict:
             if t is not None and t.is_alive():
                 t.stop()
         _stop(router, mocks)
-
-
-def _records(ctx: Ctx, tag: str) -> list[dict]:
-    path = ctx.out / f"{tag}.records.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 CASES = {
