@@ -1,16 +1,16 @@
 //! `RelayBody`: the worker's response body streamed to the client frame by frame.
 //!
-//! No buffering: each frame is polled from the upstream connection only when the client side
-//! can take it (hyper's backpressure). The body owns the request's [`Booking`], so the worker's
+//! No buffering: each frame is polled from the upstream connection only when the client side can
+//! take it (hyper's backpressure). The body owns the request's [`Booking`], so the worker's
 //! in-flight count drops when the body ends or is dropped. If the client goes away first, the
-//! upstream connection is dropped with the body and the worker is asked to `/abort_request`
-//! the request's `rid`s, unless that abort would also match another request's rid (SGLang
-//! aborts by prefix): then the worker's body is read to its end in a task instead. If the worker breaks mid-body, the worker's health is told and the
-//! client sees a broken response, never a clean short body: a non-SSE body ends with an error
-//! (hyper then closes the HTTP/1 connection without the chunked terminator, or resets the
-//! HTTP/2 stream); an SSE stream gets one final `data: {"error":...}` event and ends. A body
-//! that sends nothing for `stream_idle_timeout` while its worker is unhealthy (frozen) is
-//! ended the same way and the worker asked to `/abort_request`.
+//! upstream connection is dropped with the body and the worker is asked to `/abort_request` the
+//! request's `rid`s, unless that abort would also match another request's rid (SGLang aborts by
+//! prefix): then the worker's body is read to its end in a task instead. If the worker breaks
+//! mid-body, the worker's health is told and the client sees a broken response, never a clean short
+//! body: a non-SSE body ends with an error (hyper then closes the HTTP/1 connection without the
+//! chunked terminator, or resets the HTTP/2 stream); an SSE stream gets one final `data:
+//! {"error":...}` event and ends. A body that sends nothing for `stream_idle_timeout` while its
+//! worker is unhealthy (frozen) is ended the same way and the worker asked to `/abort_request`.
 
 use std::future::Future;
 use std::pin::Pin;
