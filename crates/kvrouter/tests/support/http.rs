@@ -72,12 +72,12 @@ pub async fn mock_load(mock: &str) -> (u64, u64) {
     let (_, state) = get(mock, "/mock/state").await;
     state["ranks"]
         .as_array()
-        .unwrap()
+        .expect("/mock/state has ranks")
         .iter()
         .fold((0, 0), |(running, waiting), r| {
             (
-                running + r["running"].as_u64().unwrap(),
-                waiting + r["waiting"].as_u64().unwrap(),
+                running + r["running"].as_u64().expect("rank has running"),
+                waiting + r["waiting"].as_u64().expect("rank has waiting"),
             )
         })
 }
