@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
+use parking_lot::Mutex;
 
 use crate::workers::{Rank, WorkerId};
 
@@ -73,7 +74,13 @@ pub struct UnitLoads {
     units: DashMap<(WorkerId, Rank), Arc<UnitLoad>>,
     prompts: Arc<DashMap<PromptKey, Arc<UnitLoad>>>,
     reported: DashMap<(WorkerId, Rank), Reported>,
+    /// Units whose report arrived since the decisions last took them (to refile them on the
+    /// board); at most [`MAX_FRESH_REPORTS`], the sweep catches the rest.
+    fresh: Mutex<Vec<(WorkerId, Rank)>>,
 }
+
+/// Bound of the reported units waiting to be refiled.
+const MAX_FRESH_REPORTS: usize = 4096;
 
 impl UnitLoads {
     /// The unit's load as seen by a request whose prompt key is `prompt` (None: no tokens):
@@ -109,6 +116,11 @@ impl UnitLoads {
     }
 
     fn report_at(&self, worker: WorkerId, rank: Rank, requests: u64, blocks: u64, at: Instant) {
+        let mut fresh = self.fresh.lock();
+        if fresh.len() < MAX_FRESH_REPORTS {
+            fresh.push((worker, rank));
+        }
+        drop(fresh);
         self.reported.insert(
             (worker, rank),
             Reported {
@@ -117,6 +129,13 @@ impl UnitLoads {
                 at,
             },
         );
+    }
+
+    /// Up to `max` units reported since the last call, oldest first.
+    pub fn take_reported(&self, max: usize) -> Vec<(WorkerId, Rank)> {
+        let mut fresh = self.fresh.lock();
+        let n = fresh.len().min(max);
+        fresh.drain(..n).collect()
     }
 
     /// Forgets a worker's engine reports (its load feed stopped: removal or restart).
