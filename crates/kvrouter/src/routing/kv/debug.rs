@@ -11,7 +11,7 @@
 use serde_json::{json, Value};
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::feeds::KvRuntime;
+use super::KvRuntime;
 use crate::index::Tier;
 use crate::workers::Registry;
 

@@ -1,8 +1,9 @@
 //! KV-aware routing: the `KvPolicy` over (worker, DP rank) units as stages (read: `prompt.rs`,
 //! `read.rs`, `board.rs`; score: `score.rs`, `cost.rs`; decide: `decide.rs`, `blind.rs`; book:
 //! `book.rs`, `attachment.rs`), the state they read (unit loads, rates learned from
-//! responses, KV pressure, lower cache tiers), the index's event sink, the event-source
-//! wiring and the `/debug/index` view.
+//! responses, KV pressure, lower cache tiers), the index's event and load sinks, the KV
+//! runtime those live in (`runtime.rs`; the event sources themselves are started and stopped
+//! by `events::runtime`) and the `/debug/index` view.
 //! Design and defaults: docs/kv-routing.md.
 
 pub mod attachment;
@@ -12,7 +13,6 @@ mod book;
 pub mod cost;
 pub mod debug;
 mod decide;
-pub mod feeds;
 pub mod hook;
 pub mod load;
 pub mod metrics;
@@ -21,6 +21,7 @@ pub mod pressure;
 mod prompt;
 pub mod rates;
 pub mod read;
+pub mod runtime;
 pub mod scan;
 mod score;
 pub mod siblings;
@@ -31,12 +32,12 @@ mod trace;
 pub use attachment::KvAttachment;
 pub use blind::BlindSettings;
 pub use cost::{CostWeights, UnitInputs};
-pub use feeds::KvRuntime;
 pub use hook::{BookingHook, BookingMade};
 pub use load::UnitLoads;
 pub use policy::{KvPolicy, KvPolicySettings};
 pub use pressure::UnitPressure;
 pub use rates::UnitRates;
+pub use runtime::KvRuntime;
 pub use tiers::{LowerTiers, TierCredits};
 
 #[cfg(test)]
