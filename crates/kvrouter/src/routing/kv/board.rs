@@ -19,7 +19,8 @@ use parking_lot::Mutex;
 
 use crate::index::Unit;
 
-const SHARDS: usize = 8;
+/// Shards of the board.
+pub const SHARDS: usize = 8;
 
 /// A non-negative wait as a totally ordered integer (IEEE order of non-negative floats).
 type Key = u64;
@@ -54,9 +55,14 @@ impl Default for UnitBoard {
 }
 
 impl UnitBoard {
-    fn shard(&self, unit: Unit) -> &Mutex<Shard> {
+    /// The shard `unit` is filed in.
+    pub fn shard_of(unit: Unit) -> usize {
         let h = (unit.worker.0 as usize).wrapping_mul(31) ^ unit.rank as usize;
-        &self.shards[h % SHARDS]
+        h % SHARDS
+    }
+
+    fn shard(&self, unit: Unit) -> &Mutex<Shard> {
+        &self.shards[Self::shard_of(unit)]
     }
 
     /// Files `unit` at `wait` (replacing its previous key).
@@ -77,7 +83,8 @@ impl UnitBoard {
     }
 
     /// Appends to `out` the `per_shard` least-waiting units of every shard that `accept`s
-    /// (units the request may use), looking at most `4 * per_shard` entries per shard. The
+    /// (units the request may use; a unit's shard is [`UnitBoard::shard_of`]), looking at most
+    /// `4 * per_shard` entries per shard. The
     /// entries it rejects leave the board (removed or unroutable workers; the sweep files
     /// them again once they are candidates).
     pub fn least(&self, per_shard: usize, accept: impl Fn(Unit) -> bool, out: &mut Vec<Unit>) {

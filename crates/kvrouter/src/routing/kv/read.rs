@@ -4,9 +4,11 @@
 //! queued prefill, its learned speed and its KV pressure. Small fleets read every unit. Past
 //! [`FULL_SCAN_WORKERS`] workers the decision reads only the units that can win, so its cost
 //! does not grow with the fleet:
-//! - the units with an overlap (the index returns them; at most [`MAX_OVERLAP_ROWS`], the
-//!   deepest),
 //! - the least-waiting units of the [`UnitBoard`] (a cold unit wins only by its wait),
+//! - the units with an overlap deeper than the board's picks of their shard have (the index
+//!   returns them; at most [`MAX_OVERLAP_ROWS`], the deepest): a unit no deeper than a pick of
+//!   its shard waits longer for no more overlap, so a prefix every unit holds (a shared system
+//!   prompt) adds no rows,
 //! - the sticky key's worker, and the units holding the prompt in a lower cache tier.
 //!
 //! A unit outside that set has no overlap and waits at least as long as the board's picks, so
@@ -17,7 +19,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use super::board::UnitBoard;
+use super::board::{UnitBoard, SHARDS};
 use super::cost::{wait, CostWeights, UnitInputs};
 use super::load::{LoadView, UnitLoads};
 use super::pressure::{Turnover, UnitPressure};
@@ -158,11 +160,32 @@ impl UnitReader {
                 .ok()
                 .filter(|&i| candidates[i].ranks().contains(&u.rank))
         };
-        let mut units: Vec<Unit> = deepest(&overlaps.units, MAX_OVERLAP_ROWS)
-            .map(|o| o.unit)
-            .collect();
+        let mut units: Vec<Unit> = Vec::new();
         self.board
             .least(BOARD_PER_SHARD, |u| position(u).is_some(), &mut units);
+        // Every other unit of a shard waits at least as long as that shard's picks: one no
+        // deeper than a pick of its shard cannot beat it (a prefix every unit holds, such as a
+        // shared system prompt, adds no rows).
+        let mut floor = [0u32; SHARDS];
+        for &u in &units {
+            let d = by_unit(u).map_or(0, |o| depth(&o));
+            let f = &mut floor[UnitBoard::shard_of(u)];
+            *f = (*f).max(d);
+        }
+        // Not so a unit whose wait this request sees lower than its key: its prefill is in
+        // flight there, or its whole prompt is predicted there (siblings may be in flight).
+        let full = overlaps.request_blocks;
+        let deeper: Vec<UnitOverlap> = overlaps
+            .units
+            .iter()
+            .filter(|o| {
+                o.inflight > 0
+                    || o.predicted >= full
+                    || depth(o) > floor[UnitBoard::shard_of(o.unit)]
+            })
+            .copied()
+            .collect();
+        units.extend(deepest(&deeper, MAX_OVERLAP_ROWS).map(|o| o.unit));
         if let Some(w) = preferred.and_then(|p| candidates.get(p)) {
             units.extend(w.ranks().map(|r| Unit::new(w.id, r)));
         }
@@ -184,9 +207,13 @@ impl UnitReader {
     }
 }
 
+/// Leading blocks cached or in flight.
+fn depth(o: &UnitOverlap) -> u32 {
+    o.cached().max(o.inflight)
+}
+
 /// The `n` deepest overlaps (all when there are fewer).
 fn deepest(units: &[UnitOverlap], n: usize) -> impl Iterator<Item = &UnitOverlap> {
-    let depth = |o: &UnitOverlap| o.cached().max(o.inflight);
     let mut order: Vec<&UnitOverlap> = units.iter().collect();
     if order.len() > n {
         order.select_nth_unstable_by(n - 1, |a, b| depth(b).cmp(&depth(a)));
