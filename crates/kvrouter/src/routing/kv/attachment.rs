@@ -9,16 +9,17 @@
 //!   routes, whose tokens the router never knew) and timings, which feed the
 //!   unit's learned rates (`rates.rs`) when a successful response ends.
 
+use kvrouter_index::IndexBooking;
+
 use super::load::LoadGuard;
 use super::metrics::KvMetrics;
 use super::rates::RateProbe;
 use super::scan::MetaScan;
-use crate::index;
 use crate::routing::observer::RequestObserver;
 
 /// Per-request KV routing state (see module docs).
 pub struct KvAttachment {
-    booking: Option<index::IndexBooking>,
+    booking: Option<IndexBooking>,
     _load: LoadGuard,
     /// (predicted hit tokens, prompt tokens); `None` for an approximate text route, whose
     /// tokens the router never knew (kept out of the hit counters).
@@ -31,7 +32,7 @@ pub struct KvAttachment {
 
 impl KvAttachment {
     pub(super) fn new(
-        booking: Option<index::IndexBooking>,
+        booking: Option<IndexBooking>,
         load: LoadGuard,
         hits: Option<(u64, u64)>,
         rates: Option<RateProbe>,

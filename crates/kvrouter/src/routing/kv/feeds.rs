@@ -30,6 +30,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use kvrouter_index::KvIndex;
 use parking_lot::Mutex;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -44,7 +45,6 @@ use crate::events::{
     LoadSink, LoadSource, LoadSourceConfig, LoadStat, NatsConsumer, NatsConsumerConfig, NatsRelay,
     RelaySender, SourceHandle, WorkerKey, ZmqSource, ZmqSourceConfig,
 };
-use crate::index::KvIndex;
 use crate::workers::{Registry, RegistryEvent, Worker, WorkerId};
 
 /// The KV side of a running router (see module docs).

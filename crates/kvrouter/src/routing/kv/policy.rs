@@ -14,6 +14,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kvrouter_index::{seq_hashes_in, KvIndex, Unit};
+
 use super::attachment::KvAttachment;
 use super::blind::{self, BlindSettings, BlindUnit};
 use super::cost::{cost, pick, wait, CostWeights, UnitInputs};
@@ -25,10 +27,8 @@ use super::rates::{RateProbe, Speed, UnitRates};
 use super::siblings::SiblingLocks;
 use super::tiers::LowerTiers;
 use crate::config::KvConfig;
-use crate::index::{KvIndex, Unit};
 use crate::routing::input::RoutingInput;
 use crate::routing::policy::{Choice, Policy};
-use crate::tokens::seq_hashes_in;
 use crate::workers::{Rank, Worker};
 
 /// Settings of the KV policy (from `config::KvConfig`).

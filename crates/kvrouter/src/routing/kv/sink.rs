@@ -8,9 +8,10 @@
 
 use std::sync::Arc;
 
+use kvrouter_index::{IndexError, KvEvent, KvIndex, Placement, Tier};
+
 use super::tiers::LowerTiers;
 use crate::events::{Absorbed, KvEventSink};
-use crate::index::{IndexError, KvEvent, KvIndex, Placement, Tier};
 use crate::workers::{Rank, WorkerId};
 
 impl KvEventSink for KvIndex {
@@ -140,7 +141,7 @@ impl KvEventSink for TieredSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokens::seq_hashes;
+    use kvrouter_index::seq_hashes;
 
     #[test]
     fn events_through_the_sink_reach_the_index() {

@@ -24,8 +24,8 @@ use super::overlap::{Overlaps, UnitOverlap};
 use super::pending::{PendingLayer, PredictionId};
 use super::unit::{worker_range, Unit, UnitId};
 use super::unit_blocks::{Insert, UnitBlocks};
+use crate::ids::{Rank, WorkerId};
 use crate::tokens::{local_hash, next_seq, SeqHash};
-use crate::workers::{Rank, WorkerId};
 
 /// What one `apply` changed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
