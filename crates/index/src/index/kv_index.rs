@@ -563,8 +563,8 @@ impl KvIndex {
     }
 
     /// Every unit's resident blocks and the blocks its engine has evicted so far (removal
-    /// events; a clear is not counted): what `routing::kv::pressure` turns into KV use and
-    /// eviction rates.
+    /// events; a clear is not counted): what the router's `routing::kv::pressure` turns into
+    /// KV use and eviction rates.
     pub fn unit_turnover(&self) -> Vec<(Unit, usize, u64)> {
         let units: Vec<(UnitId, UnitHandle)> = self
             .units
