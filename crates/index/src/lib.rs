@@ -9,7 +9,8 @@
 //! - the index (`index/`): [`KvIndex`] applies [`KvEvent`]s per [`Unit`] (worker, rank),
 //!   answers [`KvIndex::find_matches`] with [`Overlaps`], and keeps the predicted / in-flight
 //!   layer ([`IndexBooking`], [`PredictionId`]) with its TTL;
-//! - the identifiers both speak (`ids.rs`): [`WorkerId`], [`Rank`];
+//! - the identifiers units are keyed by (`ids.rs`): [`WorkerId`], [`Rank`] (the router's
+//!   `workers` re-exports them);
 //! - its Prometheus series (`kvrouter_index_*`) in its own registry, [`metrics_registry`],
 //!   which the host process gathers with its own.
 //!

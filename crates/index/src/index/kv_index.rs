@@ -141,8 +141,9 @@ impl KvIndex {
 
     /// Caps each rank of `worker` at its KV capacity: `max_total_num_tokens` (per rank, as
     /// the worker's server info reports it; `None` = unknown) in pages plus slack
-    /// ([`unit_cap_blocks`]). Applies to its existing and future units. A store that takes
-    /// a unit past its cap clears the unit and returns [`IndexError::CapExceeded`].
+    /// (`pages + pages / 10 + 64`; [`DEFAULT_UNIT_CAP_BLOCKS`] when unknown). Applies to its
+    /// existing and future units. A store that takes a unit past its cap clears the unit and
+    /// returns [`IndexError::CapExceeded`].
     pub fn set_worker_capacity(&self, worker: WorkerId, max_total_num_tokens: Option<u64>) {
         let cap = unit_cap_blocks(max_total_num_tokens, self.page_size);
         self.set_worker_cap_blocks(worker, cap);
