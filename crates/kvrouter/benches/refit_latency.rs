@@ -3,6 +3,7 @@
 //! called directly (each step concurrently to both workers, as a trainer does) versus
 //! through an in-process router (one fan-out call per step).
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
+#![allow(clippy::disallowed_methods)] // fixtures spawn their own tasks; `Tasks` is the router's
 
 use std::sync::Arc;
 

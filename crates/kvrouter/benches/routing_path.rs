@@ -3,7 +3,10 @@
 //! what KV mode pays per request: parse plus decoding `input_ids` (16k/64k-token agent contexts,
 //! as `/generate` and as a chat body carrying both `messages` and `input_ids`). The `kv_*`
 //! cases run the KV policy (hash, match, score 8 units, book) with and without the KV pressure
-//! inputs (`routing/kv/pressure.rs`), side by side.
+//! inputs (`routing/kv/pressure.rs`), side by side. The `kv_fleet_*` cases run one KV
+//! decision (128-token prompt, booked and released) over fleets of 8 to 1,000 workers with
+//! half as many requests in flight as workers and every worker holding other prefixes: the
+//! decision's cost as the fleet grows.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
 
 use std::sync::Arc;
@@ -217,5 +220,64 @@ fn bench_kv(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, bench_large, bench_kv);
+/// A KV selector over `n` workers, each holding 64 blocks of its own, with `n / 2` requests in
+/// flight (held in the returned bookings) and the prompt's first half cached on worker 3.
+fn fleet_selector(
+    candidates: &[Arc<Worker>],
+    prompt: &[u32],
+) -> (Selector, Vec<kvrouter::routing::Booking>) {
+    let index = Arc::new(KvIndex::new(16));
+    for w in candidates {
+        let ids: Vec<u32> = (0..64 * 16).map(|i| 200_000 + w.id.0 * 2_000 + i).collect();
+        let event = KvEvent::Stored {
+            parent: None,
+            block_hashes: (0..64).map(|i| (u64::from(w.id.0) << 20) + i).collect(),
+            token_ids: ids,
+            block_size: 16,
+        };
+        index.apply(w.id, 0, &event).unwrap();
+    }
+    let cached = KvEvent::Stored {
+        parent: None,
+        block_hashes: (0..4).map(|i| (1 << 40) + i).collect(),
+        token_ids: prompt[..64].to_vec(),
+        block_size: 16,
+    };
+    index.apply(candidates[3].id, 0, &cached).unwrap();
+    let settings = KvPolicySettings::from_config(&KvConfig::default());
+    let policy = KvPolicy::new(index, Arc::new(UnitLoads::default()), settings);
+    let selector = Selector::new(Box::new(policy), StickyTable::new(Duration::from_secs(60)));
+    let held = (0..candidates.len() / 2)
+        .map(|i| {
+            let ids: Vec<u32> = (0..256).map(|t| 900_000 + i as u32 * 300 + t).collect();
+            let body = serde_json::to_vec(&serde_json::json!({ "input_ids": ids })).unwrap();
+            let input = RoutingInput::parse(Endpoint::Generate, &body).expect("valid");
+            selector.select(&input, None, candidates).expect("a worker")
+        })
+        .collect();
+    (selector, held)
+}
+
+fn bench_fleet(c: &mut Criterion) {
+    let mut g = c.benchmark_group("routing_path");
+    let prompt: Vec<u32> = (0..128u32).map(|i| (i * 7919) % 151_000).collect();
+    let body = serde_json::to_vec(&serde_json::json!({ "input_ids": prompt })).unwrap();
+    for n in [8u32, 64, 512, 1000] {
+        let candidates = workers(n);
+        let (selector, _held) = fleet_selector(&candidates, &prompt);
+        g.bench_function(format!("kv_fleet_{n}_workers"), |b| {
+            b.iter(|| {
+                let input = RoutingInput::parse(Endpoint::Generate, &body).expect("valid");
+                drop(
+                    selector
+                        .select(&input, None, &candidates)
+                        .expect("a worker"),
+                );
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_large, bench_kv, bench_fleet);
 criterion_main!(benches);

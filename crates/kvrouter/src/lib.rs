@@ -11,7 +11,7 @@
 //! `refit` the RL control plane (pause/drain, fan-out refits, cache invalidation),
 //! `text` the model tokenizer for text requests, `metrics`
 //! the Prometheus registry, `config` the validated configuration, `discovery` etcd
-//! registration and watch, `pd` prefill-decode disaggregation (two legs per request), `sharing` predictions shared across router replicas over NATS; the simulated SGLang fleet (`sglang-mock`) and the workload
+//! registration and watch, `pd` prefill-decode disaggregation (two legs per request), `sharing` predictions shared across router replicas over NATS, `tasks` the one tracker every background task is spawned through; the simulated SGLang fleet (`sglang-mock`) and the workload
 //! generator (`loadgen`) live in the `kvrouter-sim` crate.
 
 pub mod backoff;
@@ -25,5 +25,6 @@ pub mod refit;
 pub mod routing;
 pub mod server;
 pub mod sharing;
+pub mod tasks;
 pub mod text;
 pub mod workers;

@@ -118,7 +118,7 @@ async fn joining_mid_stream_replays_history_then_follows_live() {
     let cfg = ZmqSourceConfig::new(WORKER, mock.url.clone(), 0, endpoint, PAGE)
         .with_replay(replay)
         .with_topic("kv");
-    let _source = ZmqSource::spawn(cfg, sink.clone(), None);
+    let _source = ZmqSource::spawn(&kvrouter::tasks::Tasks::new(), cfg, sink.clone(), None);
     sync(&mock.url, &sink, 0).await;
 
     // The first live batch (a flush, seq > 0) triggered a replay from 0: the
@@ -161,7 +161,7 @@ async fn mock_restart_on_the_same_ports_clears_the_rank() {
     let cfg = ZmqSourceConfig::new(WORKER, "http://worker-a", 0, endpoint, PAGE)
         .with_replay(replay)
         .with_topic("kv");
-    let _source = ZmqSource::spawn(cfg, sink.clone(), None);
+    let _source = ZmqSource::spawn(&kvrouter::tasks::Tasks::new(), cfg, sink.clone(), None);
     sync(&first.url, &sink, 0).await;
     for start in [100u32, 200, 300, 400] {
         generate(&first.url, &(start..start + 8).collect::<Vec<_>>()).await;

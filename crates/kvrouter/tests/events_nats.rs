@@ -45,6 +45,7 @@ async fn replica(
 ) -> (Arc<RecordingSink>, SourceHandle) {
     let sink = RecordingSink::new();
     let handle = NatsConsumer::start(
+        &kvrouter::tasks::Tasks::new(),
         server.client().await,
         NatsConsumerConfig::new(PAGE),
         resolver(url_id, dynamo_id),
@@ -92,12 +93,21 @@ async fn relayed_stream_converges_on_two_replicas() {
         .expect("publish");
     client.flush().await.expect("flush");
 
-    let relay = NatsRelay::start(server.client().await, DEFAULT_RELAY_PREFIX);
+    let relay = NatsRelay::start(
+        &kvrouter::tasks::Tasks::new(),
+        server.client().await,
+        DEFAULT_RELAY_PREFIX,
+    );
     let mut publisher = FakePublisher::bind("").await;
     let endpoint = publisher.endpoint.clone();
     let relay_sink = RecordingSink::new();
     let cfg = ZmqSourceConfig::new(WorkerId(1), WORKER_URL, 0, endpoint.clone(), PAGE);
-    let _zmq = ZmqSource::spawn(cfg, relay_sink.clone(), Some(relay.sender()));
+    let _zmq = ZmqSource::spawn(
+        &kvrouter::tasks::Tasks::new(),
+        cfg,
+        relay_sink.clone(),
+        Some(relay.sender()),
+    );
 
     handshake(
         &mut publisher,

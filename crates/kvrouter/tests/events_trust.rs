@@ -209,15 +209,18 @@ async fn health_rounds_confirm_only_the_same_incarnation() {
     use kvrouter::workers::{HealthConfig, PageSizeRule, Registry, RegistryConfig, WorkerSpec};
     let (config, block) = wildcard_publisher(1, 2);
     let worker = FakeWorker::start(server_info_0_5_23(&config, block.clone(), 0)).await;
-    let reg = Registry::new(RegistryConfig {
-        page_size: PageSizeRule::Folds { router: 16 },
-        health: HealthConfig {
-            interval: Duration::from_secs(3600), // rounds driven by the test
-            timeout: Duration::from_secs(2),
-            ..HealthConfig::default()
+    let reg = Registry::new(
+        RegistryConfig {
+            page_size: PageSizeRule::Folds { router: 16 },
+            health: HealthConfig {
+                interval: Duration::from_secs(3600), // rounds driven by the test
+                timeout: Duration::from_secs(2),
+                ..HealthConfig::default()
+            },
+            ..RegistryConfig::default()
         },
-        ..RegistryConfig::default()
-    });
+        &kvrouter::tasks::Tasks::new(),
+    );
     let id = reg
         .add_worker(&worker.url, WorkerSpec::default())
         .await

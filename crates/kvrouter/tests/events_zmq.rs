@@ -59,7 +59,7 @@ async fn gap_is_filled_from_the_replay_endpoint() {
     let mut publisher = FakePublisher::bind("kv-events").await;
     let sink = RecordingSink::new();
     let cfg = config(&publisher).with_replay(publisher.replay_endpoint.clone());
-    let _source = ZmqSource::spawn(cfg, sink.clone(), None);
+    let _source = ZmqSource::spawn(&kvrouter::tasks::Tasks::new(), cfg, sink.clone(), None);
     handshake(&mut publisher, &sink, batch(vec![cleared()]), 1, "source").await;
 
     publisher.publish(1, batch(vec![stored(11, &[1, 2])])).await;
@@ -98,7 +98,7 @@ async fn gap_without_replay_clears_the_rank_until_a_cache_reset() {
         publisher.endpoint.clone(),
         PAGE,
     );
-    let _source = ZmqSource::spawn(cfg, sink.clone(), None);
+    let _source = ZmqSource::spawn(&kvrouter::tasks::Tasks::new(), cfg, sink.clone(), None);
     handshake(&mut publisher, &sink, batch(vec![cleared()]), 1, "source").await;
 
     publisher.publish(1, batch(vec![stored(21, &[1, 2])])).await;
@@ -126,7 +126,7 @@ async fn worker_restart_clears_the_rank_and_restarts_the_cursor() {
     let endpoint = publisher.endpoint.clone();
     let sink = RecordingSink::new();
     let cfg = ZmqSourceConfig::new(WORKER, "http://127.0.0.1:1", 0, endpoint.clone(), PAGE);
-    let _source = ZmqSource::spawn(cfg, sink.clone(), None);
+    let _source = ZmqSource::spawn(&kvrouter::tasks::Tasks::new(), cfg, sink.clone(), None);
     handshake(&mut publisher, &sink, batch(vec![cleared()]), 1, "source").await;
     for seq in 1..=5u64 {
         publisher

@@ -3,6 +3,7 @@
 //! marked recovering and counted (`kvrouter_kv_index_cap_exceeded_total{worker}`), and later
 //! events apply again within the cap (issue 12, finding 6).
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
+#![allow(clippy::disallowed_methods)] // fixtures spawn their own tasks; `Tasks` is the router's
 
 mod support;
 

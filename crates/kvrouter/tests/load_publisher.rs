@@ -4,6 +4,7 @@
 //! With the feed the router sends every new request to the idle worker; without it (the same
 //! fleet, load publisher not advertised) the router cannot tell them apart and splits them.
 #![allow(clippy::unwrap_used)] // tests: an unwrap is an assertion
+#![allow(clippy::disallowed_methods)] // fixtures spawn their own tasks; `Tasks` is the router's
 
 mod support;
 

@@ -2,6 +2,7 @@
 //! batch /generate, SSE framing (generate and chat), weight updates, pause/continue,
 //! info/load/metrics shapes, test hooks and error shapes.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
+#![allow(clippy::disallowed_methods)] // fixtures spawn their own tasks; `Tasks` is the router's
 
 mod support;
 

@@ -7,6 +7,7 @@
 //! prefill mocks' KV events, a prefill killed mid-request, and decode radix caches (the decode
 //! leg on the decodes' own index, only the delta transferred).
 #![allow(clippy::unwrap_used)] // tests: an unwrap is an assertion
+#![allow(clippy::disallowed_methods)] // fixtures spawn their own tasks; `Tasks` is the router's
 
 mod support;
 

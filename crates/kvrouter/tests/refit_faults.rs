@@ -3,6 +3,7 @@
 //! weight version (no traffic until refit), a new worker at another version, per-rid abort,
 //! one-worker control calls and admin-key enforcement.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
+#![allow(clippy::disallowed_methods)] // fixtures spawn their own tasks; `Tasks` is the router's
 
 mod support;
 

@@ -4,6 +4,7 @@
 //! nothing is served mid-update, the cache hook fires before the flush answers, and the
 //! versions agree afterwards.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
+#![allow(clippy::disallowed_methods)] // fixtures spawn their own tasks; `Tasks` is the router's
 
 mod support;
 

@@ -3,6 +3,7 @@
 //! never a 200 with a clean, silently truncated body. The worker here is a raw TCP server so
 //! the break is exact: a few chunks, then the socket closes without the `0\r\n\r\n` end.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
+#![allow(clippy::disallowed_methods)] // fixtures spawn their own tasks; `Tasks` is the router's
 
 mod support;
 

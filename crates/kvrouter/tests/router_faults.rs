@@ -2,6 +2,7 @@
 //! a worker that never answers, all workers down, client disconnects, and workers added and
 //! removed under load.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
+#![allow(clippy::disallowed_methods)] // fixtures spawn their own tasks; `Tasks` is the router's
 
 mod support;
 

@@ -4,6 +4,7 @@
 //! the first byte they are retried on another worker; a stream already under way ends with
 //! the SSE error event.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
+#![allow(clippy::disallowed_methods)] // fixtures spawn their own tasks; `Tasks` is the router's
 
 mod support;
 

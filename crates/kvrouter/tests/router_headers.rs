@@ -5,6 +5,7 @@
 //! client header (Cookie, Authorization, SGLang's `x-override-rid`) reached the worker. Also:
 //! a mistyped `KVROUTER_*` variable is warned at start, with the closest known name.
 #![allow(clippy::unwrap_used)] // tests: an unwrap is an assertion
+#![allow(clippy::disallowed_methods)] // fixtures spawn their own tasks; `Tasks` is the router's
 
 mod support;
 

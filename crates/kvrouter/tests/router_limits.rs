@@ -6,6 +6,7 @@
 //! oversized bodies get 413, HTTP/2 streams per connection are capped, an HTTP/2 rapid-reset
 //! flood does not stop service, and each trip is counted in `kvrouter_limit_trips_total`.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
+#![allow(clippy::disallowed_methods)] // fixtures spawn their own tasks; `Tasks` is the router's
 
 mod support;
 

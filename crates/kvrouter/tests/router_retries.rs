@@ -3,6 +3,7 @@
 //! then relayed), a worker killed while it holds the request is retried elsewhere, and every
 //! failed attempt's booking is released.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
+#![allow(clippy::disallowed_methods)] // fixtures spawn their own tasks; `Tasks` is the router's
 
 mod support;
 

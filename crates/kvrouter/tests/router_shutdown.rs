@@ -1,8 +1,10 @@
 //! Graceful shutdown of the `router` binary: on SIGTERM it closes its listener (new connections
 //! are refused) and its idle keep-alive connections, lets a stream in flight finish within
 //! `--shutdown-grace-period-secs`, aborts what is left at the workers when the grace period
-//! runs out, and exits with status 0.
+//! runs out, stops every background task (event sources, health checks, the Prometheus
+//! listener) and exits with status 0.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
+#![allow(clippy::disallowed_methods)] // fixtures spawn their own tasks; `Tasks` is the router's
 
 mod support;
 
@@ -10,7 +12,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::{json, Value};
+use support::captured::Captured;
 use support::http::client;
+use support::kv::{kv_mock, wait_sources, ADMIN};
 use support::procs::*;
 use support::stub::{Behaviour, Stub};
 use support::wait::wait_for;
@@ -18,8 +22,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Sends SIGTERM to `proc`.
 fn sigterm(proc: &Proc) {
+    sigterm_pid(proc.pid());
+}
+
+/// Sends SIGTERM to process `pid`.
+fn sigterm_pid(pid: u32) {
     let status = std::process::Command::new("kill")
-        .args(["-TERM", &proc.pid().to_string()])
+        .args(["-TERM", &pid.to_string()])
         .status()
         .unwrap();
     assert!(status.success(), "kill -TERM failed");
@@ -186,5 +195,61 @@ async fn grace_period_over_sends_abort_all_to_every_worker() {
     assert!(
         pending.await.unwrap().is_err(),
         "the pending request is cut"
+    );
+}
+
+/// After the drain every background task stops within the grace: the KV event sources, the
+/// health checker, the sticky sweeper and the Prometheus listener (with an idle connection
+/// to it, which never ends by itself); none is reported still running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_every_background_task_within_the_grace() {
+    let worker = kv_mock(&[]);
+    let prom = free_port().to_string();
+    let mut r = Captured::start(&[
+        "--mode",
+        "kv",
+        "--page-size",
+        "4",
+        "--admin-api-key",
+        ADMIN,
+        "--worker-urls",
+        &worker.url,
+        "--prometheus-port",
+        &prom,
+        "--shutdown-grace-period-secs",
+        "3",
+    ]);
+    wait_sources(&client(), &r.url, 1).await;
+    let metrics = client()
+        .get(format!("http://127.0.0.1:{prom}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(metrics.status(), 200);
+    let mut idle = tokio::net::TcpStream::connect(format!("127.0.0.1:{prom}"))
+        .await
+        .unwrap();
+    let signalled = std::time::Instant::now();
+    sigterm_pid(r.pid());
+    let status = r
+        .wait_exit(Duration::from_secs(10))
+        .expect("router exits within the grace");
+    assert_eq!(status.code(), Some(0), "exit status {status:?}");
+    assert!(
+        signalled.elapsed() < Duration::from_secs(3),
+        "nothing was in flight: the exit does not wait out the grace ({:?})",
+        signalled.elapsed()
+    );
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), idle.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "the Prometheus connection stayed open");
+    let lines = r.stderr_until("background tasks stopped").to_vec();
+    assert!(
+        lines.iter().any(|l| l.contains("background tasks stopped")),
+        "no stop line in {lines:#?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("still running")),
+        "a task outlived the grace: {lines:#?}"
     );
 }

@@ -2,6 +2,7 @@
 //! thresholds (kill -> unhealthy, restart on the same port -> healthy again with a
 //! new incarnation), the periodic checker, passive failures, and draining removal.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
+#![allow(clippy::disallowed_methods)] // fixtures spawn their own tasks; `Tasks` is the router's
 
 mod support;
 
@@ -13,20 +14,23 @@ use kvrouter::workers::{
 use support::Proc;
 
 fn registry(interval: Duration) -> Registry {
-    Registry::new(RegistryConfig {
-        page_size: PageSizeRule::Folds { router: 16 },
-        health: HealthConfig {
-            interval,
-            timeout: Duration::from_secs(2),
-            failure_threshold: 2,
-            success_threshold: 2,
-            ..HealthConfig::default()
+    Registry::new(
+        RegistryConfig {
+            page_size: PageSizeRule::Folds { router: 16 },
+            health: HealthConfig {
+                interval,
+                timeout: Duration::from_secs(2),
+                failure_threshold: 2,
+                success_threshold: 2,
+                ..HealthConfig::default()
+            },
+            probe_timeout: Duration::from_secs(5),
+            startup_timeout: Duration::from_secs(20),
+            drain_timeout: Duration::from_secs(30),
+            ..RegistryConfig::default()
         },
-        probe_timeout: Duration::from_secs(5),
-        startup_timeout: Duration::from_secs(20),
-        drain_timeout: Duration::from_secs(30),
-        ..RegistryConfig::default()
-    })
+        &kvrouter::tasks::Tasks::new(),
+    )
 }
 
 /// Starts a mock on a fixed port (for restarts behind the same URL).
@@ -100,7 +104,7 @@ async fn periodic_checker_flips_health_both_ways() {
     let mock = support::mock(&["--page-size", "16"]);
     let mut cfg = registry(Duration::from_millis(50)).config().clone();
     cfg.health.poll_load = true;
-    let reg = Registry::new(cfg);
+    let reg = Registry::new(cfg, &kvrouter::tasks::Tasks::new());
     let id = reg
         .add_worker(&mock.url, WorkerSpec::default())
         .await
@@ -214,10 +218,13 @@ async fn removal_drains_in_flight_requests_first() {
 #[tokio::test]
 async fn removal_gives_up_waiting_after_the_drain_timeout() {
     let mock = support::mock(&["--page-size", "16"]);
-    let reg = Registry::new(RegistryConfig {
-        drain_timeout: Duration::from_millis(100),
-        ..RegistryConfig::default()
-    });
+    let reg = Registry::new(
+        RegistryConfig {
+            drain_timeout: Duration::from_millis(100),
+            ..RegistryConfig::default()
+        },
+        &kvrouter::tasks::Tasks::new(),
+    );
     let id = reg
         .add_worker(&mock.url, WorkerSpec::default())
         .await

@@ -13,17 +13,20 @@ use kvrouter::workers::{
 
 /// A kv-mode registry whose periodic checks stay out of the way (tests drive checks themselves).
 fn registry(page_size: u32) -> Registry {
-    Registry::new(RegistryConfig {
-        page_size: PageSizeRule::Folds { router: page_size },
-        health: HealthConfig {
-            interval: Duration::from_secs(3600),
-            ..HealthConfig::default()
+    Registry::new(
+        RegistryConfig {
+            page_size: PageSizeRule::Folds { router: page_size },
+            health: HealthConfig {
+                interval: Duration::from_secs(3600),
+                ..HealthConfig::default()
+            },
+            probe_timeout: Duration::from_secs(5),
+            startup_timeout: Duration::from_secs(20),
+            drain_timeout: Duration::from_secs(20),
+            ..RegistryConfig::default()
         },
-        probe_timeout: Duration::from_secs(5),
-        startup_timeout: Duration::from_secs(20),
-        drain_timeout: Duration::from_secs(20),
-        ..RegistryConfig::default()
-    })
+        &kvrouter::tasks::Tasks::new(),
+    )
 }
 
 #[tokio::test]
@@ -169,11 +172,14 @@ async fn background_registration_waits_for_warmup_then_adds() {
 #[tokio::test]
 async fn unreachable_worker_is_refused_after_startup_timeout() {
     let port = support::free_port();
-    let reg = Registry::new(RegistryConfig {
-        startup_timeout: Duration::from_millis(300),
-        probe_timeout: Duration::from_millis(200),
-        ..RegistryConfig::default()
-    });
+    let reg = Registry::new(
+        RegistryConfig {
+            startup_timeout: Duration::from_millis(300),
+            probe_timeout: Duration::from_millis(200),
+            ..RegistryConfig::default()
+        },
+        &kvrouter::tasks::Tasks::new(),
+    );
     let err = reg
         .add_worker(&format!("http://127.0.0.1:{port}"), WorkerSpec::default())
         .await
@@ -185,10 +191,13 @@ async fn unreachable_worker_is_refused_after_startup_timeout() {
 #[tokio::test]
 async fn api_key_is_sent_to_a_protected_worker() {
     let mock = support::mock(&["--page-size", "16", "--api-key", "sekret"]);
-    let reg = Registry::new(RegistryConfig {
-        startup_timeout: Duration::from_millis(500),
-        ..RegistryConfig::default()
-    });
+    let reg = Registry::new(
+        RegistryConfig {
+            startup_timeout: Duration::from_millis(500),
+            ..RegistryConfig::default()
+        },
+        &kvrouter::tasks::Tasks::new(),
+    );
     let refused = reg.add_worker(&mock.url, WorkerSpec::default()).await;
     assert!(refused.is_err(), "without the key the probe fails");
     let spec = WorkerSpec {
@@ -204,10 +213,13 @@ async fn api_key_is_sent_to_a_protected_worker() {
 async fn a_worker_behind_the_fleet_version_awaits_refit_when_configured() {
     let a = support::mock(&["--page-size", "16", "--weight-version", "v2"]);
     let b = support::mock(&["--page-size", "16", "--weight-version", "v1"]);
-    let reg = Registry::new(RegistryConfig {
-        hold_version_mismatch: true,
-        ..RegistryConfig::default()
-    });
+    let reg = Registry::new(
+        RegistryConfig {
+            hold_version_mismatch: true,
+            ..RegistryConfig::default()
+        },
+        &kvrouter::tasks::Tasks::new(),
+    );
     let first = reg
         .add_worker(&a.url, WorkerSpec::default())
         .await

@@ -3,6 +3,7 @@
 //! `/workers` or the `x-kvrouter-worker` header; spellings of one worker register once;
 //! link-local addresses are refused at once (admin API) or at startup (`--worker-urls`).
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
+#![allow(clippy::disallowed_methods)] // fixtures spawn their own tasks; `Tasks` is the router's
 
 mod support;
 
@@ -121,11 +122,14 @@ async fn credentials_are_sent_as_basic_auth_to_the_worker() {
         }
         String::from_utf8_lossy(&got).to_ascii_lowercase()
     });
-    let reg = kvrouter::workers::Registry::new(kvrouter::workers::RegistryConfig {
-        probe_timeout: Duration::from_secs(1),
-        startup_timeout: Duration::from_secs(1),
-        ..kvrouter::workers::RegistryConfig::default()
-    });
+    let reg = kvrouter::workers::Registry::new(
+        kvrouter::workers::RegistryConfig {
+            probe_timeout: Duration::from_secs(1),
+            startup_timeout: Duration::from_secs(1),
+            ..kvrouter::workers::RegistryConfig::default()
+        },
+        &kvrouter::tasks::Tasks::new(),
+    );
     let url = format!("http://user:secretpw@localhost:{port}");
     let err = reg
         .add_worker(&url, kvrouter::workers::WorkerSpec::default())

@@ -27,6 +27,7 @@ impl Discovery {
         _registry: &Registry,
         _bound: SocketAddr,
         _shutdown: &CancellationToken,
+        _tasks: &crate::tasks::Tasks,
     ) -> Option<Arc<Discovery>> {
         None
     }

@@ -43,6 +43,7 @@ impl LeasedKey {
     /// Starts holding `key` = `value` under leases of `ttl_secs`; stops when `stop` is
     /// cancelled (or [`Self::stop`] is called).
     pub fn spawn(
+        tasks: &crate::tasks::Tasks,
         client: Client,
         key: String,
         value: Vec<u8>,
@@ -50,7 +51,9 @@ impl LeasedKey {
         stop: CancellationToken,
     ) -> LeasedKey {
         let (tx, status) = watch::channel(LeaseStatus::Pending);
-        let task = tokio::spawn(hold(client, key, value, ttl_secs, stop.clone(), tx));
+        let held = hold(client, key, value, ttl_secs, stop.clone(), tx);
+        // It ends itself once `stop` is cancelled (revoking the lease first).
+        let task = tasks.spawn_with("etcd lease", |_| held);
         LeasedKey { status, stop, task }
     }
 

@@ -263,6 +263,7 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         }
     };
     let held = LeasedKey::spawn(
+        &crate::tasks::Tasks::new(),
         client,
         plan.key.clone(),
         value,

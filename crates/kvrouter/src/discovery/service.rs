@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{client, fleet, keys, lease, watch, EtcdConfig, RouterRecord};
 use crate::config::Config;
+use crate::tasks::Tasks;
 use crate::workers::Registry;
 
 /// The running discovery of one router: the worker watch and this replica's own key.
@@ -46,6 +47,7 @@ impl Discovery {
         registry: &Registry,
         bound: SocketAddr,
         shutdown: &CancellationToken,
+        tasks: &Tasks,
     ) -> Option<Arc<Discovery>> {
         let etcd = config.etcd.clone()?;
         let url = etcd
@@ -66,7 +68,9 @@ impl Discovery {
             stop: shutdown.child_token(),
             task: Mutex::new(None),
         });
-        let task = tokio::spawn(run(discovery.clone(), registry.clone()));
+        // It ends itself once `shutdown` is cancelled (see [`Self::stopped`]).
+        let run = run(discovery.clone(), registry.clone(), tasks.clone());
+        let task = tasks.spawn_with("etcd discovery", |_| run);
         *discovery.task.lock() = Some(task);
         Some(discovery)
     }
@@ -93,7 +97,7 @@ impl Discovery {
 }
 
 /// Connects (retrying), then runs the replica key and the worker watch until stopped.
-async fn run(discovery: Arc<Discovery>, registry: Registry) {
+async fn run(discovery: Arc<Discovery>, registry: Registry, tasks: Tasks) {
     let cfg = &discovery.config;
     let client = loop {
         match client::connect(&cfg.endpoints).await {
@@ -110,6 +114,7 @@ async fn run(discovery: Arc<Discovery>, registry: Registry) {
     let _ = discovery.client.set(client.clone());
     let replica = match serde_json::to_vec(&discovery.me) {
         Ok(value) => Some(lease::LeasedKey::spawn(
+            &tasks,
             client.clone(),
             keys::router_key(&cfg.prefix, &discovery.me.id),
             value,

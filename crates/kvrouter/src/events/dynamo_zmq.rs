@@ -79,19 +79,21 @@ impl DynamoZmqSource {
     /// events go to `sink` for the workers `resolver` maps. Must be called inside a tokio
     /// runtime. Drop the handle to stop.
     pub fn spawn(
+        tasks: &crate::tasks::Tasks,
         endpoint: String,
         page_size: u32,
         resolver: Arc<dyn WorkerResolver>,
         sink: Arc<dyn KvEventSink>,
     ) -> SourceHandle {
         let feeds = DynamoFeeds::new(page_size, resolver, sink);
-        SourceHandle::new(tokio::spawn(run(endpoint, feeds)))
+        SourceHandle::new(tasks.spawn("dynamo zmq source", run(endpoint, feeds)))
     }
 }
 
 /// One [`DynamoZmqSource`] per `settings.zmq_endpoints`, each resolving Dynamo ids with
 /// `settings.workers` against the registry's live snapshot (`workers`).
 pub fn spawn_all(
+    tasks: &crate::tasks::Tasks,
     settings: &DynamoSettings,
     page_size: u32,
     workers: tokio::sync::watch::Receiver<Snapshot>,
@@ -109,7 +111,9 @@ pub fn spawn_all(
     let handles: Vec<_> = settings
         .zmq_endpoints
         .iter()
-        .map(|e| DynamoZmqSource::spawn(e.clone(), page_size, resolver.clone(), sink.clone()))
+        .map(|e| {
+            DynamoZmqSource::spawn(tasks, e.clone(), page_size, resolver.clone(), sink.clone())
+        })
         .collect();
     tracing::info!(endpoints = ?settings.zmq_endpoints, "subscribed to Dynamo's ZMQ event plane");
     handles

@@ -56,6 +56,7 @@ type Acked = (String, bool);
 
 /// Runs until `rx` closes.
 pub(crate) async fn run(
+    tasks: crate::tasks::Tasks,
     setup: JetStreamSetup,
     locks: kv::Store,
     instance: String,
@@ -65,6 +66,7 @@ pub(crate) async fn run(
     let idle = IDLE_RELEASE.max(setup.config.lock_ttl * 10);
     let mut sweep = tokio::time::interval(setup.config.lock_ttl);
     let mut relay = Relay {
+        tasks,
         setup,
         locks,
         instance,
@@ -87,6 +89,7 @@ pub(crate) async fn run(
 }
 
 struct Relay {
+    tasks: crate::tasks::Tasks,
     setup: JetStreamSetup,
     locks: kv::Store,
     instance: String,
@@ -100,6 +103,7 @@ impl Relay {
     fn worker(&mut self, url: &str) -> &mut WorkerRelay {
         if !self.workers.contains_key(url) {
             let lock = relay_lock::spawn(
+                &self.tasks,
                 self.locks.clone(),
                 worker_key(url),
                 url.to_owned(),

@@ -65,6 +65,7 @@ impl JetStreamSource {
     /// Spawns the feed; drop the handle to stop it. The [`CatchUp`] turns true once the
     /// retained stream has been applied.
     pub fn spawn(
+        tasks: &crate::tasks::Tasks,
         client: async_nats::Client,
         stream: Stream,
         config: JetStreamSourceConfig,
@@ -72,7 +73,8 @@ impl JetStreamSource {
     ) -> (SourceHandle, Arc<CatchUp>) {
         let catch_up = Arc::new(CatchUp::default());
         metrics().catching_up.inc();
-        let task = tokio::spawn(run(client, stream, config, sink, catch_up.clone()));
+        let run = run(client, stream, config, sink, catch_up.clone());
+        let task = tasks.spawn("jetstream source", run);
         (SourceHandle::new(task), catch_up)
     }
 }

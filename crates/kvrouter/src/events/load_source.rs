@@ -83,8 +83,12 @@ pub struct LoadSource;
 
 impl LoadSource {
     /// Starts subscribing (inside a tokio runtime); drop the handle to stop.
-    pub fn spawn(config: LoadSourceConfig, sink: Arc<dyn LoadSink>) -> SourceHandle {
-        SourceHandle::new(tokio::spawn(run(config, sink)))
+    pub fn spawn(
+        tasks: &crate::tasks::Tasks,
+        config: LoadSourceConfig,
+        sink: Arc<dyn LoadSink>,
+    ) -> SourceHandle {
+        SourceHandle::new(tasks.spawn("load source", run(config, sink)))
     }
 }
 

@@ -32,6 +32,7 @@ pub mod nats_source;
 pub mod relay;
 pub mod relay_lock;
 pub mod replay;
+pub mod runtime;
 pub mod sglang_wire;
 pub mod sink;
 pub mod trust;

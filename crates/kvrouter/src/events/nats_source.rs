@@ -84,6 +84,7 @@ impl NatsConsumer {
     /// Subscribes (the subscriptions are registered on the server when this
     /// returns) and spawns the consuming task. Drop the handle to stop.
     pub async fn start(
+        tasks: &crate::tasks::Tasks,
         client: async_nats::Client,
         config: NatsConsumerConfig,
         resolver: Arc<dyn WorkerResolver>,
@@ -107,7 +108,7 @@ impl NatsConsumer {
             feeds: HashMap::new(),
             warned_envelope: false,
         };
-        let task = tokio::spawn(async move {
+        let task = tasks.spawn("nats kv events", async move {
             let _live = LiveSource::new();
             let mut messages = select_all(streams);
             while let Some((feed, message)) = messages.next().await {

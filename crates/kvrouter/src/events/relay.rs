@@ -35,10 +35,14 @@ pub struct RelaySender {
 
 impl NatsRelay {
     /// Starts publishing on `<prefix>.<worker-key>.<rank>` through `client`.
-    pub fn start(client: async_nats::Client, prefix: impl Into<String>) -> Self {
+    pub fn start(
+        tasks: &crate::tasks::Tasks,
+        client: async_nats::Client,
+        prefix: impl Into<String>,
+    ) -> Self {
         let prefix: Arc<str> = prefix.into().into();
         let (tx, mut rx) = mpsc::channel::<RelayedBatch>(RELAY_QUEUE);
-        let task = tokio::spawn(async move {
+        let task = tasks.spawn("nats relay", async move {
             let mut warned = false;
             while let Some(batch) = rx.recv().await {
                 let subject = relay_subject(&prefix, &batch.worker_url, batch.rank);
@@ -65,10 +69,15 @@ impl NatsRelay {
 
     /// Starts publishing into the JetStream stream of `setup`, for the workers whose relay
     /// lock (bucket `setup.config.lock_bucket`) relay instance `instance` holds.
-    pub async fn start_jetstream(setup: JetStreamSetup, instance: String) -> anyhow::Result<Self> {
+    pub async fn start_jetstream(
+        tasks: &crate::tasks::Tasks,
+        setup: JetStreamSetup,
+        instance: String,
+    ) -> anyhow::Result<Self> {
         let locks = setup.lock_bucket().await?;
         let (tx, rx) = mpsc::channel::<RelayedBatch>(RELAY_QUEUE);
-        let task = tokio::spawn(super::js_relay::run(setup, locks, instance, rx));
+        let run = super::js_relay::run(tasks.clone(), setup, locks, instance, rx);
+        let task = tasks.spawn("jetstream relay", run);
         Ok(Self {
             sender: RelaySender { tx },
             task,

@@ -42,6 +42,7 @@ pub fn instance_id() -> String {
 /// change (and each refresh) to `reports`. Dropping the handle stops it (the entry then
 /// expires after the TTL).
 pub fn spawn(
+    tasks: &crate::tasks::Tasks,
     store: kv::Store,
     key: String,
     worker_url: String,
@@ -49,7 +50,7 @@ pub fn spawn(
     ttl: Duration,
     reports: UnboundedSender<LeaseReport>,
 ) -> SourceHandle {
-    SourceHandle::new(tokio::spawn(async move {
+    SourceHandle::new(tasks.spawn("relay lock", async move {
         let value = Bytes::from(instance.clone());
         let mut revision: Option<u64> = None;
         let mut tick = tokio::time::interval(ttl / 3);

@@ -92,11 +92,12 @@ impl ZmqSource {
     /// Starts subscribing; events go to `sink`, accepted raw batches to `relay`.
     /// Must be called inside a tokio runtime. Drop the handle to stop.
     pub fn spawn(
+        tasks: &crate::tasks::Tasks,
         config: ZmqSourceConfig,
         sink: Arc<dyn KvEventSink>,
         relay: Option<RelaySender>,
     ) -> SourceHandle {
-        SourceHandle::new(tokio::spawn(run(config, sink, relay)))
+        SourceHandle::new(tasks.spawn("zmq source", run(config, sink, relay)))
     }
 }
 

@@ -110,7 +110,12 @@ struct LegAbort<'a> {
 impl Drop for LegAbort<'_> {
     fn drop(&mut self) {
         if self.armed {
-            abort_isolated(&self.state.client, &self.worker, self.rids.as_ref());
+            abort_isolated(
+                &self.state.tasks,
+                &self.state.client,
+                &self.worker,
+                self.rids.as_ref(),
+            );
         }
     }
 }
@@ -611,9 +616,11 @@ impl PdAttempts<'_> {
         if !first.is_empty() {
             drained_booking.on_data(&first);
         }
-        let task = tokio::spawn(drain(pbody, drained_booking, left));
+        let drained = drain(pbody, drained_booking, left);
+        let task = self.state.tasks.spawn("pd prefill drain", drained);
         let leg = PrefillLeg {
             task: Some(task),
+            tasks: self.state.tasks.clone(),
             client: self.state.client.clone(),
             worker: pw.clone(),
             rids: self.rid_guard.clone(),
@@ -664,6 +671,7 @@ impl PdAttempts<'_> {
             client: self.state.client.clone(),
             rids: self.rid_guard,
             stream_idle_timeout: self.state.config.limits.stream_idle_timeout,
+            tasks: self.state.tasks.clone(),
         };
         let mut body = RelayBody::new(body, booking, sse, ctx);
         if let Some(rw) = rewrite {

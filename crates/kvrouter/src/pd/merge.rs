@@ -171,6 +171,8 @@ pub fn prefill_error(status: StatusCode, url: &str, body: &[u8]) -> ApiError {
 pub struct PrefillLeg {
     pub task: Option<tokio::task::JoinHandle<()>>,
     pub client: UpstreamClient,
+    /// Where the prefill's aborts are sent from.
+    pub tasks: crate::tasks::Tasks,
     /// The prefill worker.
     pub worker: Arc<Worker>,
     /// The request's tracked rids (see `RidGuard::abortable`).
@@ -187,7 +189,7 @@ impl Drop for PrefillLeg {
         if let Some(task) = self.task.take() {
             if !task.is_finished() {
                 task.abort();
-                abort_isolated(&self.client, &self.worker, self.rids.as_ref());
+                abort_isolated(&self.tasks, &self.client, &self.worker, self.rids.as_ref());
             }
         }
     }
@@ -275,6 +277,7 @@ mod tests {
         assert_eq!(list, "[[null,1,null]]");
         let leg = PrefillLeg {
             task: None,
+            tasks: crate::tasks::Tasks::new(),
             client: crate::proxy::build_client(
                 std::time::Duration::from_secs(1),
                 std::time::Duration::from_secs(1),

@@ -10,31 +10,42 @@ use http_body_util::Full;
 use super::client::UpstreamClient;
 use super::target::Target;
 use crate::refit::rids::RidGuard;
+use crate::tasks::Tasks;
 use crate::workers::Worker;
 
 /// Aborts on `worker` the request's rids that cannot end another request there (SGLang matches
 /// abort rids by prefix; see [`RidGuard::abortable`]). Nothing without rids. True when a rid
 /// was withheld: the caller should then keep the worker connection rather than close it.
-pub fn abort_isolated(client: &UpstreamClient, worker: &Worker, rids: Option<&RidGuard>) -> bool {
+pub fn abort_isolated(
+    tasks: &Tasks,
+    client: &UpstreamClient,
+    worker: &Worker,
+    rids: Option<&RidGuard>,
+) -> bool {
     let Some(guard) = rids else {
         return false;
     };
     let abort = guard.abortable(worker);
     if !abort.rids.is_empty() {
-        abort_upstream(client, worker.into(), abort.rids);
+        abort_upstream(tasks, client, worker.into(), abort.rids);
     }
     abort.withheld
 }
 
 /// Spawns one `POST {worker}/abort_request {"rid": ...}` per rid (needs a tokio runtime;
 /// silently does nothing outside one). Failures are logged at debug level only.
-pub fn abort_upstream(client: &UpstreamClient, target: Target<'_>, rids: Vec<String>) {
-    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+pub fn abort_upstream(
+    tasks: &Tasks,
+    client: &UpstreamClient,
+    target: Target<'_>,
+    rids: Vec<String>,
+) {
+    if tokio::runtime::Handle::try_current().is_err() {
         return;
-    };
+    }
     let client = client.clone();
     let target = target.to_owned();
-    handle.spawn(async move {
+    tasks.spawn("upstream abort", async move {
         let target = target.target();
         for rid in rids {
             let body = serde_json::json!({ "rid": rid });

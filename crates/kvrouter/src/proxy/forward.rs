@@ -17,6 +17,7 @@ use parking_lot::Mutex;
 use super::client::UpstreamClient;
 use super::headers::request_headers;
 use super::target::Target;
+use crate::tasks::Tasks;
 
 /// Why an attempt produced no response head.
 #[derive(Debug, thiserror::Error)]
@@ -55,24 +56,36 @@ const DRAIN_MAX: Duration = Duration::from_secs(1800);
 /// What becomes of a response that arrives after [`forward`] stopped waiting (client gone):
 /// dropped, closing the connection (the worker sees a disconnect), unless [`Orphan::keep`] was
 /// called by then: its body is then read to the end, holding what `keep` was given.
-#[derive(Clone, Default)]
-pub struct Orphan(Arc<Mutex<Option<Box<dyn Send + Sync>>>>);
+#[derive(Clone)]
+pub struct Orphan {
+    hold: Arc<Mutex<Option<Box<dyn Send + Sync>>>>,
+    /// Where the request's task and its body drain run.
+    tasks: Tasks,
+}
 
 impl Orphan {
+    /// Nothing kept yet; the request's task runs on `tasks`.
+    pub fn new(tasks: &Tasks) -> Orphan {
+        Orphan {
+            hold: Arc::default(),
+            tasks: tasks.clone(),
+        }
+    }
+
     /// Keeps the request running to its end if its response comes after all, holding `hold`
     /// (e.g. its rid entries) until then.
     pub fn keep(&self, hold: Box<dyn Send + Sync>) {
-        *self.0.lock() = Some(hold);
+        *self.hold.lock() = Some(hold);
     }
 }
 
 /// Reads `body` to its end (or 30 min) in a task, holding `hold`, so the worker neither sees
 /// a closed connection nor gets an abort (needs a tokio runtime; without one it is dropped).
-pub fn drain_detached(body: Incoming, hold: Box<dyn Send + Sync>) {
-    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+pub fn drain_detached(tasks: &Tasks, body: Incoming, hold: Box<dyn Send + Sync>) {
+    if tokio::runtime::Handle::try_current().is_err() {
         return;
-    };
-    handle.spawn(async move {
+    }
+    tasks.spawn("body drain", async move {
         let _hold = hold;
         let read = async {
             let mut body = body;
@@ -186,12 +199,13 @@ async fn in_task(
     let (tx, rx) = tokio::sync::oneshot::channel();
     let pending = client.request(req);
     let url = worker_url.to_string();
-    tokio::spawn(async move {
+    let tasks = orphan.tasks.clone();
+    tasks.spawn("orphan request", async move {
         let answered = pending.await.map_err(|e| answer_error(&url, &e));
         if let Err(Ok(resp)) = tx.send(answered) {
-            let kept = orphan.0.lock().take();
+            let kept = orphan.hold.lock().take();
             if let Some(hold) = kept {
-                drain_detached(resp.into_body(), hold);
+                drain_detached(&orphan.tasks, resp.into_body(), hold);
             }
         }
     });

@@ -38,6 +38,8 @@ pub struct RelayContext {
     pub rids: Option<RidGuard>,
     /// No data for this long from an unhealthy worker ends the body (see module docs).
     pub stream_idle_timeout: Duration,
+    /// Where a withheld body is drained.
+    pub tasks: crate::tasks::Tasks,
 }
 
 /// Rewrites the relayed data (PD mode: the prefill's logprobs merged into the decode
@@ -154,7 +156,12 @@ impl RelayBody {
             if unhealthy {
                 crate::proxy::metrics::ProxyMetrics::limit_tripped("stream_idle_timeout");
                 if let Some(b) = &self.booking {
-                    abort_isolated(&self.ctx.client, b.worker(), self.ctx.rids.as_ref());
+                    abort_isolated(
+                        &self.ctx.tasks,
+                        &self.ctx.client,
+                        b.worker(),
+                        self.ctx.rids.as_ref(),
+                    );
                 }
                 return self.fail(RelayError::Stalled(after), "stalled");
             }
@@ -286,10 +293,19 @@ impl Drop for RelayBody {
         // (another request's rid extends this one's), the worker's body is drained instead:
         // SGLang aborts a disconnected request by its rid as a prefix too.
         if let Some(b) = &self.booking {
-            let withheld = abort_isolated(&self.ctx.client, b.worker(), self.ctx.rids.as_ref());
+            let withheld = abort_isolated(
+                &self.ctx.tasks,
+                &self.ctx.client,
+                b.worker(),
+                self.ctx.rids.as_ref(),
+            );
             if withheld {
                 if let Some(body) = self.inner.take() {
-                    super::forward::drain_detached(body, Box::new(self.ctx.rids.clone()));
+                    super::forward::drain_detached(
+                        &self.ctx.tasks,
+                        body,
+                        Box::new(self.ctx.rids.clone()),
+                    );
                 }
             }
         }

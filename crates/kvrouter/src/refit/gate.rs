@@ -145,7 +145,7 @@ mod tests {
         let mut tasks = Vec::new();
         for i in 0..3 {
             let (gate, order) = (g.clone(), order.clone());
-            tasks.push(tokio::spawn(async move {
+            tasks.push(crate::tasks::Tasks::new().spawn("test admit", async move {
                 gate.admit(LONG).await.expect("admitted");
                 order.lock().push(i);
             }));
@@ -167,10 +167,9 @@ mod tests {
     async fn full_queue_and_refuse_mode_give_errors() {
         let g = Arc::new(RefitGate::new(1, false));
         g.close("abort");
-        let held = tokio::spawn({
-            let g = g.clone();
-            async move { g.admit(LONG).await }
-        });
+        let g2 = g.clone();
+        let held = crate::tasks::Tasks::new()
+            .spawn_with("test admit", |_| async move { g2.admit(LONG).await });
         while g.queued() < 1 {
             tokio::task::yield_now().await;
         }

@@ -11,6 +11,7 @@ use super::kv::{KvPolicy, KvPolicySettings, KvRuntime};
 use super::{policy_for, Policy};
 use crate::config::{Config, Mode};
 use crate::refit::{CacheCleared, CacheInvalidation};
+use crate::tasks::Tasks;
 use crate::workers::Registry;
 
 /// A routing index that can describe itself for `/debug/index`.
@@ -36,7 +37,7 @@ pub struct RoutingParts {
 /// the KV index, follows the fleet's KV event streams, routes with [`KvPolicy`] and clears a
 /// worker's blocks when the refit plane reports its cache cleared; with `--nats-url` and
 /// `--share-predictions` it shares its bookings with the other replicas (`crate::sharing`).
-pub fn build(config: &Config, registry: &Registry) -> RoutingParts {
+pub fn build(config: &Config, registry: &Registry, tasks: &Tasks) -> RoutingParts {
     if config.mode != Mode::Kv {
         return RoutingParts {
             policy: policy_for(config.mode),
@@ -44,7 +45,7 @@ pub fn build(config: &Config, registry: &Registry) -> RoutingParts {
             invalidation: None,
         };
     }
-    let kv = KvRuntime::start(config.page_size, &config.kv, registry);
+    let kv = KvRuntime::start(tasks, config.page_size, &config.kv, registry);
     let mut policy = KvPolicy::new(
         kv.index.clone(),
         kv.loads.clone(),
@@ -55,6 +56,7 @@ pub fn build(config: &Config, registry: &Registry) -> RoutingParts {
     .with_tiers(kv.tiers.clone());
     if let (true, Some(url)) = (config.kv.share_predictions, &config.kv.nats_url) {
         policy = policy.with_booking_hook(crate::sharing::start(
+            tasks,
             url,
             &config.kv.nats_auth,
             kv.index.clone(),

@@ -108,13 +108,8 @@ pub async fn accept_loop(
             ),
         }
         let _ = stream.set_nodelay(true);
-        tokio::spawn(serve_connection(
-            shared.clone(),
-            admitted,
-            stream,
-            peer,
-            graceful.watcher(),
-        ));
+        let served = serve_connection(shared.clone(), admitted, stream, peer, graceful.watcher());
+        state.tasks.spawn("connection", served);
     }
 }
 

@@ -39,7 +39,12 @@ struct AbortIfDropped<'a> {
 impl Drop for AbortIfDropped<'_> {
     fn drop(&mut self) {
         if let Some(w) = self.worker.take() {
-            if abort_isolated(&self.state.client, &w, self.rids.as_ref()) {
+            if abort_isolated(
+                &self.state.tasks,
+                &self.state.client,
+                &w,
+                self.rids.as_ref(),
+            ) {
                 self.orphan.keep(Box::new(self.rids.clone()));
             }
         }
@@ -240,6 +245,7 @@ impl<'a> WorkerAttempts<'a> {
             client: self.state.client.clone(),
             rids: self.rid_guard,
             stream_idle_timeout: self.state.config.limits.stream_idle_timeout,
+            tasks: self.state.tasks.clone(),
         };
         Response::from_parts(
             parts,
@@ -271,7 +277,7 @@ impl Attempts for WorkerAttempts<'_> {
                 .overhead
                 .observe(self.started.elapsed().as_secs_f64());
         }
-        let orphan = Orphan::default();
+        let orphan = Orphan::new(&state.tasks);
         let mut guard = AbortIfDropped {
             state,
             worker: Some(worker.clone()),
@@ -306,7 +312,12 @@ impl Attempts for WorkerAttempts<'_> {
         if matches!(result, Err(ForwardError::Stalled { .. })) {
             // Abandoned: if the worker comes back, it should not keep generating for nobody.
             ProxyMetrics::limit_tripped("stream_idle_timeout");
-            abort_isolated(&state.client, &worker, self.rid_guard.as_ref());
+            abort_isolated(
+                &state.tasks,
+                &state.client,
+                &worker,
+                self.rid_guard.as_ref(),
+            );
         }
         guard.worker = None;
         drop(guard);

@@ -6,7 +6,7 @@
 //! `--max-connections` with eviction of fresh and idle connections and a probe reserve) and,
 //! for data-plane routes, [`admission`] (`--max-concurrent-requests`). [`run`] is what `src/bin/router.rs`
 //! calls: build state, register `--worker-urls`, bind, announce readiness, serve until
-//! SIGTERM/SIGINT, then drain gracefully ([`shutdown`]).
+//! SIGTERM/SIGINT, then drain gracefully and stop every background task ([`shutdown`]).
 
 mod accept;
 mod admission;
@@ -92,7 +92,7 @@ pub fn spawn_sticky_sweeper(state: &Arc<AppState>) {
     let every =
         (state.config.sticky_ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
     let token = state.shutdown.clone();
-    tokio::spawn(async move {
+    state.tasks.spawn("sticky sweeper", async move {
         let mut tick = tokio::time::interval(every);
         loop {
             tokio::select! {
@@ -109,7 +109,7 @@ pub fn spawn_sticky_sweeper(state: &Arc<AppState>) {
 pub struct Started {
     /// The bound address (the real port when `--port 0`).
     pub addr: std::net::SocketAddr,
-    /// The accept loop; abort it to stop accepting.
+    /// The accept loop (on the state's tasks); abort it to stop accepting.
     pub task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
@@ -122,22 +122,32 @@ pub async fn start(state: Arc<AppState>) -> anyhow::Result<Started> {
         .map_err(|e| anyhow::anyhow!("cannot bind {addr}: {e}"))?;
     let local = listener.local_addr()?;
     register_startup_workers(&state);
-    if let Some(d) =
-        crate::discovery::Discovery::start(&state.config, &state.registry, local, &state.shutdown)
-    {
+    if let Some(d) = crate::discovery::Discovery::start(
+        &state.config,
+        &state.registry,
+        local,
+        &state.shutdown,
+        &state.tasks,
+    ) {
         let _ = state.discovery.set(d);
     }
     spawn_sticky_sweeper(&state);
     if let Some(flavor) = state.config.metrics_compat {
-        crate::metrics::compat::model::follow(&state.registry);
+        crate::metrics::compat::model::follow(&state.tasks, &state.registry);
         let active = crate::metrics::compat::enable(flavor);
         if active != flavor {
             tracing::warn!(%flavor, %active, "another metrics compat flavour is already active in this process");
         }
     }
-    prometheus::spawn(&state.config).await?;
+    prometheus::spawn(&state.config, &state.tasks).await?;
     tracing::info!(%local, mode = %state.config.mode, policy = state.selector.policy_name(), "router started");
-    let task = tokio::spawn(serve(listener, state));
+    let tasks = state.tasks.clone();
+    let task = tasks.spawn_with("server", |stop| async move {
+        tokio::select! {
+            served = serve(listener, state) => served,
+            () = stop.cancelled() => Ok(()),
+        }
+    });
     Ok(Started { addr: local, task })
 }
 
@@ -155,12 +165,14 @@ pub async fn run(state: Arc<AppState>) -> anyhow::Result<()> {
     tokio::select! {
         ended = &mut started.task => {
             ended??;
+            shutdown::stop_tasks(&state, tokio::time::Instant::now()).await;
             return Ok(());
         }
         signal = signals.recv() => {
             tracing::info!(signal, "shutdown requested");
         }
     }
+    let deadline = tokio::time::Instant::now() + state.config.shutdown_grace_period;
     state.shutdown.cancel();
     tokio::select! {
         ended = &mut started.task => ended??,
@@ -172,5 +184,6 @@ pub async fn run(state: Arc<AppState>) -> anyhow::Result<()> {
     if let Some(d) = state.discovery.get() {
         d.stopped().await;
     }
+    shutdown::stop_tasks(&state, deadline).await;
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The optional second listener of sgl-router's `--prometheus-host/--prometheus-port`: it
 //! serves only `GET /metrics` (the same text as `/metrics` on the main port), so a scraper
-//! configured for sgl-router keeps working.
+//! configured for sgl-router keeps working. It runs on the router's [`Tasks`] and stops with
+//! them, after the drain (`/metrics` stays scrapeable while requests finish).
 
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -10,6 +11,7 @@ use tokio::net::TcpListener;
 
 use super::body::RouterBody;
 use crate::config::Config;
+use crate::tasks::Tasks;
 
 fn handle<B>(req: &Request<B>) -> Response<RouterBody> {
     if req.method() == Method::GET && req.uri().path() == "/metrics" {
@@ -24,7 +26,7 @@ fn handle<B>(req: &Request<B>) -> Response<RouterBody> {
 /// failure is an error when the port was given, a warning at the default port (29000, as
 /// sgl-router): several routers on one host cannot all have it, and `/metrics` on the main
 /// port serves the same text.
-pub async fn spawn(config: &Config) -> anyhow::Result<()> {
+pub async fn spawn(config: &Config, tasks: &Tasks) -> anyhow::Result<()> {
     let Some((host, port)) = &config.prometheus else {
         return Ok(());
     };
@@ -46,7 +48,8 @@ pub async fn spawn(config: &Config) -> anyhow::Result<()> {
         }
     };
     tracing::info!(addr = %listener.local_addr()?, "prometheus /metrics listener started");
-    tokio::spawn(async move {
+    let spawner = tasks.clone();
+    tasks.spawn("prometheus listener", async move {
         let builder = auto::Builder::new(TokioExecutor::new());
         loop {
             let Ok((stream, _)) = listener.accept().await else {
@@ -54,7 +57,7 @@ pub async fn spawn(config: &Config) -> anyhow::Result<()> {
                 continue;
             };
             let builder = builder.clone();
-            tokio::spawn(async move {
+            spawner.spawn("prometheus connection", async move {
                 let svc =
                     service_fn(
                         |req| async move { Ok::<_, std::convert::Infallible>(handle(&req)) },
@@ -80,11 +83,13 @@ mod tests {
             ..Config::default()
         };
         assert!(
-            spawn(&config).await.is_ok(),
+            spawn(&config, &Tasks::new()).await.is_ok(),
             "default port busy: run without it"
         );
         config.prometheus_port_given = true;
-        let err = spawn(&config).await.expect_err("given port busy");
+        let err = spawn(&config, &Tasks::new())
+            .await
+            .expect_err("given port busy");
         assert!(err.to_string().contains("prometheus"), "{err}");
     }
 }

@@ -9,7 +9,15 @@
 //! 2. requests in flight may finish for `--shutdown-grace-period-secs` (default 180);
 //! 3. if some are still running then, every registered worker gets
 //!    `POST /abort_request {"rid": "", "abort_all": true}` (the router does not track the rid
-//!    of every request, so the abort is worker-wide) and the router exits with status 0.
+//!    of every request, so the abort is worker-wide);
+//! 4. every background task ([`AppState::tasks`]: event sources, health checks, the
+//!    Prometheus listener, sharing, connections left) is stopped and awaited for what is left
+//!    of the grace (at least [`TASKS_MIN_GRACE`]); those still running then are logged by
+//!    name, and the router exits with status 0.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::state::AppState;
 use crate::proxy::abort::post_abort;
@@ -40,6 +48,21 @@ impl Signals {
             _ = self.term.recv() => "SIGTERM",
             _ = self.int.recv() => "SIGINT",
         }
+    }
+}
+
+/// What the background tasks get to stop when the drain used up the grace.
+pub const TASKS_MIN_GRACE: Duration = Duration::from_secs(1);
+
+/// Step 4: stops every background task, waiting until `deadline` (the end of the grace) and
+/// at least [`TASKS_MIN_GRACE`].
+pub async fn stop_tasks(state: &AppState, deadline: Instant) {
+    let grace = deadline
+        .saturating_duration_since(Instant::now())
+        .max(TASKS_MIN_GRACE);
+    let running = state.tasks.len();
+    if state.tasks.shutdown(grace).await.is_empty() {
+        tracing::info!(tasks = running, "background tasks stopped");
     }
 }
 

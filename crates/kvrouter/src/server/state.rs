@@ -12,6 +12,7 @@ use crate::proxy::{build_client, UpstreamClient};
 use crate::refit::{RefitConfig, RefitState};
 use crate::routing::assembly::{self, IndexView};
 use crate::routing::{Policy, Selector, StickyTable};
+use crate::tasks::Tasks;
 use crate::text::TextRouting;
 use crate::workers::{HealthConfig, PageSizeRule, Registry, RegistryConfig};
 
@@ -33,6 +34,9 @@ pub struct AppState {
     /// The one shutdown token: cancelled on SIGTERM/SIGINT. `/readiness` answers 503, the
     /// accept loop stops and background tasks watching it end (see `server::shutdown`).
     pub shutdown: CancellationToken,
+    /// Every background task of the router (stopped once the drain is over, see
+    /// `server::shutdown`).
+    pub tasks: Tasks,
     /// etcd discovery, once the server is bound (`--etcd-endpoints`; unset otherwise).
     pub discovery: std::sync::OnceLock<Arc<crate::discovery::Discovery>>,
     /// PD disaggregation (`--pd-disaggregation`; None otherwise).
@@ -90,9 +94,10 @@ impl AppState {
     /// Builds the state with the routing parts for `config.mode` ([`assembly::build`]); the
     /// mode's cache-invalidation listener is registered with the refit plane.
     pub fn new(config: Config) -> Arc<AppState> {
-        let registry = Registry::new(registry_config(&config));
-        let parts = assembly::build(&config, &registry);
-        let state = AppState::build(config, parts.policy, registry, parts.index);
+        let tasks = Tasks::new();
+        let registry = Registry::new(registry_config(&config), &tasks);
+        let parts = assembly::build(&config, &registry, &tasks);
+        let state = AppState::build(config, parts.policy, (registry, tasks), parts.index);
         if let Some(listener) = parts.invalidation {
             state.refit.cache.add_listener(listener);
         }
@@ -101,14 +106,15 @@ impl AppState {
 
     /// Builds the state with an explicit policy (how a KV-aware policy is plugged in).
     pub fn with_policy(config: Config, policy: Box<dyn Policy>) -> Arc<AppState> {
-        let registry = Registry::new(registry_config(&config));
-        AppState::build(config, policy, registry, None)
+        let tasks = Tasks::new();
+        let registry = Registry::new(registry_config(&config), &tasks);
+        AppState::build(config, policy, (registry, tasks), None)
     }
 
     fn build(
         config: Config,
         policy: Box<dyn Policy>,
-        registry: Registry,
+        (registry, tasks): (Registry, Tasks),
         index: Option<Arc<dyn IndexView>>,
     ) -> Arc<AppState> {
         let selector = Selector::new(
@@ -136,6 +142,7 @@ impl AppState {
             config,
             index,
             shutdown: CancellationToken::new(),
+            tasks,
             discovery: std::sync::OnceLock::new(),
         })
     }

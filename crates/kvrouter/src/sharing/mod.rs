@@ -27,6 +27,7 @@ use crate::workers::Registry;
 /// Starts sharing for `index`: returns the booking hook at once and connects to `nats_url`
 /// in the background (until connected, bookings are dropped from the full queue and counted).
 pub fn start(
+    tasks: &crate::tasks::Tasks,
     nats_url: &str,
     auth: &crate::events::nats_auth::NatsAuth,
     index: Arc<KvIndex>,
@@ -47,7 +48,8 @@ pub fn start(
     ));
     let url = nats_url.to_owned();
     let auth = auth.clone();
-    tokio::spawn(async move {
+    let spawner = tasks.clone();
+    tasks.spawn("sharing publisher", async move {
         // no_echo: the server does not send our own publications back (each replica would
         // otherwise decode all of its own traffic); the applier still skips its instance id.
         let options = match auth.options().await {
@@ -76,7 +78,7 @@ pub fn start(
         }
         metrics::metrics().subscribed.set(1);
         tracing::info!(nats_url = %url, %instance, "sharing predictions with the other replicas");
-        tokio::spawn(applier::run(applier, sub));
+        spawner.spawn("sharing applier", applier::run(applier, sub));
         publisher::run(client, instance, rx).await;
     });
     Arc::new(publisher)

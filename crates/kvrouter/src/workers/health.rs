@@ -33,8 +33,12 @@ pub(super) trait CheckedFleet: Send + Sync + 'static {
 
 /// Spawns the checker: one round every `interval`, all workers concurrently. The task
 /// holds only a weak reference and ends when the fleet is dropped.
-pub(super) fn spawn_checker<F: CheckedFleet>(fleet: Weak<F>, interval: Duration) {
-    tokio::spawn(async move {
+pub(super) fn spawn_checker<F: CheckedFleet>(
+    tasks: &crate::tasks::Tasks,
+    fleet: Weak<F>,
+    interval: Duration,
+) {
+    tasks.spawn("health checker", async move {
         let mut ticker = tokio::time::interval(interval.max(Duration::from_millis(10)));
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticker.tick().await; // the first tick fires at once; workers were just probed

@@ -26,6 +26,7 @@ use super::url::{
 };
 use super::views;
 use super::worker::{NewWorker, Worker};
+use crate::tasks::Tasks;
 
 /// Immutable list of workers, replaced as a whole on change.
 pub type Snapshot = Arc<Vec<Arc<Worker>>>;
@@ -125,6 +126,8 @@ struct Inner {
     next_id: AtomicU32,
     events: broadcast::Sender<RegistryEvent>,
     watch: watch::Sender<Snapshot>,
+    /// Where the health checker, registrations and drains run.
+    tasks: Tasks,
 }
 
 /// The worker fleet. Clone freely; the health checker stops when the last clone is dropped.
@@ -160,8 +163,9 @@ enum Begin {
 }
 
 impl Registry {
-    /// Creates an empty registry and starts its health checker. Call inside a tokio runtime.
-    pub fn new(config: RegistryConfig) -> Registry {
+    /// Creates an empty registry and starts its health checker on `tasks` (as its
+    /// registration and drain tasks later). Call inside a tokio runtime.
+    pub fn new(config: RegistryConfig, tasks: &Tasks) -> Registry {
         let client = new_client(config.probe_timeout, config.idle_timeout);
         let (events, _) = broadcast::channel(1024);
         let (watch, _) = watch::channel(Arc::new(Vec::new()));
@@ -176,8 +180,9 @@ impl Registry {
             next_id: AtomicU32::new(1),
             events,
             watch,
+            tasks: tasks.clone(),
         });
-        health::spawn_checker(Arc::downgrade(&inner), interval);
+        health::spawn_checker(tasks, Arc::downgrade(&inner), interval);
         Registry { inner }
     }
 
@@ -283,7 +288,7 @@ impl Registry {
                     existing: false,
                 };
                 let inner = self.inner.clone();
-                tokio::spawn(async move {
+                self.inner.tasks.spawn("worker registration", async move {
                     let _ = inner.finish_add(*job).await;
                 });
                 Ok(accepted)
@@ -387,7 +392,7 @@ impl Registry {
         self.inner.mark_draining(&w);
         let inner = self.inner.clone();
         let worker = w.clone();
-        tokio::spawn(async move {
+        self.inner.tasks.spawn("worker drain", async move {
             inner.drain_and_remove(worker).await;
         });
         w
@@ -758,7 +763,7 @@ mod tests {
 
     #[tokio::test]
     async fn dropping_the_last_clone_frees_the_registry() {
-        let reg = Registry::new(RegistryConfig::default());
+        let reg = Registry::new(RegistryConfig::default(), &Tasks::new());
         let clone = reg.clone();
         let weak = Arc::downgrade(&reg.inner);
         tokio::task::yield_now().await; // let the checker task start and park on its timer
@@ -773,7 +778,7 @@ mod tests {
 
     #[tokio::test]
     async fn invalid_url_is_refused_without_probing() {
-        let reg = Registry::new(RegistryConfig::default());
+        let reg = Registry::new(RegistryConfig::default(), &Tasks::new());
         let err = reg.add_worker("https://x:1", WorkerSpec::default()).await;
         assert_eq!(err.map_err(|e| e.status_code()), Err(400));
         assert!(reg.snapshot().is_empty());

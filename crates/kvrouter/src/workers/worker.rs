@@ -654,7 +654,7 @@ mod tests {
         let w = Arc::new(test_worker(1, "http://a"));
         w.begin_request();
         w.begin_request();
-        let waiter = tokio::spawn({
+        let waiter = crate::tasks::Tasks::new().spawn("test waiter", {
             let w = w.clone();
             async move { w.wait_idle().await }
         });

@@ -89,6 +89,23 @@ impl Captured {
         }
     }
 
+    /// The router's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits up to `within` for the router to exit on its own: its status, or None.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     /// Every stderr line so far, after waiting (up to 30 s) until one contains `wanted`.
     pub fn stderr_until(&mut self, wanted: &str) -> &[String] {
         self.stderr_until_all(&[wanted])

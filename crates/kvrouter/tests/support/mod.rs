@@ -8,6 +8,7 @@
 //! and area helpers for KV routing (`kv`), refit (`refit`) and loadgen (`loadgen`).
 //! Each test binary uses a subset, hence `dead_code` (and unused re-exports) are allowed here.
 #![allow(dead_code, unused_imports)]
+#![allow(clippy::disallowed_methods)] // fixtures spawn their own tasks; `Tasks` is the router's
 
 pub mod admin;
 pub mod captured;

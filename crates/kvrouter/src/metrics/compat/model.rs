@@ -47,9 +47,9 @@ pub(super) fn seen(worker: &Worker) {
 }
 
 /// Keeps the fleet's model name current while `registry` lives (a task on its snapshot watch).
-pub fn follow(registry: &crate::workers::Registry) {
+pub fn follow(tasks: &crate::tasks::Tasks, registry: &crate::workers::Registry) {
     let mut rx = registry.watch();
-    tokio::spawn(async move {
+    tasks.spawn("compat model name", async move {
         loop {
             set_fleet(&rx.borrow_and_update());
             if rx.changed().await.is_err() {

@@ -7,15 +7,52 @@
 //! - a read-only scan of the relayed bytes for the worker-reported `cached_tokens` (exported
 //!   next to the router's own prediction when the response ends; not for approximate text
 //!   routes, whose tokens the router never knew) and timings, which feed the
-//!   unit's learned rates (`rates.rs`) when a successful response ends.
+//!   unit's learned rates (`rates.rs`) when a successful response ends,
+//! - the unit's refile on the board (`board.rs`) when its load changes: at the first byte (its
+//!   prefill ended) and when the request ends.
+
+use std::sync::Arc;
 
 use kvrouter_index::IndexBooking;
 
 use super::load::LoadGuard;
 use super::metrics::KvMetrics;
 use super::rates::RateProbe;
+use super::read::UnitReader;
 use super::scan::MetaScan;
 use crate::routing::observer::RequestObserver;
+use crate::workers::{Rank, Worker};
+
+/// Files a booked unit on the board again now and when dropped (after the booking's load and
+/// in-flight marks are released: it is the attachment's last field).
+pub struct Refile {
+    reader: Arc<UnitReader>,
+    worker: Arc<Worker>,
+    rank: Rank,
+}
+
+impl Refile {
+    /// Files the unit at its current wait and returns the ticket that files it again on drop.
+    pub fn new(reader: Arc<UnitReader>, worker: Arc<Worker>, rank: Rank) -> Refile {
+        let r = Refile {
+            reader,
+            worker,
+            rank,
+        };
+        r.now();
+        r
+    }
+
+    fn now(&self) {
+        self.reader.refile(&self.worker, self.rank);
+    }
+}
+
+impl Drop for Refile {
+    fn drop(&mut self) {
+        self.now();
+    }
+}
 
 /// Per-request KV routing state (see module docs).
 pub struct KvAttachment {
@@ -28,6 +65,8 @@ pub struct KvAttachment {
     rates: Option<RateProbe>,
     first_byte: bool,
     failed: bool,
+    /// Last: dropped after the booking and the load guard.
+    refile: Option<Refile>,
 }
 
 impl KvAttachment {
@@ -36,6 +75,7 @@ impl KvAttachment {
         load: LoadGuard,
         hits: Option<(u64, u64)>,
         rates: Option<RateProbe>,
+        refile: Option<Refile>,
     ) -> KvAttachment {
         KvAttachment {
             booking,
@@ -45,6 +85,7 @@ impl KvAttachment {
             rates,
             first_byte: false,
             failed: false,
+            refile,
         }
     }
 
@@ -58,6 +99,9 @@ impl KvAttachment {
             }
             if let Some(r) = self.rates.as_mut() {
                 r.first_byte();
+            }
+            if let Some(r) = &self.refile {
+                r.now();
             }
         }
         self.scan.feed(chunk);

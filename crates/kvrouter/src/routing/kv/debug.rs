@@ -12,7 +12,7 @@ use kvrouter_index::Tier;
 use serde_json::{json, Value};
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::feeds::KvRuntime;
+use super::KvRuntime;
 use crate::workers::Registry;
 
 /// The JSON view (see module docs).

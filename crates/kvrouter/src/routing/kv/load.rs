@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crossbeam_queue::ArrayQueue;
 use dashmap::DashMap;
 
 use crate::workers::{Rank, WorkerId};
@@ -68,12 +69,29 @@ struct Reported {
 }
 
 /// All units' counters.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct UnitLoads {
     units: DashMap<(WorkerId, Rank), Arc<UnitLoad>>,
     prompts: Arc<DashMap<PromptKey, Arc<UnitLoad>>>,
     reported: DashMap<(WorkerId, Rank), Reported>,
+    /// Units whose report arrived since the decisions last took them (to refile them on the
+    /// board; lock-free); at most [`MAX_FRESH_REPORTS`], the sweep catches the rest.
+    fresh: ArrayQueue<(WorkerId, Rank)>,
 }
+
+impl Default for UnitLoads {
+    fn default() -> Self {
+        UnitLoads {
+            units: DashMap::default(),
+            prompts: Arc::default(),
+            reported: DashMap::default(),
+            fresh: ArrayQueue::new(MAX_FRESH_REPORTS),
+        }
+    }
+}
+
+/// Bound of the reported units waiting to be refiled.
+const MAX_FRESH_REPORTS: usize = 4096;
 
 impl UnitLoads {
     /// The unit's load as seen by a request whose prompt key is `prompt` (None: no tokens):
@@ -109,6 +127,8 @@ impl UnitLoads {
     }
 
     fn report_at(&self, worker: WorkerId, rank: Rank, requests: u64, blocks: u64, at: Instant) {
+        // Full: dropped, the sweep refiles it.
+        let _ = self.fresh.push((worker, rank));
         self.reported.insert(
             (worker, rank),
             Reported {
@@ -117,6 +137,11 @@ impl UnitLoads {
                 at,
             },
         );
+    }
+
+    /// Up to `max` units reported since the last call, oldest first.
+    pub fn take_reported(&self, max: usize) -> impl Iterator<Item = (WorkerId, Rank)> + '_ {
+        (0..max).map_while(|_| self.fresh.pop())
     }
 
     /// Forgets a worker's engine reports (its load feed stopped: removal or restart).

@@ -1,6 +1,7 @@
 //! `KvEventSink` for `KvIndex`: the event sources (ZMQ, NATS) apply decoded events here; and
 //! [`TieredSink`], which sends each event to the index of its cache tier (GPU, or one of the
-//! lower tiers of `tiers.rs`).
+//! lower tiers of `tiers.rs`); and [`EngineLoadSink`], which folds engine load reports into
+//! the unit loads.
 //!
 //! Errors are not fatal: an unknown parent drops that store (the index counts it; the
 //! worker's later stores re-anchor once the parent chain is known again), a page-size
@@ -10,8 +11,9 @@ use std::sync::Arc;
 
 use kvrouter_index::{IndexError, KvEvent, KvIndex, Placement, Tier};
 
+use super::load::UnitLoads;
 use super::tiers::LowerTiers;
-use crate::events::{Absorbed, KvEventSink};
+use crate::events::{Absorbed, KvEventSink, LoadSink, LoadStat};
 use crate::workers::{Rank, WorkerId};
 
 impl KvEventSink for KvIndex {
@@ -135,6 +137,27 @@ impl KvEventSink for TieredSink {
 
     fn reserve(&self, worker: WorkerId, rank: Rank, blocks: usize) {
         KvIndex::reserve(&self.gpu, worker, rank, blocks);
+    }
+}
+
+/// Folds load reports into the unit loads: running + waiting requests, and the KV tokens in
+/// use plus queued (`num_total_tokens`) in router blocks. An engine with no request reports no
+/// block load (its KV in use then is reserved or cached pages, not work ahead of a request).
+pub struct EngineLoadSink {
+    pub loads: Arc<UnitLoads>,
+    /// The router's page size in tokens (at least 1).
+    pub page: u64,
+}
+
+impl LoadSink for EngineLoadSink {
+    fn report(&self, worker: WorkerId, rank: Rank, stat: &LoadStat) {
+        let requests = stat.num_running_reqs.saturating_add(stat.num_waiting_reqs);
+        let blocks = if requests == 0 {
+            0
+        } else {
+            stat.num_total_tokens.max(stat.num_tokens) / self.page
+        };
+        self.loads.report(worker, rank, requests, blocks);
     }
 }
 

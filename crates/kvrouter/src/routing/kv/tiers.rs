@@ -216,29 +216,38 @@ impl TierRequest<'_> {
         self.extra(unit, usable).credit(&credits)
     }
 
+    /// Units holding the request's first page in a lower tier (they may win on credit alone).
+    pub fn holders(&mut self) -> Vec<Unit> {
+        let mut out = Vec::new();
+        for tier in [Tier::Host, Tier::Disk] {
+            if let Some(at) = self.lookup(tier, 0) {
+                out.extend(self.memo[at].2.units.iter().map(|o| o.unit));
+            }
+        }
+        out
+    }
+
     /// Pages of the request from page `start` on that `tier` holds on `unit`, contiguously.
     fn depth(&mut self, tier: Tier, unit: Unit, start: u32) -> u32 {
-        let Some(index) = self.tiers.index(tier) else {
-            return 0;
-        };
-        let Some(rest) = self.seqs.get(start as usize..).filter(|r| !r.is_empty()) else {
-            return 0;
-        };
+        self.lookup(tier, start)
+            .map_or(0, |at| self.memo[at].2.get(unit).map_or(0, |o| o.confirmed))
+    }
+
+    /// The memo entry of the tier's matches from page `start` (None: nothing to match).
+    fn lookup(&mut self, tier: Tier, start: u32) -> Option<usize> {
+        let index = self.tiers.index(tier)?;
+        let rest = self.seqs.get(start as usize..).filter(|r| !r.is_empty())?;
         if index.resident_blocks() == 0 {
-            return 0;
+            return None;
         }
-        let at = match self
+        let found = self
             .memo
             .iter()
-            .position(|(t, s, _)| *t == tier && *s == start)
-        {
-            Some(i) => i,
-            None => {
-                self.memo.push((tier, start, index.find_matches(rest)));
-                self.memo.len() - 1
-            }
-        };
-        self.memo[at].2.get(unit).map_or(0, |o| o.confirmed)
+            .position(|(t, s, _)| *t == tier && *s == start);
+        Some(found.unwrap_or_else(|| {
+            self.memo.push((tier, start, index.find_matches(rest)));
+            self.memo.len() - 1
+        }))
     }
 }
 

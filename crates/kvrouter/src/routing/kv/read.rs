@@ -1,0 +1,221 @@
+//! Stage 1 of a KV decision: read the rows of the units that can win, without side effects.
+//!
+//! A row is what the cost model needs of one unit: the request's overlap there, its load, its
+//! queued prefill, its learned speed and its KV pressure. Small fleets read every unit. Past
+//! [`FULL_SCAN_WORKERS`] workers the decision reads only the units that can win, so its cost
+//! does not grow with the fleet:
+//! - the units with an overlap (the index returns them; at most [`MAX_OVERLAP_ROWS`], the
+//!   deepest),
+//! - the least-waiting units of the [`UnitBoard`] (a cold unit wins only by its wait),
+//! - the sticky key's worker, and the units holding the prompt in a lower cache tier.
+//!
+//! A unit outside that set has no overlap and waits at least as long as the board's picks, so
+//! at equal speed it cannot beat them; `differential.rs` (a unit test) measures how often
+//! and by how much the two differ on random fleets. The rules that need every unit (the blind
+//! rule's rendezvous hash, a softmax temperature) read every unit.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use kvrouter_index::{KvIndex, Overlaps, Unit, UnitOverlap};
+
+use super::board::UnitBoard;
+use super::cost::{wait, CostWeights, UnitInputs};
+use super::load::{LoadView, UnitLoads};
+use super::pressure::{Turnover, UnitPressure};
+use super::rates::{Speed, UnitRates};
+use crate::workers::{Rank, Worker};
+
+/// Fleets up to this many workers are read whole.
+pub const FULL_SCAN_WORKERS: usize = 32;
+/// At most this many units with an overlap are read (the deepest).
+pub const MAX_OVERLAP_ROWS: usize = 64;
+/// Least-waiting units read per board shard.
+const BOARD_PER_SHARD: usize = 2;
+
+/// One unit as a decision reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct UnitRow {
+    /// Position of the unit's worker among the candidates.
+    pub candidate: usize,
+    pub unit: Unit,
+    /// Worker's KV capacity in blocks (server info), if known.
+    pub capacity: Option<u64>,
+    pub overlap: Option<UnitOverlap>,
+    pub load: LoadView,
+    /// Distinct blocks in prefill on the unit.
+    pub inflight_prefill: u64,
+    pub speed: Speed,
+    pub turnover: Option<Turnover>,
+}
+
+impl UnitRow {
+    /// The cost inputs of a `request_blocks` request before pressure and tiers.
+    pub fn inputs(&self, request_blocks: u32) -> UnitInputs {
+        let ov = self.overlap;
+        UnitInputs {
+            request_blocks,
+            cached: ov.map_or(0, |o| o.cached()),
+            inflight_depth: ov.map_or(0, |o| o.inflight),
+            unit_inflight_prefill: self.inflight_prefill,
+            active_blocks: self.load.other_blocks,
+            active_requests: self.load.requests,
+            lost: 0,
+            displaced: 0,
+            lower_tier: 0.0,
+        }
+    }
+}
+
+/// The state every decision reads (shared with the bookings, which refile their unit on the
+/// board when they end).
+pub struct UnitReader {
+    pub index: Arc<KvIndex>,
+    pub loads: Arc<UnitLoads>,
+    pub rates: Option<Arc<UnitRates>>,
+    pub pressure: Option<Arc<UnitPressure>>,
+    pub board: UnitBoard,
+    /// The weights of the wait terms (prefill, decode, queue).
+    pub weights: CostWeights,
+    /// The board sweep's cursor over the candidates.
+    pub sweep: AtomicUsize,
+}
+
+impl UnitReader {
+    /// The unit's row for a request with prompt key `prompt`.
+    pub fn row(
+        &self,
+        candidate: usize,
+        worker: &Worker,
+        rank: Rank,
+        overlap: Option<UnitOverlap>,
+        prompt: Option<u64>,
+    ) -> UnitRow {
+        let page = u64::from(self.index.page_size().max(1));
+        UnitRow {
+            candidate,
+            unit: Unit::new(worker.id, rank),
+            capacity: worker.info.max_total_num_tokens.map(|t| t / page),
+            overlap,
+            load: self.loads.view(worker.id, rank, prompt),
+            inflight_prefill: self.index.inflight_blocks(worker.id, rank),
+            speed: self
+                .rates
+                .as_ref()
+                .map_or(Speed::UNIT, |r| r.speed(worker.id, rank)),
+            turnover: self.pressure.as_ref().map(|p| p.view(worker.id, rank)),
+        }
+    }
+
+    /// A row's wait for a request without overlap: its key on the board.
+    pub fn board_wait(&self, row: &UnitRow) -> f64 {
+        let mut inputs = row.inputs(0);
+        inputs.cached = 0;
+        inputs.inflight_depth = 0;
+        wait(&self.weights, &inputs, row.speed)
+    }
+
+    /// The sweep's next start (advanced by `n`).
+    pub fn next_sweep(&self, n: usize) -> usize {
+        self.sweep.fetch_add(n, Ordering::Relaxed)
+    }
+
+    /// Files `worker`'s `rank` on the board at its current wait.
+    pub fn refile(&self, worker: &Worker, rank: Rank) {
+        let row = self.row(0, worker, rank, None, None);
+        self.board.file(row.unit, self.board_wait(&row));
+    }
+
+    /// The rows of the units that can win (see module docs). `extra` are units that must be
+    /// read (lower-tier holders); `whole` forces a full read.
+    pub fn rows(
+        &self,
+        candidates: &[Arc<Worker>],
+        overlaps: &Overlaps,
+        prompt: Option<u64>,
+        preferred: Option<usize>,
+        extra: &[Unit],
+        whole: bool,
+    ) -> Vec<UnitRow> {
+        let by_unit = |u: Unit| {
+            overlaps
+                .units
+                .binary_search_by_key(&u, |o| o.unit)
+                .ok()
+                .map(|i| overlaps.units[i])
+        };
+        if whole || candidates.len() <= FULL_SCAN_WORKERS || self.board.len() < candidates.len() {
+            let mut rows = Vec::with_capacity(candidates.len());
+            for (i, w) in candidates.iter().enumerate() {
+                for rank in w.ranks() {
+                    rows.push(self.row(i, w, rank, by_unit(Unit::new(w.id, rank)), prompt));
+                }
+            }
+            return rows;
+        }
+        let position = |u: Unit| {
+            candidates
+                .binary_search_by_key(&u.worker, |w| w.id)
+                .ok()
+                .filter(|&i| candidates[i].ranks().contains(&u.rank))
+        };
+        let mut units: Vec<Unit> = deepest(&overlaps.units, MAX_OVERLAP_ROWS)
+            .map(|o| o.unit)
+            .collect();
+        self.board
+            .least(BOARD_PER_SHARD, |u| position(u).is_some(), &mut units);
+        if let Some(w) = preferred.and_then(|p| candidates.get(p)) {
+            units.extend(w.ranks().map(|r| Unit::new(w.id, r)));
+        }
+        units.extend_from_slice(extra);
+        units.sort_unstable();
+        units.dedup();
+        let rows: Vec<UnitRow> = units
+            .into_iter()
+            .filter_map(|u| {
+                let i = position(u)?;
+                Some(self.row(i, &candidates[i], u.rank, by_unit(u), prompt))
+            })
+            .collect();
+        if rows.is_empty() {
+            // Nothing on the board is a candidate (a new fleet): read it whole once.
+            return self.rows(candidates, overlaps, prompt, preferred, extra, true);
+        }
+        rows
+    }
+}
+
+/// The `n` deepest overlaps (all when there are fewer).
+fn deepest(units: &[UnitOverlap], n: usize) -> impl Iterator<Item = &UnitOverlap> {
+    let depth = |o: &UnitOverlap| o.cached().max(o.inflight);
+    let mut order: Vec<&UnitOverlap> = units.iter().collect();
+    if order.len() > n {
+        order.select_nth_unstable_by(n - 1, |a, b| depth(b).cmp(&depth(a)));
+        order.truncate(n);
+    }
+    order.into_iter()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workers::WorkerId;
+
+    fn overlap(w: u32, depth: u32) -> UnitOverlap {
+        UnitOverlap {
+            unit: Unit::new(WorkerId(w), 0),
+            confirmed: depth,
+            predicted: 0,
+            inflight: 0,
+        }
+    }
+
+    #[test]
+    fn deepest_keeps_the_n_deepest() {
+        let units: Vec<UnitOverlap> = (0..100).map(|w| overlap(w, w % 10 + w / 50)).collect();
+        let kept: Vec<u32> = deepest(&units, 5).map(|o| o.cached()).collect();
+        assert_eq!(kept.len(), 5);
+        assert!(kept.iter().all(|&d| d >= 10), "{kept:?}");
+        assert_eq!(deepest(&units[..3], 5).count(), 3);
+    }
+}
