@@ -10,8 +10,8 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kvrouter::events::dynamo_wire::decode_router_event;
 use kvrouter::events::sglang_wire::decode_batch;
 use kvrouter::events::{KvEventSink, Payload, RankFeed};
-use kvrouter::index::KvEvent;
 use kvrouter::workers::{Rank, WorkerId};
+use kvrouter_index::KvEvent;
 use rmpv::Value as V;
 
 const PAGE: u32 = 16;

@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use kvrouter::config::{KvConfig, Mode};
-use kvrouter::index::{KvEvent, KvIndex};
 use kvrouter::routing::kv::{KvPolicy, KvPolicySettings, UnitLoads, UnitPressure, UnitRates};
 use kvrouter::routing::{policy_for, Endpoint, RoutingInput, Selector, StickyTable};
 use kvrouter::workers::{Worker, WorkerId, WorkerInfo};
+use kvrouter_index::{KvEvent, KvIndex};
 
 fn workers(n: u32) -> Vec<Arc<Worker>> {
     workers_holding(n, None)

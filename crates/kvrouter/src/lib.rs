@@ -4,11 +4,12 @@
 //!
 //! - request: `server` (parse routing inputs) -> `routing` (hash, match, score, book)
 //!   -> `proxy` (forward the original bytes, relay the response) -> booking released;
-//! - event: `events` (decode ZMQ / NATS, check sequence cursors) -> `index`.
+//! - event: `events` (decode ZMQ / NATS, check sequence cursors) -> the index.
 //!
+//! The index and block hashing are their own crate, `kvrouter_index` (`crates/index`).
 //! `workers` owns the fleet (registration, health, load, versions, refit gate),
 //! `refit` the RL control plane (pause/drain, fan-out refits, cache invalidation),
-//! `tokens` owns block hashing, `text` the model tokenizer for text requests, `metrics`
+//! `text` the model tokenizer for text requests, `metrics`
 //! the Prometheus registry, `config` the validated configuration, `discovery` etcd
 //! registration and watch, `pd` prefill-decode disaggregation (two legs per request), `sharing` predictions shared across router replicas over NATS, `tasks` the one tracker every background task is spawned through; the simulated SGLang fleet (`sglang-mock`) and the workload
 //! generator (`loadgen`) live in the `kvrouter-sim` crate.
@@ -17,7 +18,6 @@ pub mod backoff;
 pub mod config;
 pub mod discovery;
 pub mod events;
-pub mod index;
 pub mod metrics;
 pub mod pd;
 pub mod proxy;
@@ -27,5 +27,4 @@ pub mod server;
 pub mod sharing;
 pub mod tasks;
 pub mod text;
-pub mod tokens;
 pub mod workers;

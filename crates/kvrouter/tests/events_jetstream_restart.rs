@@ -230,7 +230,7 @@ async fn readiness_waits_until_the_index_is_rebuilt() {
     // every worker stored the same prompts, so the distinct blocks are one worker's.
     let per_worker = entries / workers.len();
     let distinct: std::collections::HashSet<u64> = (0..per_worker / SEQ_BLOCKS)
-        .flat_map(|p| kvrouter::tokens::seq_hashes(&prompt_tokens((p * SEQ_BLOCKS) as u64, 4), 4))
+        .flat_map(|p| kvrouter_index::seq_hashes(&prompt_tokens((p * SEQ_BLOCKS) as u64, 4), 4))
         .collect();
     assert_eq!(
         index["distinct_blocks"].as_u64(),

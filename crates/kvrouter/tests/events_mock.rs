@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use kvrouter::events::metrics::metrics;
 use kvrouter::events::{rank_endpoint, Record, RecordingSink, ZmqSource, ZmqSourceConfig};
-use kvrouter::index::KvEvent;
 use kvrouter::workers::WorkerId;
+use kvrouter_index::KvEvent;
 use serde_json::json;
 use support::http::{client, post};
 use support::wait::Deadline;

@@ -17,8 +17,8 @@ use kvrouter::events::{
     KvEventSink, NatsConsumer, NatsConsumerConfig, NatsRelay, Record, RecordingSink, SourceHandle,
     WorkerKey, WorkerResolver, ZmqSource, ZmqSourceConfig,
 };
-use kvrouter::index::KvEvent;
 use kvrouter::workers::{Rank, WorkerId};
+use kvrouter_index::KvEvent;
 use serde_json::json;
 use support::fake_publisher::{handshake, FakePublisher};
 use support::nats::NatsServer;

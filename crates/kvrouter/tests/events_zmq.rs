@@ -8,8 +8,8 @@ mod support;
 use std::time::Duration;
 
 use kvrouter::events::{Record, RecordingSink, ZmqSource, ZmqSourceConfig};
-use kvrouter::index::KvEvent;
 use kvrouter::workers::WorkerId;
+use kvrouter_index::KvEvent;
 use support::fake_publisher::{handshake, FakePublisher};
 use support::sglang_wire::{batch, cleared, removed, stored};
 

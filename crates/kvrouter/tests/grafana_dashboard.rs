@@ -21,7 +21,7 @@ const DASHBOARD: &str = concat!(
 );
 
 /// Labelled families this test cannot make appear (no child until a replay, an undecodable
-/// payload or an ignored event): checked against the names registered in `src/**/metrics.rs`.
+/// payload or an ignored event): checked against the names registered in `src/**/metrics.rs` (and the index crate's).
 const NOT_DRIVEN: &[&str] = &[
     "kvrouter_kv_event_replays_total",
     "kvrouter_kv_event_decode_errors_total",
@@ -72,7 +72,7 @@ fn sample_names(text: &str) -> BTreeSet<String> {
 }
 
 /// The metric names registered in the router's sources (`"kvrouter_..."` literals of every
-/// `metrics.rs` under `src/`).
+/// `metrics.rs` under `src/` and under the index crate's `src/`).
 fn source_names() -> BTreeSet<String> {
     fn walk(dir: &std::path::Path, out: &mut BTreeSet<String>) {
         for e in std::fs::read_dir(dir).unwrap() {
@@ -90,10 +90,12 @@ fn source_names() -> BTreeSet<String> {
         }
     }
     let mut out = BTreeSet::new();
-    walk(
-        std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src")),
-        &mut out,
-    );
+    for dir in ["src", "../index/src"] {
+        walk(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir),
+            &mut out,
+        );
+    }
     out
 }
 

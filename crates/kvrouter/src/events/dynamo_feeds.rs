@@ -119,8 +119,8 @@ mod tests {
     use super::*;
     use crate::events::dynamo_wire::tests::{fixture_envelopes, NATS, RELAY};
     use crate::events::RecordingSink;
-    use crate::index::KvEvent;
     use crate::workers::WorkerId;
+    use kvrouter_index::KvEvent;
 
     fn feeds(sink: &Arc<RecordingSink>) -> DynamoFeeds {
         let resolver = |key: WorkerKey<'_>| match key {

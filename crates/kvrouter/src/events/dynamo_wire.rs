@@ -492,7 +492,7 @@ pub(crate) mod tests {
             assert_eq!(*parent, Some(0x1001), "{name}: B chains on A[1]");
             // Dynamo's tokens_hash is the router's own page hash (xxh3-64, seed 1337).
             let b0: Vec<u32> = (1032..1048).collect();
-            assert_eq!(local_hashes[0], crate::tokens::local_hash(&b0), "{name}");
+            assert_eq!(local_hashes[0], kvrouter_index::local_hash(&b0), "{name}");
         }
     }
 

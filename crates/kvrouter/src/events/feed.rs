@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use kvrouter_index::{EngineHash, KvEvent, NamespaceParts, Placement, Tier};
 use tracing::{error, info, warn};
 
 use super::cursor::{SeqCursor, Verdict};
@@ -14,8 +15,6 @@ use super::fold::PageFold;
 use super::metrics::metrics;
 use super::sglang_wire::{decode_batch, WireEvent, WireNamespace};
 use super::sink::{Absorbed, KvEventSink};
-use crate::index::{EngineHash, KvEvent, Placement, Tier};
-use crate::tokens::NamespaceParts;
 use crate::workers::{Rank, WorkerId};
 
 /// Why a rank was cleared in the middle of its stream (carried to relay consumers).
@@ -494,7 +493,7 @@ impl Drop for RankFeed {
 
 /// The namespace key of a store (`tokens::namespace`): its salt and adapter name, or its
 /// adapter id when the name is missing (a key no request produces).
-fn namespace_key(ns: &WireNamespace) -> Option<crate::tokens::SeqHash> {
+fn namespace_key(ns: &WireNamespace) -> Option<kvrouter_index::SeqHash> {
     NamespaceParts {
         cache_salt: ns.cache_salt.as_deref(),
         lora: ns.lora_name.as_deref(),
@@ -839,7 +838,7 @@ mod tests {
 
     #[test]
     fn a_fold_past_its_capacity_clears_the_rank() {
-        let index = Arc::new(crate::index::KvIndex::new(4));
+        let index = Arc::new(kvrouter_index::KvIndex::new(4));
         // 4 tokens: cap 1 + 0 + 64 = 65 router blocks = 260 single-token pages.
         index.set_worker_capacity(WorkerId(1), Some(4));
         let sink: Arc<dyn KvEventSink> = index.clone();
@@ -1006,7 +1005,7 @@ mod tests {
 
     #[test]
     fn a_rank_past_its_capacity_is_cleared_recovering_and_counted() {
-        let index = Arc::new(crate::index::KvIndex::new(PAGE));
+        let index = Arc::new(kvrouter_index::KvIndex::new(PAGE));
         // 4 tokens = 2 pages of 2: cap 2 + 0 + 64 = 66 entries.
         index.set_worker_capacity(WorkerId(1), Some(4));
         let sink: Arc<dyn KvEventSink> = index.clone();

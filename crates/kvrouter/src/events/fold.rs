@@ -13,8 +13,7 @@
 
 use std::collections::HashMap;
 
-use crate::index::{EngineHash, KvEvent};
-use crate::tokens::folds_into;
+use kvrouter_index::{folds_into, EngineHash, KvEvent};
 
 /// Pruning a page's block list of stale keys happens when it reaches this length (and at
 /// each doubling after it).

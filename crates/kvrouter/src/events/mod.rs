@@ -9,7 +9,7 @@
 //! (`--nats-jetstream`): [`JetStreamSetup::open`], [`NatsRelay::start_jetstream`] and
 //! [`JetStreamSource::spawn`] per worker.
 //!
-//! [`KvEvent`]: crate::index::KvEvent
+//! [`KvEvent`]: kvrouter_index::KvEvent
 
 pub mod cursor;
 pub mod dynamo_feeds;

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kvrouter_index::{KvEvent, Placement};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use crate::index::{KvEvent, Placement};
 use crate::workers::{Rank, WorkerId};
 
 /// Receives every event the event sources accept, in per-(worker, rank) order.
@@ -55,7 +55,7 @@ pub trait KvEventSink: Send + Sync + 'static {
     /// slack; see `index::cap`). A feed folding smaller worker pages bounds the pages it
     /// holds by this times the worker pages per router block.
     fn unit_cap(&self, _worker: WorkerId, _rank: Rank) -> usize {
-        crate::index::DEFAULT_UNIT_CAP_BLOCKS
+        kvrouter_index::DEFAULT_UNIT_CAP_BLOCKS
     }
 
     /// A feed replaying a backlog expects `(worker, rank)` to hold about `blocks` blocks

@@ -7,13 +7,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use kvrouter_index::KvIndex;
 use parking_lot::Mutex;
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::metrics::metrics;
 use super::pending::Pending;
 use super::wire::{self, Batch, DecodeError, Item};
-use crate::index::KvIndex;
 use crate::workers::WorkerId;
 
 /// Other replicas' bookings remembered for their follow-up at most.
@@ -129,7 +129,7 @@ pub async fn run(applier: Arc<Applier>, mut sub: async_nats::Subscriber) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokens::seq_hashes;
+    use kvrouter_index::seq_hashes;
 
     const PAGE: u32 = 4;
 

@@ -19,7 +19,8 @@ use std::sync::Arc;
 pub use applier::Applier;
 pub use publisher::Publisher;
 
-use crate::index::KvIndex;
+use kvrouter_index::KvIndex;
+
 use crate::routing::kv::BookingHook;
 use crate::workers::Registry;
 

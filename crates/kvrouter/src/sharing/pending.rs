@@ -5,7 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
-use crate::index::PredictionId;
+use kvrouter_index::PredictionId;
 
 /// (hash of the publishing instance, its booking number).
 pub type Key = (u64, u64);

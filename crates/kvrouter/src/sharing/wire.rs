@@ -2,9 +2,8 @@
 //! bookings and follow-ups from one router instance, MessagePack-encoded (`rmp-serde`,
 //! structs as arrays). Every size is bounded on both sides.
 
+use kvrouter_index::SeqHash;
 use serde::{Deserialize, Serialize};
-
-use crate::tokens::SeqHash;
 
 /// The one core-NATS subject every replica publishes on and subscribes to.
 pub const SUBJECT: &str = "kvrouter.book";

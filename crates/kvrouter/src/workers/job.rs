@@ -3,7 +3,8 @@
 
 use std::time::SystemTime;
 
-use super::id::WorkerId;
+use kvrouter_index::WorkerId;
+
 use super::spec::WorkerSpec;
 
 /// State of a registration that has not produced a worker (yet).

@@ -8,12 +8,13 @@
 //! Dependencies inside this module run one way (a module uses only those listed
 //! before it):
 //!
-//! 1. leaves: `id`, `role` (PD worker type), `spec`, `kv_block` (the `/server_info` `kv_events` block), `info`, `url` (worker URL validation and normalisation),
+//! 0. the identifiers [`WorkerId`] and [`Rank`], the index crate's (`kvrouter_index`);
+//! 1. leaves: `role` (PD worker type), `spec`, `kv_block` (the `/server_info` `kv_events` block), `info`, `url` (worker URL validation and normalisation),
 //!    `load` (the `/get_load` parser), `http`, `metrics`, `health_state` (the
 //!    per-worker verdict and [`HealthConfig`]), `breaker` (the per-worker circuit
 //!    breaker and [`BreakerConfig`]);
-//! 2. `job` (id, spec) and `probe` (http, info);
-//! 3. `worker` (id, info, spec, url, health_state): the worker type;
+//! 2. `job` (ids, spec) and `probe` (http, info);
+//! 3. `worker` (ids, info, spec, url, health_state): the worker type;
 //! 4. `views` (worker, job): JSON renderings, including [`Worker::to_json`];
 //! 5. `health` (worker, http, load, metrics, health_state): the checker task, which
 //!    sees the fleet only through its `CheckedFleet` trait;
@@ -24,7 +25,6 @@ pub mod breaker;
 pub mod health;
 mod health_state;
 pub mod http;
-pub mod id;
 pub mod info;
 mod job;
 pub mod kv_block;
@@ -40,9 +40,11 @@ pub mod worker;
 
 pub use breaker::{BreakerConfig, CircuitState};
 pub use health::{HealthConfig, HealthTransition};
-pub use id::{Rank, WorkerId};
 pub use info::{KvEventsConfig, WorkerInfo};
 pub use kv_block::KvEventsBlock;
+/// The identifiers are the index crate's (it keys blocks by them); re-exported here, where
+/// the router's code names them.
+pub use kvrouter_index::{Rank, WorkerId};
 pub use load::parse_load;
 pub use probe::{AddWorkerError, PageSizeRule};
 pub use registry::{AddAccepted, Registry, RegistryConfig, RegistryEvent, Snapshot};

@@ -81,7 +81,7 @@ impl PageSizeRule {
         match self {
             PageSizeRule::Any => true,
             PageSizeRule::Folds { router } => {
-                worker == router || crate::tokens::folds_into(worker, router)
+                worker == router || kvrouter_index::folds_into(worker, router)
             }
         }
     }

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use kvrouter_index::WorkerId;
 use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
@@ -15,7 +16,6 @@ use tokio::sync::{broadcast, watch};
 use super::breaker::BreakerConfig;
 use super::health::{self, CheckedFleet, HealthConfig, HealthState};
 use super::http::{authorization, new_client, HttpClient};
-use super::id::WorkerId;
 use super::job::{Job, JobStatus};
 use super::metrics::FleetMetrics;
 use super::probe::{probe_worker, read_info, AddWorkerError, PageSizeRule, ProbeTimeouts};

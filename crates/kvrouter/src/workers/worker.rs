@@ -4,13 +4,13 @@
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::SystemTime;
 
+use kvrouter_index::{Rank, WorkerId};
 use parking_lot::RwLock;
 use prometheus::IntGauge;
 use tokio::sync::Notify;
 
 use super::breaker::{BreakerConfig, CircuitBreaker, CircuitState, Transition};
 use super::health_state::{HealthConfig, HealthState, HealthTransition};
-use super::id::{Rank, WorkerId};
 use super::info::WorkerInfo;
 use super::spec::WorkerSpec;
 

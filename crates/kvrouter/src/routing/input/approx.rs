@@ -13,10 +13,10 @@
 
 use std::borrow::Cow;
 
+use kvrouter_index::{chain, SeqHash};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use super::{Endpoint, RoutingInput};
-use crate::tokens::{chain, SeqHash};
 
 /// Bytes of text counted as one token (English text averages about four per BPE token).
 pub const BYTES_PER_TOKEN: usize = 4;
@@ -66,7 +66,7 @@ impl<'a> RoutingInput<'a> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::tokens::seq_hashes;
+    use kvrouter_index::seq_hashes;
 
     fn blocks(e: Endpoint, body: &str) -> Option<Vec<SeqHash>> {
         RoutingInput::parse(e, body.as_bytes())

@@ -22,10 +22,10 @@
 //! with `n > 1` into such a list). Batches are not hashed today; [`RoutingInput::namespace_key`]
 //! answers per prompt all the same.
 
+use kvrouter_index::{NamespaceParts, SeqHash};
 use serde::Deserialize;
 
 use super::{array_first_byte, Endpoint, InputError, RoutingInput};
-use crate::tokens::{NamespaceParts, SeqHash};
 
 /// One of `cache_salt` / `extra_key` / `lora_path`: absent, one value for every prompt, or
 /// one per prompt.

@@ -13,12 +13,13 @@
 
 use std::sync::Arc;
 
+use kvrouter_index::IndexBooking;
+
 use super::load::LoadGuard;
 use super::metrics::KvMetrics;
 use super::rates::RateProbe;
 use super::read::UnitReader;
 use super::scan::MetaScan;
-use crate::index;
 use crate::routing::observer::RequestObserver;
 use crate::workers::{Rank, Worker};
 
@@ -55,7 +56,7 @@ impl Drop for Refile {
 
 /// Per-request KV routing state (see module docs).
 pub struct KvAttachment {
-    booking: Option<index::IndexBooking>,
+    booking: Option<IndexBooking>,
     _load: LoadGuard,
     /// (predicted hit tokens, prompt tokens); `None` for an approximate text route, whose
     /// tokens the router never knew (kept out of the hit counters).
@@ -70,7 +71,7 @@ pub struct KvAttachment {
 
 impl KvAttachment {
     pub(super) fn new(
-        booking: Option<index::IndexBooking>,
+        booking: Option<IndexBooking>,
         load: LoadGuard,
         hits: Option<(u64, u64)>,
         rates: Option<RateProbe>,

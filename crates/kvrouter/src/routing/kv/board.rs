@@ -15,9 +15,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use kvrouter_index::Unit;
 use parking_lot::Mutex;
-
-use crate::index::Unit;
 
 /// Shards of the board.
 pub const SHARDS: usize = 8;

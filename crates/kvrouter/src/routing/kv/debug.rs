@@ -8,11 +8,11 @@
 //! blocks per tier, each unit's host and disk blocks; `tiers.rs`). None of these is part of the
 //! digest.
 
+use kvrouter_index::Tier;
 use serde_json::{json, Value};
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::KvRuntime;
-use crate::index::Tier;
 use crate::workers::Registry;
 
 /// The JSON view (see module docs).

@@ -9,12 +9,12 @@
 
 use std::sync::Arc;
 
+use kvrouter_index::{KvEvent, KvIndex};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::score::{score, Scored};
 use super::*;
-use crate::index::{KvEvent, KvIndex};
 use crate::routing::{Choice, Endpoint, Policy, RoutingInput};
 use crate::workers::{Worker, WorkerId, WorkerInfo};
 

@@ -9,9 +9,9 @@
 use std::time::Duration;
 
 use http::StatusCode;
+use kvrouter_index::SeqHash;
 
 use crate::routing::observer::RequestObserver;
-use crate::tokens::SeqHash;
 use crate::workers::{Rank, Worker};
 
 /// One booking just made in the local index.

@@ -241,8 +241,8 @@ impl KvMetrics {
 
 /// `kvrouter_kv_tier_blocks{tier=gpu|host|disk}`: resident (block, unit) entries per cache
 /// tier (`tiers.rs`; `gpu` equals `kvrouter_index_blocks`). Refreshed by the KV runtime's timer.
-pub fn set_tier_blocks(gpu: &crate::index::KvIndex, tiers: &super::tiers::LowerTiers) {
-    use crate::index::Tier;
+pub fn set_tier_blocks(gpu: &kvrouter_index::KvIndex, tiers: &super::tiers::LowerTiers) {
+    use kvrouter_index::Tier;
     static G: OnceLock<prometheus::IntGaugeVec> = OnceLock::new();
     let g = G.get_or_init(|| {
         register(

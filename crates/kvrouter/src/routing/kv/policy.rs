@@ -15,6 +15,8 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kvrouter_index::{KvIndex, Overlaps};
+
 use super::blind::BlindSettings;
 use super::board::UnitBoard;
 use super::book::{book, BookParams};
@@ -32,7 +34,6 @@ use super::siblings::SiblingLocks;
 use super::tiers::LowerTiers;
 use super::trace;
 use crate::config::KvConfig;
-use crate::index::{KvIndex, Overlaps};
 use crate::routing::input::RoutingInput;
 use crate::routing::policy::{Choice, Policy};
 use crate::workers::Worker;

@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use dashmap::DashMap;
+use kvrouter_index::KvIndex;
 
-use crate::index::KvIndex;
 use crate::workers::{Rank, WorkerId};
 
 /// Time constant of the eviction-rate mean, seconds.
@@ -135,7 +135,7 @@ impl UnitPressure {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::KvEvent;
+    use kvrouter_index::KvEvent;
     use std::time::Duration;
 
     fn stored(hashes: std::ops::Range<u64>) -> KvEvent {

@@ -5,8 +5,8 @@
 
 use super::metrics::InputSource;
 use crate::routing::input::RoutingInput;
-use crate::tokens::{seq_hashes_in, SeqHash};
 use crate::workers::Worker;
+use kvrouter_index::{seq_hashes_in, SeqHash};
 use std::sync::Arc;
 
 /// One request's blocks (see module docs).

@@ -19,12 +19,13 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use kvrouter_index::{KvIndex, Overlaps, Unit, UnitOverlap};
+
 use super::board::{UnitBoard, SHARDS};
 use super::cost::{wait, CostWeights, UnitInputs};
 use super::load::{LoadView, UnitLoads};
 use super::pressure::{Turnover, UnitPressure};
 use super::rates::{Speed, UnitRates};
-use crate::index::{KvIndex, Overlaps, Unit, UnitOverlap};
 use crate::workers::{Rank, Worker};
 
 /// Fleets up to this many workers are read whole.

@@ -11,6 +11,8 @@
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use kvrouter_index::KvIndex;
+
 use super::load::UnitLoads;
 use super::pressure::UnitPressure;
 use super::rates::{RateSettings, UnitRates};
@@ -18,7 +20,6 @@ use super::sink::{EngineLoadSink, TieredSink};
 use super::tiers::LowerTiers;
 use crate::config::KvConfig;
 use crate::events::runtime::{EventSources, FleetKv, Targets};
-use crate::index::KvIndex;
 use crate::tasks::Tasks;
 use crate::workers::{Registry, Worker, WorkerId};
 

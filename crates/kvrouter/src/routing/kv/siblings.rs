@@ -5,9 +5,8 @@
 //! take the same stripe of a small lock array for that window, so the second sibling scores
 //! after the first one's booking. Different prompts almost never share a stripe.
 
+use kvrouter_index::SeqHash;
 use parking_lot::{Mutex, MutexGuard};
-
-use crate::tokens::SeqHash;
 
 const STRIPES: usize = 64;
 

@@ -9,10 +9,11 @@
 
 use std::sync::Arc;
 
+use kvrouter_index::{IndexError, KvEvent, KvIndex, Placement, Tier};
+
 use super::load::UnitLoads;
 use super::tiers::LowerTiers;
 use crate::events::{Absorbed, KvEventSink, LoadSink, LoadStat};
-use crate::index::{IndexError, KvEvent, KvIndex, Placement, Tier};
 use crate::workers::{Rank, WorkerId};
 
 impl KvEventSink for KvIndex {
@@ -163,7 +164,7 @@ impl LoadSink for EngineLoadSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokens::seq_hashes;
+    use kvrouter_index::seq_hashes;
 
     #[test]
     fn events_through_the_sink_reach_the_index() {

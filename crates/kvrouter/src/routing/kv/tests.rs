@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kvrouter_index::{KvEvent, KvIndex};
+
 use super::*;
-use crate::index::{KvEvent, KvIndex};
 use crate::routing::{Endpoint, Policy, RoutingInput, Selector, StickyTable};
 use crate::workers::{Worker, WorkerId, WorkerInfo};
 
@@ -118,7 +119,7 @@ fn a_failed_request_before_prefill_releases_its_prediction() {
     let (p, index) = policy(true);
     let ws = vec![worker(1, 1), worker(2, 1)];
     let t = tokens(3, 64);
-    let seqs = crate::tokens::seq_hashes(&t, PAGE as usize);
+    let seqs = kvrouter_index::seq_hashes(&t, PAGE as usize);
     for b in [stream_body(&t), body(&t)] {
         let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
         let c = p.select(&input, &ws).unwrap();
@@ -146,7 +147,7 @@ fn first_byte_ends_the_inflight_prefill_and_keeps_the_prediction() {
     obs.on_response_head(http::StatusCode::OK);
     obs.on_data(br#"data: {"meta_info":{"cached_tokens":0}}"#);
     assert_eq!(index.inflight_blocks(WorkerId(1), 0), 0);
-    let seqs = crate::tokens::seq_hashes(&t, PAGE as usize);
+    let seqs = kvrouter_index::seq_hashes(&t, PAGE as usize);
     assert_eq!(index.find_matches(&seqs).units[0].predicted, 16);
     drop(c); // after the first byte: the prediction stays
     assert_eq!(index.find_matches(&seqs).units[0].predicted, 16);
@@ -157,7 +158,7 @@ fn an_error_status_cancels_the_prediction_through_the_booking() {
     let (p, index) = policy(true);
     let ws = vec![worker(1, 1)];
     let t = tokens(6, 64);
-    let seqs = crate::tokens::seq_hashes(&t, PAGE as usize);
+    let seqs = kvrouter_index::seq_hashes(&t, PAGE as usize);
     let b = stream_body(&t);
     let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
     let c = p.select(&input, &ws).unwrap();

@@ -17,8 +17,8 @@
 
 use std::sync::Arc;
 
-use crate::index::{KvIndex, Overlaps, Tier, Unit};
-use crate::tokens::SeqHash;
+use kvrouter_index::{KvIndex, Overlaps, SeqHash, Tier, Unit};
+
 use crate::workers::{Rank, WorkerId};
 
 /// What a page found only in a lower tier is worth, as a fraction of a GPU hit.
@@ -108,7 +108,7 @@ impl TierExtra {
 }
 
 /// The tiers below the GPU: one [`KvIndex`] per tier, same page size, same default entry cap
-/// per unit ([`crate::index::DEFAULT_UNIT_CAP_BLOCKS`]: the router does not read the size
+/// per unit ([`kvrouter_index::DEFAULT_UNIT_CAP_BLOCKS`]: the router does not read the size
 /// of the engine's host pool or storage). Share it as `Arc<LowerTiers>`.
 pub struct LowerTiers {
     credits: TierCredits,
@@ -254,8 +254,7 @@ impl TierRequest<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::{KvEvent, Placement};
-    use crate::tokens::seq_hashes;
+    use kvrouter_index::{seq_hashes, KvEvent, Placement};
 
     const PAGE: u32 = 4;
 

@@ -1,7 +1,7 @@
 //! Routing units: a (worker, DP rank) pair, packed into a dense `UnitId` (u32)
 //! inside the index so block entries stay small and decode without a lookup.
 
-use crate::workers::{Rank, WorkerId};
+use crate::ids::{Rank, WorkerId};
 
 use super::error::IndexError;
 

@@ -10,15 +10,15 @@
 //!   in before a chain's first page;
 //! - [`pages::folds_into`]: which worker page sizes tile the router's pages.
 
-pub mod hash;
-pub mod hasher;
-pub mod namespace;
-pub mod pages;
+mod hash;
+mod hasher;
+mod namespace;
+mod pages;
 
-pub use hash::{
-    chain, local_hash, next_seq, seq_hashes, seq_hashes_in, seq_hashes_into, BlockHash, SeqHash,
-    XXH3_SEED,
-};
+pub(crate) use hash::next_seq;
+#[cfg(test)]
+pub(crate) use hash::seq_hashes_into;
+pub use hash::{chain, local_hash, seq_hashes, seq_hashes_in, BlockHash, SeqHash, XXH3_SEED};
 pub use hasher::BlockHasher;
 pub use namespace::NamespaceParts;
 pub use pages::folds_into;

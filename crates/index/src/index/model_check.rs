@@ -13,8 +13,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::*;
+use crate::ids::WorkerId;
 use crate::tokens::{local_hash, next_seq, SeqHash};
-use crate::workers::WorkerId;
 
 const PAGE: u32 = 2;
 const BRANCH: u32 = 3;

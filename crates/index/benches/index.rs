@@ -11,9 +11,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use kvrouter::index::{KvEvent, KvIndex};
-use kvrouter::tokens::{seq_hashes, BlockHasher};
-use kvrouter::workers::WorkerId;
+use kvrouter_index::{seq_hashes, BlockHasher, KvEvent, KvIndex, WorkerId};
 
 const REQUESTS: usize = 1000;
 const WORKERS: [usize; 3] = [8, 64, 512];

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::ids::WorkerId;
 use crate::tokens::seq_hashes;
-use crate::workers::WorkerId;
 
 const PAGE: u32 = 4;
 
@@ -474,7 +474,10 @@ fn gauges_are_registered() {
     let idx = KvIndex::new(PAGE);
     idx.apply(w(1), 0, &stored(None, &toks(16, 19))).unwrap();
     idx.update_gauges();
-    let text = crate::metrics::render();
+    let mut buf = Vec::new();
+    let families = super::metrics_registry().gather();
+    prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &families, &mut buf).unwrap();
+    let text = String::from_utf8(buf).unwrap();
     assert!(text.contains("kvrouter_index_blocks"));
     assert!(text.contains("kvrouter_index_bytes"));
 }

@@ -24,8 +24,8 @@ use super::overlap::{Overlaps, UnitOverlap};
 use super::pending::{PendingLayer, PredictionId};
 use super::unit::{worker_range, Unit, UnitId};
 use super::unit_blocks::{Insert, UnitBlocks};
+use crate::ids::{Rank, WorkerId};
 use crate::tokens::{local_hash, next_seq, SeqHash};
-use crate::workers::{Rank, WorkerId};
 
 /// What one `apply` changed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -141,8 +141,9 @@ impl KvIndex {
 
     /// Caps each rank of `worker` at its KV capacity: `max_total_num_tokens` (per rank, as
     /// the worker's server info reports it; `None` = unknown) in pages plus slack
-    /// ([`unit_cap_blocks`]). Applies to its existing and future units. A store that takes
-    /// a unit past its cap clears the unit and returns [`IndexError::CapExceeded`].
+    /// (`pages + pages / 10 + 64`; [`DEFAULT_UNIT_CAP_BLOCKS`] when unknown). Applies to its
+    /// existing and future units. A store that takes a unit past its cap clears the unit and
+    /// returns [`IndexError::CapExceeded`].
     pub fn set_worker_capacity(&self, worker: WorkerId, max_total_num_tokens: Option<u64>) {
         let cap = unit_cap_blocks(max_total_num_tokens, self.page_size);
         self.set_worker_cap_blocks(worker, cap);
@@ -563,8 +564,8 @@ impl KvIndex {
     }
 
     /// Every unit's resident blocks and the blocks its engine has evicted so far (removal
-    /// events; a clear is not counted): what `routing::kv::pressure` turns into KV use and
-    /// eviction rates.
+    /// events; a clear is not counted): what the router's `routing::kv::pressure` turns into
+    /// KV use and eviction rates.
     pub fn unit_turnover(&self) -> Vec<(Unit, usize, u64)> {
         let units: Vec<(UnitId, UnitHandle)> = self
             .units

@@ -4,10 +4,10 @@
 
 mod block_map;
 mod booking;
-pub mod cap;
+mod cap;
 mod copies;
 mod error;
-pub mod event;
+mod event;
 mod find;
 mod hashers;
 mod kv_index;
@@ -20,10 +20,11 @@ mod unit_blocks;
 mod unit_set;
 
 pub use booking::IndexBooking;
-pub use cap::{unit_cap_blocks, DEFAULT_UNIT_CAP_BLOCKS};
+pub use cap::DEFAULT_UNIT_CAP_BLOCKS;
 pub use error::IndexError;
 pub use event::{EngineHash, KvEvent, Placement, Tier};
 pub use kv_index::{Applied, IndexStats, KvIndex};
+pub use metrics::metrics_registry;
 pub use overlap::{Overlaps, UnitOverlap};
 pub use pending::PredictionId;
 pub use unit::{Unit, MAX_RANK, MAX_WORKER_ID};

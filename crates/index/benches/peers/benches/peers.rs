@@ -23,9 +23,7 @@ use dynamo_kv_router::protocols::{
 };
 use dynamo_kv_router::ConcurrentRadixTreeCompressed;
 use kv_index::{ChainBlockMap, ChainIndex, ContentHash, SequenceHash, StoredBlock};
-use kvrouter::index::{KvEvent, KvIndex};
-use kvrouter::tokens::seq_hashes;
-use kvrouter::workers::WorkerId;
+use kvrouter_index::{seq_hashes, KvEvent, KvIndex, WorkerId};
 use radix_tree::{Config as SmgConfig, OverlapScratch, RadixTree as SmgTree};
 
 struct Counting;

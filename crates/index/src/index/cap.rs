@@ -8,13 +8,13 @@
 pub const DEFAULT_UNIT_CAP_BLOCKS: usize = 1 << 21;
 
 /// Fixed slack on top of the advertised capacity, in pages.
-pub const CAP_SLACK_PAGES: usize = 64;
+pub(crate) const CAP_SLACK_PAGES: usize = 64;
 
 /// The entry cap of a unit whose worker advertises `max_total_num_tokens` (per rank):
 /// `pages + pages / 10 + 64` with `pages = ceil(tokens / page_size)`; the slack absorbs
 /// events in flight across an eviction and rounding. Unknown (or zero) capacity gives
 /// [`DEFAULT_UNIT_CAP_BLOCKS`].
-pub fn unit_cap_blocks(max_total_num_tokens: Option<u64>, page_size: u32) -> usize {
+pub(crate) fn unit_cap_blocks(max_total_num_tokens: Option<u64>, page_size: u32) -> usize {
     match max_total_num_tokens {
         Some(tokens) if tokens > 0 => {
             let pages = tokens.div_ceil(u64::from(page_size.max(1)));

@@ -1,8 +1,8 @@
 """Plots of `index_report` output: find latency against fleet size and against prompt length.
 
 Usage (matplotlib required):
-    KVROUTER_BENCH_ONLY=find,scale cargo bench --bench index_report | tee /tmp/report.txt
-    python3 crates/kvrouter/benches/common/index_plots.py /tmp/report.txt docs/img
+    KVROUTER_BENCH_ONLY=find,scale cargo bench -p kvrouter-index --bench index_report | tee /tmp/report.txt
+    python3 crates/index/benches/common/index_plots.py /tmp/report.txt docs/img
 
 Reads the lines `find (seq hashes given) <W> workers p50 .. p99 ..` and
 `find <N> tokens (all matched) p50 .. p99 ..` / `hash + find <N> tokens ...`; writes

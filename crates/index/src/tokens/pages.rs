@@ -1,6 +1,6 @@
 //! Page-size compatibility between a worker and the router: which worker pages tile a
-//! router block (the events side folds them, `events/fold.rs`; kv-mode registration
-//! refuses the rest, `workers/probe.rs`).
+//! router block (the router's events side folds them, `events/fold.rs`; kv-mode
+//! registration refuses the rest, `workers/probe.rs`).
 
 /// Whether `worker_page`-token pages fold into `router_page`-token blocks: smaller than
 /// the router's page, and a divisor of it (SGLang's default page size 1 always is).

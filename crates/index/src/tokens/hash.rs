@@ -39,7 +39,7 @@ pub fn chain(parent: SeqHash, local: BlockHash) -> SeqHash {
 
 /// The sequence hash of a page at `parent` (None = first page of a sequence).
 #[inline]
-pub fn next_seq(parent: Option<SeqHash>, local: BlockHash) -> SeqHash {
+pub(crate) fn next_seq(parent: Option<SeqHash>, local: BlockHash) -> SeqHash {
     match parent {
         Some(p) => chain(p, local),
         None => local,
@@ -63,7 +63,7 @@ pub fn seq_hashes_in(namespace: Option<SeqHash>, tokens: &[u32], page_size: usiz
 
 /// Appends to `out` the sequence hashes of the full pages of `tokens`, chained
 /// after `parent`; returns the last sequence hash (or `parent` if no full page).
-pub fn seq_hashes_into(
+pub(crate) fn seq_hashes_into(
     parent: Option<SeqHash>,
     tokens: &[u32],
     page_size: usize,

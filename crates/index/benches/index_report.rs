@@ -6,7 +6,7 @@
 //! `scale`: find p50/p99 against prompt length (1k..128k tokens) and a fleet of
 //! 1,000 workers x 100k-token contexts filled a quarter at a time (bytes per
 //! entry and find latency after each quarter: linear memory, flat find?).
-//! Run: `cargo bench --bench index_report`; `KVROUTER_BENCH_ONLY=ingest,find,long,memory,churn,scale`
+//! Run: `cargo bench -p kvrouter-index --bench index_report`; `KVROUTER_BENCH_ONLY=ingest,find,long,memory,churn,scale`
 //! picks sections (`scale` only when named: it holds ~6M entries), `KVROUTER_BENCH_REPS` sets the ingest repetitions (default 5).
 #![allow(unsafe_code)] // the counting global allocator below must implement `GlobalAlloc`
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
@@ -19,9 +19,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Instant;
 
-use kvrouter::index::{KvEvent, KvIndex};
-use kvrouter::tokens::{seq_hashes, BlockHasher};
-use kvrouter::workers::WorkerId;
+use kvrouter_index::{seq_hashes, BlockHasher, KvEvent, KvIndex, WorkerId};
 
 /// Counts live heap bytes.
 struct Counting;

@@ -74,7 +74,7 @@ pub fn engine_hash(seq: u64) -> u64 {
 pub fn content_hashes(tokens: &[u32]) -> Vec<u64> {
     tokens
         .chunks_exact(PAGE)
-        .map(kvrouter::tokens::local_hash)
+        .map(kvrouter_index::local_hash)
         .collect()
 }
 

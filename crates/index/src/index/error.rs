@@ -1,6 +1,6 @@
 //! Why the index refused (part of) an event.
 
-use crate::workers::{Rank, WorkerId};
+use crate::ids::{Rank, WorkerId};
 
 use super::event::EngineHash;
 
