@@ -6,7 +6,8 @@
 //! inputs (`routing/kv/pressure.rs`), side by side. The `kv_fleet_*` cases run one KV
 //! decision (128-token prompt, booked and released) over fleets of 8 to 1,000 workers with
 //! half as many requests in flight as workers and every worker holding other prefixes: the
-//! decision's cost as the fleet grows.
+//! decision's cost as the fleet grows, reading every unit (`full_scan`) and reading the
+//! candidate set (`candidates`, the default) side by side.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
 
 use std::sync::Arc;
@@ -225,6 +226,7 @@ fn bench_kv(c: &mut Criterion) {
 fn fleet_selector(
     candidates: &[Arc<Worker>],
     prompt: &[u32],
+    every_unit: bool,
 ) -> (Selector, Vec<kvrouter::routing::Booking>) {
     let index = Arc::new(KvIndex::new(16));
     for w in candidates {
@@ -245,7 +247,10 @@ fn fleet_selector(
     };
     index.apply(candidates[3].id, 0, &cached).unwrap();
     let settings = KvPolicySettings::from_config(&KvConfig::default());
-    let policy = KvPolicy::new(index, Arc::new(UnitLoads::default()), settings);
+    let mut policy = KvPolicy::new(index, Arc::new(UnitLoads::default()), settings);
+    if every_unit {
+        policy = policy.reading_every_unit();
+    }
     let selector = Selector::new(Box::new(policy), StickyTable::new(Duration::from_secs(60)));
     let held = (0..candidates.len() / 2)
         .map(|i| {
@@ -264,17 +269,19 @@ fn bench_fleet(c: &mut Criterion) {
     let body = serde_json::to_vec(&serde_json::json!({ "input_ids": prompt })).unwrap();
     for n in [8u32, 64, 512, 1000] {
         let candidates = workers(n);
-        let (selector, _held) = fleet_selector(&candidates, &prompt);
-        g.bench_function(format!("kv_fleet_{n}_workers"), |b| {
-            b.iter(|| {
-                let input = RoutingInput::parse(Endpoint::Generate, &body).expect("valid");
-                drop(
-                    selector
-                        .select(&input, None, &candidates)
-                        .expect("a worker"),
-                );
-            })
-        });
+        for (name, every_unit) in [("full_scan", true), ("candidates", false)] {
+            let (selector, _held) = fleet_selector(&candidates, &prompt, every_unit);
+            g.bench_function(format!("kv_fleet_{name}_{n}_workers"), |b| {
+                b.iter(|| {
+                    let input = RoutingInput::parse(Endpoint::Generate, &body).expect("valid");
+                    drop(
+                        selector
+                            .select(&input, None, &candidates)
+                            .expect("a worker"),
+                    );
+                })
+            });
+        }
     }
     g.finish();
 }

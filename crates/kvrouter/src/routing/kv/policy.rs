@@ -79,6 +79,8 @@ pub struct KvPolicy {
     settings: KvPolicySettings,
     hook: Option<Arc<dyn BookingHook>>,
     siblings: SiblingLocks,
+    /// Read every unit (the full scan the candidate set replaces; benches compare the two).
+    every_unit: bool,
     /// Host / disk cache tiers credited in the cost (`tiers.rs`).
     tiers: Option<Arc<LowerTiers>>,
 }
@@ -99,6 +101,7 @@ impl KvPolicy {
             settings,
             hook: None,
             siblings: SiblingLocks::default(),
+            every_unit: false,
             tiers: None,
         }
     }
@@ -111,6 +114,13 @@ impl KvPolicy {
     /// Credits each unit's prefix pages in the lower cache tiers (`tiers.rs`).
     pub fn with_tiers(mut self, tiers: Arc<LowerTiers>) -> Self {
         self.tiers = Some(tiers);
+        self
+    }
+
+    /// Reads every unit of the fleet in every decision (the full scan the candidate set of
+    /// `read.rs` replaces), for benches that compare the two side by side.
+    pub fn reading_every_unit(mut self) -> Self {
+        self.every_unit = true;
         self
     }
 
@@ -190,7 +200,7 @@ impl KvPolicy {
 
     /// The blind rule and a softmax temperature need every unit's cost.
     fn reads_whole_fleet(&self) -> bool {
-        self.blind().is_some() || self.settings.temperature > 0.0
+        self.every_unit || self.blind().is_some() || self.settings.temperature > 0.0
     }
 
     /// The blind rule's settings when it is on.
