@@ -106,8 +106,8 @@ fn count(p: &BookParams<'_>, chosen: &Scored, decision: &Decision) {
     if let Some(reason) = p.prompt.no_tokens {
         m.no_tokens.with_label_values(&[reason]).inc();
     }
-    if decision.by == super::decide::Rule::Blind {
-        m.blind[usize::from(decision.spilled)].inc();
+    if let Some(spilled) = decision.blind_spilled {
+        m.blind[usize::from(spilled)].inc();
     }
     match decision.sticky_kept {
         Some(true) => m.sticky.with_label_values(&["kept"]).inc(),

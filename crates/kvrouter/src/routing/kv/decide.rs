@@ -51,8 +51,9 @@ pub struct Decision {
     pub chosen: usize,
     /// The rule whose choice stands.
     pub by: Rule,
-    /// The blind rule placed it on a unit other than its rendezvous first choice.
-    pub spilled: bool,
+    /// The blind rule placed the request: `Some(true)` on a unit other than its rendezvous
+    /// first choice (spilled), `Some(false)` on that choice; `None` not blind.
+    pub blind_spilled: Option<bool>,
     /// Sticky rule: `Some(true)` kept, `Some(false)` yielded, `None` no sticky key.
     pub sticky_kept: Option<bool>,
 }
@@ -94,7 +95,7 @@ fn blind_rule(p: &DecideParams<'_>, scored: &[Scored]) -> Option<Decision> {
     Some(Decision {
         chosen: placed.unit,
         by: Rule::Blind,
-        spilled: placed.spilled,
+        blind_spilled: Some(placed.spilled),
         sticky_kept: None,
     })
 }
@@ -105,7 +106,7 @@ fn cheapest(p: &DecideParams<'_>, scored: &[Scored]) -> Option<Decision> {
     Some(Decision {
         chosen,
         by: Rule::Cheapest,
-        spilled: false,
+        blind_spilled: None,
         sticky_kept: None,
     })
 }
