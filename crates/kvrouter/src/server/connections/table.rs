@@ -5,9 +5,10 @@
 //! A connection is [`Phase::Fresh`] from accept until its first request head is parsed,
 //! [`Phase::Busy`] while requests are in flight on it and [`Phase::Idle`] between them (HTTP/1
 //! keep-alive, an HTTP/2 connection with no open stream). When every regular slot is taken, a
-//! new connection closes a victim: the longest-open fresh connection (a client that has not
-//! sent one complete head is either slow or an attack: nginx's and Apache's slowloris answer),
-//! else the longest-idle one (nginx's "reusable connections"); a busy connection is never
+//! new connection closes a victim: the longest-open fresh connection open for at least
+//! [`FRESH_GRACE`] (a client that has not sent one complete head by then is either slow or an
+//! attack: nginx's and Apache's slowloris answer), else the longest-idle one (nginx's "reusable
+//! connections"), else the longest-open fresh one; a busy connection is never
 //! closed, so a client making progress keeps its slot. When every slot is busy, up to
 //! [`RESERVE`] more connections are admitted for `/health`, `/liveness`, `/readiness` and
 //! `/metrics` only (a data-plane request there gets 503): probes are answered under pressure.
@@ -247,13 +248,23 @@ impl ConnTable {
     }
 }
 
-/// The connection to close for a newcomer: the longest-open fresh one, else the longest-idle.
+/// How long a fresh connection is given to send its head before it ranks ahead of idle ones
+/// as a victim: a client that just connected (a probe arriving in a burst of new
+/// connections) is not closed for the burst's sake while an idle keep-alive can go.
+pub const FRESH_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The connection to close for a newcomer: the longest-open fresh one open for at least
+/// [`FRESH_GRACE`], else the longest-idle, else the longest-open fresh one.
 fn victim(conns: &HashMap<u64, Arc<Conn>>) -> Option<u64> {
+    let now = Instant::now();
     conns
         .values()
         .filter_map(|c| match c.phase() {
-            Phase::Fresh => Some(((0u8, c.opened), c.id)),
+            Phase::Fresh if now.saturating_duration_since(c.opened) >= FRESH_GRACE => {
+                Some(((0u8, c.opened), c.id))
+            }
             Phase::Idle(since) => Some(((1u8, since), c.id)),
+            Phase::Fresh => Some(((2u8, c.opened), c.id)),
             Phase::Busy(_) => None,
         })
         .min()
@@ -277,6 +288,7 @@ mod tests {
         tokio::time::advance(Duration::from_secs(1)).await;
         let fresh = t.admit().unwrap();
         assert_eq!(t.counts(), (3, 0));
+        tokio::time::advance(FRESH_GRACE).await;
 
         // Full: the fresh one goes first, though the idle one is older.
         let a = t.admit().unwrap();
@@ -296,6 +308,21 @@ mod tests {
         // A closing connection frees its slot.
         drop(probe);
         assert_eq!(t.admit().unwrap().conn.slot(), Slot::Reserve);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fresh_connection_within_its_grace_outlasts_an_idle_one() {
+        let t = ConnTable::with_reserve(2, 0);
+        let idle = t.admit().unwrap();
+        drop(idle.conn.begin());
+        let probe = t.admit().unwrap();
+        // A burst arrives while the probe has not sent its head yet: the idle one goes.
+        let _burst = t.admit().unwrap();
+        assert!(idle.conn.closed().is_cancelled());
+        assert!(!probe.conn.closed().is_cancelled());
+        // With no idle one left, the oldest fresh one still makes room.
+        let _next = t.admit().unwrap();
+        assert!(probe.conn.closed().is_cancelled());
     }
 
     #[tokio::test(start_paused = true)]
