@@ -42,6 +42,12 @@ fn workers_holding(n: u32, max_total_num_tokens: Option<u64>) -> Vec<Arc<Worker>
         .collect()
 }
 
+/// Parses a `/generate` body, selects a worker among `candidates` and releases the booking.
+fn route_once(selector: &Selector, body: &[u8], candidates: &[Arc<Worker>]) {
+    let input = RoutingInput::parse(Endpoint::Generate, body).expect("valid");
+    drop(selector.select(&input, None, candidates).expect("a worker"));
+}
+
 fn generate_body(tokens: usize) -> Vec<u8> {
     let ids: Vec<u32> = (0..tokens as u32).map(|i| (i * 7919) % 151_000).collect();
     serde_json::to_vec(&serde_json::json!({
@@ -123,13 +129,7 @@ fn bench(c: &mut Criterion) {
             let selector =
                 Selector::new(policy_for(mode), StickyTable::new(Duration::from_secs(60)));
             g.bench_function(format!("parse_select_book_{mode}_{tokens}_tokens"), |b| {
-                b.iter(|| {
-                    let input = RoutingInput::parse(Endpoint::Generate, &body).expect("valid");
-                    let booking = selector
-                        .select(&input, None, &candidates)
-                        .expect("a worker");
-                    drop(booking);
-                })
+                b.iter(|| route_once(&selector, &body, &candidates))
             });
         }
     }
@@ -207,14 +207,7 @@ fn bench_kv(c: &mut Criterion) {
         for (name, pressure) in [("blocks", false), ("pressure", true)] {
             let selector = kv_selector(&candidates, &ids, pressure);
             g.bench_function(format!("kv_{name}_{tokens}_tokens"), |b| {
-                b.iter(|| {
-                    let input = RoutingInput::parse(Endpoint::Generate, &body).expect("valid");
-                    drop(
-                        selector
-                            .select(&input, None, &candidates)
-                            .expect("a worker"),
-                    );
-                })
+                b.iter(|| route_once(&selector, &body, &candidates))
             });
         }
     }
@@ -272,14 +265,7 @@ fn bench_fleet(c: &mut Criterion) {
         for (name, every_unit) in [("full_scan", true), ("candidates", false)] {
             let (selector, _held) = fleet_selector(&candidates, &prompt, every_unit);
             g.bench_function(format!("kv_fleet_{name}_{n}_workers"), |b| {
-                b.iter(|| {
-                    let input = RoutingInput::parse(Endpoint::Generate, &body).expect("valid");
-                    drop(
-                        selector
-                            .select(&input, None, &candidates)
-                            .expect("a worker"),
-                    );
-                })
+                b.iter(|| route_once(&selector, &body, &candidates))
             });
         }
     }
