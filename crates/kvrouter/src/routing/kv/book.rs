@@ -130,7 +130,13 @@ fn count(p: &BookParams<'_>, chosen: &Scored, decision: &Decision) {
 /// the fleet in turn (the sweep).
 fn refile_read(p: &BookParams<'_>, scored: &[Scored]) {
     for s in scored {
-        p.reader.board.file(s.row.unit, p.reader.board_wait(&s.row));
+        if s.row.load.siblings == 0 {
+            p.reader.board.file(s.row.unit, p.reader.board_wait(&s.row));
+        } else {
+            // This request's view left its siblings' blocks out: read the unit's own.
+            let w = &p.candidates[s.row.candidate];
+            p.reader.refile(w, s.row.unit.rank);
+        }
     }
     for (worker, rank) in p.reader.loads.take_reported(REPORTED) {
         if let Ok(i) = p.candidates.binary_search_by_key(&worker, |w| w.id) {

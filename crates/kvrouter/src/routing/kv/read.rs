@@ -109,11 +109,13 @@ impl UnitReader {
         }
     }
 
-    /// A row's wait for a request without overlap: its key on the board.
+    /// A row's wait for a request without overlap: its key on the board. Only for a row read
+    /// with no siblings in flight (a request's view of a unit leaves its siblings' blocks out).
     pub fn board_wait(&self, row: &UnitRow) -> f64 {
-        let mut inputs = row.inputs(0);
-        inputs.cached = 0;
-        inputs.inflight_depth = 0;
+        let inputs = UnitInputs {
+            inflight_depth: 0,
+            ..row.inputs(0)
+        };
         wait(&self.weights, &inputs, row.speed)
     }
 
