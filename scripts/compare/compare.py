@@ -12,6 +12,7 @@ it starts is stopped on exit, failure or Ctrl-C. See docs/compare.md.
     python3 scripts/compare/compare.py pressure --quick    # the pressure suite (issue 10), smoke size
     python3 scripts/compare/compare.py pressure-report OUT/pressure.json --update-docs
     python3 scripts/compare/compare.py pd --quick          # the pressure suite's PD cases (issue 24)
+    python3 scripts/compare/compare.py docs [--check]      # every generated block of the docs from docs/results/
 """
 
 from __future__ import annotations
@@ -279,6 +280,10 @@ def run(a) -> int:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["docs"]:
+        # Rendering only (standard library): no harness venv, no process started.
+        import docs as docs_mod
+        return docs_mod.main(argv[1:])
     a = parse_args(argv)
     venvs.reexec_in_harness_venv(Path(a.venv_root))
     procs.install_signal_handlers()

@@ -43,7 +43,8 @@ from kvcompare import report, tables  # noqa: E402
 from kvcompare.pressure import pd as pressure_pd  # noqa: E402
 from kvcompare.pressure import render as pressure_render  # noqa: E402
 
-_BLOCK = re.compile(r"<!-- ([a-z0-9][a-z0-9-]*):begin\b[^>]*-->")
+# A block's begin marker opens its line (a marker quoted in prose is not a block).
+_BLOCK = re.compile(r"^<!-- ([a-z0-9][a-z0-9-]*):begin\b[^>]*-->", re.M)
 
 
 def _module(path: Path, name: str):
@@ -111,7 +112,7 @@ def render_block(name: str) -> str:
 
 
 def _replace(doc: str, name: str, body: str) -> str:
-    m = re.search(r"<!-- " + re.escape(name) + r":begin\b[^>]*-->", doc)
+    m = re.search(r"^<!-- " + re.escape(name) + r":begin\b[^>]*-->", doc, re.M)
     end = f"<!-- {name}:end -->"
     pre, rest = doc[:m.end()], doc[m.end():]
     return pre + "\n" + body + "\n" + end + rest.split(end, 1)[1]
