@@ -27,8 +27,8 @@ mod tokens;
 pub use ids::{Rank, WorkerId};
 pub use index::{
     metrics_registry, Applied, EngineHash, IndexBooking, IndexError, IndexStats, KvEvent, KvIndex,
-    Overlaps, Placement, PredictionId, Tier, Unit, UnitOverlap, DEFAULT_UNIT_CAP_BLOCKS, MAX_RANK,
-    MAX_WORKER_ID,
+    Overlaps, Placement, PredictionCalibration, PredictionId, Tier, Unit, UnitOverlap,
+    DEFAULT_UNIT_CAP_BLOCKS, MAX_RANK, MAX_WORKER_ID,
 };
 pub use tokens::{
     chain, folds_into, local_hash, seq_hashes, seq_hashes_in, BlockHash, BlockHasher,

@@ -108,6 +108,9 @@ def measure(spec: routers.RouterSpec, tag_name: str, fleet: fleet_mod.Fleet, lau
             rec["router_kv_metrics"] = {k: m[k] for k in KV_COUNTERS if k in m}
             # Learned per-unit rates and speed factors (routing/kv/rates.rs), one series per unit.
             rec["router_unit_rates"] = fleet_mod.scrape_series(url, "kvrouter_kv_unit_")
+            # How predictions turned out (crates/index calibration.rs): blocks booked, outcomes,
+            # confirmation delays.
+            rec["router_predictions"] = fleet_mod.scrape_series(url, "kvrouter_index_predict")
         after = fleet.scrape()
         reqs = fleet_mod.per_worker_delta(before, after, REQ_COUNTERS)
         if reqs and sum(reqs) > 0:

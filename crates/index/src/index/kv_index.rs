@@ -15,6 +15,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::block_map::BlockMap;
 use super::booking::IndexBooking;
+use super::calibration::PredictionCalibration;
 use super::cap::{unit_cap_blocks, DEFAULT_UNIT_CAP_BLOCKS};
 use super::error::IndexError;
 use super::event::{KvEvent, Placement, Tier};
@@ -327,9 +328,7 @@ impl KvIndex {
             }
         }
         if predicting {
-            for seq in &seqs {
-                self.pending.supersede(*seq, id);
-            }
+            self.pending.supersede(&seqs, id, true);
         }
         self.resident
             .fetch_add(new - out.removed as i64, Ordering::Relaxed);
@@ -357,6 +356,8 @@ impl KvIndex {
         let mut unit = handle.lock();
         let mut out = Applied::default();
         let mut ops = Vec::new();
+        let mut gone = Vec::new();
+        let predicting = !self.pending.is_empty();
         for e in engine {
             let removed = if unit.batchable() {
                 unit.remove_deferred(*e, &mut ops)
@@ -366,9 +367,9 @@ impl KvIndex {
             match removed {
                 Some(seq) => {
                     out.removed += 1;
-                    // The worker evicted it: a prediction of it there is void too (a
-                    // request that needs it again re-stores it, and that event counts).
-                    self.pending.supersede(seq, id);
+                    if predicting {
+                        gone.push(seq);
+                    }
                 }
                 None => {
                     self.unknown_removals.fetch_add(1, Ordering::Relaxed);
@@ -377,6 +378,9 @@ impl KvIndex {
             }
         }
         unit.commit(&self.blocks, &mut ops);
+        // The worker evicted them: a prediction of them there is void too (a request that
+        // needs them again re-stores them, and that event counts).
+        self.pending.supersede(&gone, id, false);
         unit.evicted += out.removed as u64;
         self.resident
             .fetch_sub(out.removed as i64, Ordering::Relaxed);
@@ -541,6 +545,37 @@ impl KvIndex {
     /// already ignore expired predictions).
     pub fn expire_predictions(&self, now: Instant) {
         self.pending.expire(now);
+    }
+
+    /// How the predictions on `(worker, rank)` turned out, and what is learned from them
+    /// (`calibration.rs`). A unit whose worker never sent a store event (no event feed) keeps
+    /// the prior: its predictions cannot be confirmed, and are all the router knows of it.
+    pub fn prediction_calibration(
+        &self,
+        worker: WorkerId,
+        rank: Rank,
+        now: Instant,
+    ) -> PredictionCalibration {
+        let Ok(id) = Unit::new(worker, rank).id() else {
+            return PredictionCalibration::default();
+        };
+        let view = self.pending.calibration(id, now);
+        if view.confirmed == 0 && !self.units.read().contains_key(&id) {
+            return PredictionCalibration {
+                confirm_ratio: 1.0,
+                ..view
+            };
+        }
+        view
+    }
+
+    /// [`KvIndex::prediction_calibration`] of every unit that has booked a prediction.
+    pub fn prediction_calibrations(&self, now: Instant) -> Vec<(Unit, PredictionCalibration)> {
+        self.pending
+            .calibrations(now)
+            .into_iter()
+            .map(|(id, c)| (Unit::from_id(id), c))
+            .collect()
     }
 
     /// Distinct blocks whose prefill is in flight on `(worker, rank)`.

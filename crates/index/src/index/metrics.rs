@@ -4,7 +4,7 @@
 
 use std::sync::OnceLock;
 
-use prometheus::{IntCounter, IntGauge, Registry};
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 
 pub(crate) struct IndexMetrics {
     /// Resident (block, worker rank) entries.
@@ -13,6 +13,12 @@ pub(crate) struct IndexMetrics {
     pub(crate) bytes: IntGauge,
     /// Stores dropped because their parent was unknown on that worker rank.
     pub(crate) unknown_parent: IntCounter,
+    /// Blocks predicted on a unit that did not hold them yet (`calibration.rs`).
+    pub(crate) predicted_booked: IntCounter,
+    /// Their outcomes: confirmed, removed, expired, cancelled.
+    pub(crate) predicted_outcome: [IntCounter; 4],
+    /// Seconds from booking to the confirming store event (one sample per event).
+    pub(crate) confirm_seconds: Histogram,
 }
 
 /// The registry holding the `kvrouter_index_*` series (process-wide, as the handles are):
@@ -47,6 +53,40 @@ pub(crate) fn metrics() -> &'static IndexMetrics {
             IntCounter::new(
                 "kvrouter_index_unknown_parent_total",
                 "BlockStored events dropped because their parent block was unknown",
+            )
+            .expect("valid metric"),
+        ),
+        predicted_booked: register(
+            IntCounter::new(
+                "kvrouter_index_predicted_blocks_total",
+                "Blocks predict-on-route booked on a worker rank that did not hold them yet",
+            )
+            .expect("valid metric"),
+        ),
+        predicted_outcome: {
+            let vec = register(
+                IntCounterVec::new(
+                    Opts::new(
+                        "kvrouter_index_prediction_outcomes_total",
+                        "How predicted blocks ended: confirmed by the worker's BlockStored, \
+                         removed (voided by its BlockRemoved), expired unconfirmed, cancelled \
+                         (the request failed before prefill)",
+                    ),
+                    &["outcome"],
+                )
+                .expect("valid metric"),
+            );
+            ["confirmed", "removed", "expired", "cancelled"].map(|o| vec.with_label_values(&[o]))
+        },
+        confirm_seconds: register(
+            Histogram::with_opts(
+                HistogramOpts::new(
+                    "kvrouter_index_prediction_confirm_seconds",
+                    "Seconds from a prediction's booking to the store event that confirmed it",
+                )
+                .buckets(vec![
+                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+                ]),
             )
             .expect("valid metric"),
         ),

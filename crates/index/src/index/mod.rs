@@ -4,6 +4,7 @@
 
 mod block_map;
 mod booking;
+mod calibration;
 mod cap;
 mod copies;
 mod error;
@@ -20,6 +21,7 @@ mod unit_blocks;
 mod unit_set;
 
 pub use booking::IndexBooking;
+pub use calibration::PredictionCalibration;
 pub use cap::DEFAULT_UNIT_CAP_BLOCKS;
 pub use error::IndexError;
 pub use event::{EngineHash, KvEvent, Placement, Tier};

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use dashmap::DashMap;
 use parking_lot::{Mutex, RwLock};
 
+use super::calibration::{Calibration, Outcome, PredictionCalibration};
 use super::find::DepthSource;
 use super::hashers::{IdBuild, MulBuild};
 use super::unit::UnitId;
@@ -36,6 +37,9 @@ struct Entry {
     inflight: u32,
     /// Predicted marks are void from this instant (ms since the layer's epoch).
     until_ms: u64,
+    /// Booking instant of the prediction awaiting its outcome (`calibration.rs`; 0: none, the
+    /// unit held the block or was predicted to when it was booked).
+    awaiting_ms: u64,
 }
 
 struct Record {
@@ -63,6 +67,7 @@ pub(crate) struct PendingLayer {
     next_id: AtomicU64,
     live_records: AtomicUsize,
     inflight_per_unit: DashMap<UnitId, u64, MulBuild>,
+    calibration: Calibration,
     epoch: Instant,
 }
 
@@ -79,6 +84,7 @@ impl PendingLayer {
             next_id: AtomicU64::new(1),
             live_records: AtomicUsize::new(0),
             inflight_per_unit: DashMap::default(),
+            calibration: Calibration::default(),
             epoch: Instant::now(),
         }
     }
@@ -105,6 +111,7 @@ impl PendingLayer {
         let until = now_ms
             .saturating_add(ttl.as_millis() as u64)
             .max(now_ms + 1);
+        let mut awaiting = 0;
         for (block, &seq) in seqs.iter().enumerate() {
             let mut shard = self.shards[shard_of(seq)].0.write();
             let entries = shard.entry(seq).or_default();
@@ -118,6 +125,7 @@ impl PendingLayer {
                             predicted: 0,
                             inflight: 0,
                             until_ms: 0,
+                            awaiting_ms: 0,
                         },
                     );
                     i
@@ -127,6 +135,10 @@ impl PendingLayer {
             e.predicted += 1;
             e.until_ms = e.until_ms.max(until);
             if block >= inflight_from {
+                if e.awaiting_ms == 0 {
+                    e.awaiting_ms = now_ms.max(1);
+                    awaiting += 1;
+                }
                 e.inflight += 1;
                 if e.inflight == 1 {
                     *self.inflight_per_unit.entry(unit).or_insert(0) += 1;
@@ -140,6 +152,7 @@ impl PendingLayer {
             predicted: true,
             inflight: true,
         };
+        self.calibration.booked(unit, awaiting);
         let mut records = self.records[id as usize % RECORD_SHARDS].lock();
         records.live.insert(id, record);
         records.expiry.push(Reverse((until, id)));
@@ -165,9 +178,14 @@ impl PendingLayer {
             records.live.get(&id.0).map(|r| r.seqs.clone())
         };
         drop(records);
+        let mut ended = 0;
         for seq in seqs.iter().flat_map(|s| s.iter().skip(from)) {
-            self.release(*seq, unit, false, true);
+            ended += u64::from(self.release(*seq, unit, false, true));
         }
+        // Predictions that expired in flight and ended with it unconfirmed.
+        let now_ms = self.ms(Instant::now());
+        self.calibration
+            .ended(unit, Outcome::Expired, ended, now_ms);
     }
 
     /// The request ended before (or without) prefill: drop its prediction and
@@ -179,10 +197,14 @@ impl PendingLayer {
             .remove(&id.0);
         if let Some(r) = record {
             self.live_records.fetch_sub(1, Ordering::AcqRel);
+            let mut ended = 0;
             for (i, seq) in r.seqs.iter().enumerate() {
                 let inflight = r.inflight && i >= r.inflight_from;
-                self.release(*seq, r.unit, r.predicted, inflight);
+                ended += u64::from(self.release(*seq, r.unit, r.predicted, inflight));
             }
+            let now_ms = self.ms(Instant::now());
+            self.calibration
+                .ended(r.unit, Outcome::Cancelled, ended, now_ms);
         }
     }
 
@@ -213,19 +235,24 @@ impl PendingLayer {
                 self.live_records.fetch_sub(1, Ordering::AcqRel);
                 records.live.remove(&id).map(|r| r.seqs).unwrap_or_default()
             };
+            let mut ended = 0;
             for seq in seqs.iter() {
-                self.release(*seq, unit, true, false);
+                ended += u64::from(self.release(*seq, unit, true, false));
             }
+            self.calibration
+                .ended(unit, Outcome::Expired, ended, now_ms);
         }
     }
 
-    fn release(&self, seq: SeqHash, unit: UnitId, predicted: bool, inflight: bool) {
+    /// Drops one predicted and / or in-flight mark of `seq` on `unit`; true if that ended a
+    /// prediction awaiting its outcome (the caller counts the outcome).
+    fn release(&self, seq: SeqHash, unit: UnitId, predicted: bool, inflight: bool) -> bool {
         let mut shard = self.shards[shard_of(seq)].0.write();
         let Some(entries) = shard.get_mut(&seq) else {
-            return;
+            return false;
         };
         let Ok(i) = entries.binary_search_by_key(&unit, |e| e.unit) else {
-            return;
+            return false;
         };
         let e = &mut entries[i];
         if predicted {
@@ -242,7 +269,11 @@ impl PendingLayer {
                 }
             }
         }
+        // A prediction still in flight keeps awaiting its store event past the TTL (a slow
+        // prefill is no failed bet; its delay teaches the TTL); it ends with the entry.
+        let mut ended = false;
         if e.predicted == 0 && e.inflight == 0 {
+            ended = e.awaiting_ms > 0;
             entries.remove(i);
             if entries.is_empty() {
                 shard.remove(&seq);
@@ -252,29 +283,61 @@ impl PendingLayer {
                 }
             }
         }
+        ended
     }
 
-    /// A real event spoke about `seq` on `unit` (`BlockStored` confirmed it, `BlockRemoved`
-    /// evicted it): its prediction there is done; an in-flight mark stays.
-    pub(crate) fn supersede(&self, seq: SeqHash, unit: UnitId) {
+    /// A real event of `unit` spoke about `seqs` (`stored`: a `BlockStored` confirmed them;
+    /// else a `BlockRemoved` evicted them): their predictions there are done (counted as
+    /// confirmed or removed); in-flight marks stay.
+    pub(crate) fn supersede(&self, seqs: &[SeqHash], unit: UnitId, stored: bool) {
         if self.is_empty() {
             return;
         }
-        let mut shard = self.shards[shard_of(seq)].0.write();
-        let Some(entries) = shard.get_mut(&seq) else {
-            return;
-        };
-        let Ok(i) = entries.binary_search_by_key(&unit, |e| e.unit) else {
-            return;
-        };
-        entries[i].predicted = 0;
-        entries[i].until_ms = 0;
-        if entries[i].inflight == 0 {
-            entries.remove(i);
-            if entries.is_empty() {
-                shard.remove(&seq);
+        let (mut ended, mut booked_ms) = (0, 0);
+        for &seq in seqs {
+            let mut shard = self.shards[shard_of(seq)].0.write();
+            let Some(entries) = shard.get_mut(&seq) else {
+                continue;
+            };
+            let Ok(i) = entries.binary_search_by_key(&unit, |e| e.unit) else {
+                continue;
+            };
+            let e = &mut entries[i];
+            let awaiting = std::mem::take(&mut e.awaiting_ms);
+            if awaiting > 0 {
+                ended += 1;
+                booked_ms = booked_ms.max(awaiting);
+            }
+            e.predicted = 0;
+            e.until_ms = 0;
+            if e.inflight == 0 {
+                entries.remove(i);
+                if entries.is_empty() {
+                    shard.remove(&seq);
+                }
             }
         }
+        if ended > 0 {
+            let now_ms = self.ms(Instant::now());
+            let outcome = if stored {
+                Outcome::Confirmed {
+                    after_ms: now_ms.saturating_sub(booked_ms),
+                }
+            } else {
+                Outcome::Removed
+            };
+            self.calibration.ended(unit, outcome, ended, now_ms);
+        }
+    }
+
+    /// The prediction outcomes of `unit` and what is learned from them.
+    pub(crate) fn calibration(&self, unit: UnitId, now: Instant) -> PredictionCalibration {
+        self.calibration.view(unit, self.ms(now))
+    }
+
+    /// [`PendingLayer::calibration`] of every unit that has booked a prediction.
+    pub(crate) fn calibrations(&self, now: Instant) -> Vec<(UnitId, PredictionCalibration)> {
+        self.calibration.all(self.ms(now))
     }
 
     /// Distinct blocks in flight on `unit`.
@@ -299,6 +362,7 @@ impl PendingLayer {
             self.cancel(PredictionId(id));
         }
         self.inflight_per_unit.remove(&unit);
+        self.calibration.forget(unit);
     }
 
     pub(crate) fn predicted_view(&self, now: Instant) -> View<'_> {

@@ -844,3 +844,94 @@ fn copies_removed_in_either_order_and_cleared_leave_nothing() {
         .unwrap();
     assert_eq!(idx.distinct_blocks(), 0, "a stale count survived the clear");
 }
+
+fn calib(idx: &KvIndex, worker: u32) -> PredictionCalibration {
+    idx.prediction_calibration(w(worker), 0, Instant::now())
+}
+
+#[test]
+fn a_store_event_confirms_the_predicted_blocks_it_names() {
+    let idx = KvIndex::new(PAGE);
+    let t = toks(32, 40);
+    let q = seq_hashes(&t, PAGE as usize);
+    // The unit holds the first 3 blocks: only the other 5 are a bet.
+    idx.apply(w(1), 0, &stored(None, &t[..12])).unwrap();
+    let mut b = idx
+        .book_from_at(w(1), 0, &q, 3, Duration::from_secs(60), Instant::now())
+        .unwrap();
+    assert_eq!(calib(&idx, 1).booked, 5);
+    b.prefill_done();
+    idx.apply(
+        w(1),
+        0,
+        &stored_after(Some(q[2]), Some(engine(q[2])), &t[12..]),
+    )
+    .unwrap();
+    let c = calib(&idx, 1);
+    assert_eq!(
+        (c.confirmed, c.expired, c.removed, c.cancelled),
+        (5, 0, 0, 0)
+    );
+    assert!(c.confirm_secs.is_some() && c.learned_ttl.is_some(), "{c:?}");
+    assert_eq!(c.confirm_ratio, 1.0);
+}
+
+#[test]
+fn an_unconfirmed_prediction_expires_as_a_miss_unless_its_prefill_is_in_flight() {
+    let idx = KvIndex::new(PAGE);
+    // The unit sends events (so its predictions are calibrated), but not of this prompt.
+    idx.apply(w(1), 0, &stored(None, &toks(8, 41))).unwrap();
+    let (t0, ttl) = (Instant::now(), Duration::from_secs(1));
+    let q = seq_hashes(&toks(32, 42), PAGE as usize);
+    let mut done = idx.book_at(w(1), 0, &q[..4], ttl, t0).unwrap();
+    done.prefill_done();
+    let running = idx.book_at(w(1), 0, &q[4..], ttl, t0).unwrap();
+    idx.expire_predictions(t0 + Duration::from_secs(2));
+    let c = calib(&idx, 1);
+    // The finished one missed; the one in flight still awaits its store.
+    assert_eq!((c.booked, c.expired, c.confirmed), (8, 4, 0));
+    assert!(c.confirm_ratio < 1.0, "{c:?}");
+    drop(done);
+    drop(running);
+    // A request that fails before prefill is no miss of the unit's.
+    assert_eq!(calib(&idx, 1).cancelled, 4);
+}
+
+#[test]
+fn an_eviction_of_a_predicted_block_counts_as_removed() {
+    let idx = KvIndex::new(PAGE);
+    let t = toks(16, 43);
+    let q = seq_hashes(&t, PAGE as usize);
+    let ev = stored(None, &t);
+    idx.apply(w(1), 0, &ev).unwrap();
+    // Booked as if the unit held nothing (a stale view): every block awaits.
+    let mut b = idx.book(w(1), 0, &q, Duration::from_secs(60)).unwrap();
+    b.prefill_done();
+    let KvEvent::Stored { block_hashes, .. } = ev else {
+        unreachable!()
+    };
+    idx.apply(w(1), 0, &KvEvent::Removed { block_hashes })
+        .unwrap();
+    let c = calib(&idx, 1);
+    assert_eq!((c.booked, c.removed, c.confirmed), (4, 4, 0));
+}
+
+#[test]
+fn a_unit_without_events_keeps_full_credit_and_a_removed_worker_starts_over() {
+    let idx = KvIndex::new(PAGE);
+    let (t0, ttl) = (Instant::now(), Duration::from_millis(10));
+    let q = seq_hashes(&toks(16, 44), PAGE as usize);
+    let mut b = idx.book_at(w(2), 0, &q, ttl, t0).unwrap();
+    b.prefill_done();
+    idx.expire_predictions(t0 + Duration::from_secs(1));
+    let c = calib(&idx, 2);
+    assert_eq!(c.expired, 4);
+    assert_eq!(
+        c.confirm_ratio, 1.0,
+        "no event feed: nothing to calibrate against"
+    );
+    idx.apply(w(2), 0, &stored(None, &toks(8, 45))).unwrap();
+    assert!(calib(&idx, 2).confirm_ratio < 1.0);
+    idx.remove_worker(w(2));
+    assert_eq!(calib(&idx, 2).booked, 0);
+}

@@ -16,9 +16,12 @@ use super::{invalid, ConfigError};
 #[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct KvOptions {
-    /// Seconds a routed request's blocks count as predicted-cached on its worker (predict-on-route).
+    /// Longest a routed request's blocks count as predicted-cached on its worker (predict-on-route); with `--predict-credit learned` each unit's TTL is learned below it from how long its store events take to confirm predictions.
     #[arg(long, env = "KVROUTER_PREDICT_TTL_SECS", default_value_t = 10.0)]
     pub predict_ttl_secs: f64,
+    /// How much a predicted block counts: `learned` (each unit's predictions weighed by the share its store events confirm, the TTL learned from their delay, predicted blocks as exposed to eviction as cached ones) `full` (every prediction counts in full for the TTL and is never at eviction risk) or `inflight` (predicted blocks count only while the prefill that stores them is in flight, or for an identical prompt in flight). See docs/kv-routing.md "Predictions".
+    #[arg(long, env = "KVROUTER_PREDICT_CREDIT", value_enum, default_value_t = PredictCredit::Learned)]
+    pub predict_credit: PredictCredit,
     /// Disable predict-on-route (score from KV events only).
     #[arg(long, env = "KVROUTER_NO_PREDICT", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
     pub no_predict: bool,
@@ -138,12 +141,28 @@ impl Default for KvOptions {
     }
 }
 
+/// How much a predicted block counts in the KV cost (`--predict-credit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PredictCredit {
+    /// Weighed by what each unit's store events confirmed (docs/kv-routing.md "Predictions").
+    #[default]
+    Learned,
+    /// In full for the whole TTL, and never at eviction risk.
+    Full,
+    /// Only while the prefill that will store them is in flight, or for an identical prompt
+    /// in flight (after the prefill, the worker's store event is the only evidence).
+    Inflight,
+}
+
 /// Validated KV-mode settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KvConfig {
     /// Predict-on-route on (`--no-predict` turns it off).
     pub predict: bool,
+    /// The TTL of a prediction (`learned` credit: its upper bound).
     pub predict_ttl: Duration,
+    pub predict_credit: PredictCredit,
     pub prefill_weight: f64,
     pub decode_weight: f64,
     pub queue_weight: f64,
@@ -220,6 +239,7 @@ impl KvConfig {
         Ok(KvConfig {
             predict: !o.no_predict,
             predict_ttl,
+            predict_credit: o.predict_credit,
             prefill_weight: weight("kv_prefill_weight", o.kv_prefill_weight)?,
             decode_weight: weight("kv_decode_weight", o.kv_decode_weight)?,
             queue_weight: weight("kv_queue_weight", o.kv_queue_weight)?,

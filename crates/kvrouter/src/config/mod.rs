@@ -23,7 +23,7 @@ use std::time::Duration;
 pub use bounds::Bounds;
 pub use cli::Cli;
 pub use file::FileConfig;
-pub use kv::{KvConfig, KvOptions};
+pub use kv::{KvConfig, KvOptions, PredictCredit};
 pub use limits::Limits;
 pub use mode::Mode;
 pub use options::Options;

@@ -126,6 +126,51 @@ def balance(limit: float) -> Callable[[Ctx], Outcome]:
     return f
 
 
+NO_PREDICT = "kvrouter kv no-predict"
+FULL_CREDIT = "kvrouter kv full-credit"
+HIT_NOISE_POINTS = 0.5  # run-to-run spread of one case's hit rate (docs/benchmarks.md)
+TIME_NOISE = 0.10       # ... and of its TTFT / makespan, as a ratio
+
+
+def hit_vs_variant(other: str) -> Callable[[Ctx], Outcome]:
+    """kvrouter kv's hit rate at or above `other`'s, within the noise (issue 28)."""
+    def f(c: Ctx) -> Outcome:
+        kv, base = _get(c.router(KV), "hit_rate"), _get(c.router(other), "hit_rate")
+        if kv is None or base is None:
+            return _na(f"no kvrouter kv or {other} row")
+        d = (kv - base) * 100
+        return Outcome(f"{d:+.1f} points ({_pct(kv)} vs {_pct(base)})", d >= -HIT_NOISE_POINTS - 1e-9,
+                       f"{-d - HIT_NOISE_POINTS:.1f} points beyond the noise ({HIT_NOISE_POINTS} points)")
+    return f
+
+
+def time_vs_variant(key: str, other: str) -> Callable[[Ctx], Outcome]:
+    """kvrouter kv's `key` at most `other`'s, within the noise (issue 28)."""
+    def f(c: Ctx) -> Outcome:
+        kv, base = _get(c.router(KV), key), _get(c.router(other), key)
+        if kv is None or base is None or base <= 0:
+            return _na(f"no kvrouter kv or {other} row with {key}")
+        r = kv / base
+        unit = "s" if "makespan" in key else "ms"
+        limit = 1 + TIME_NOISE
+        return Outcome(f"{r:.2f}x ({kv:,.1f} / {base:,.1f} {unit})", r <= limit + 1e-9,
+                       f"{(r / limit - 1) * 100:.0f}% beyond the noise ({TIME_NOISE:.0%})")
+    return f
+
+
+def bound_where_no_predict_reaches(ratio: float) -> Callable[[Ctx], Outcome]:
+    """>= `ratio` of the shared-cache bound wherever `--no-predict` reaches it."""
+    def f(c: Ctx) -> Outcome:
+        off, ref = _get(c.router(NO_PREDICT), "hit_rate"), _get(c.reference(), "hit_rate")
+        if off is None or ref is None or ref <= 0:
+            return _na("no kvrouter kv no-predict or reference row")
+        if off / ref < ratio:
+            return Outcome(f"no-predict at {off / ref:.1%} of the bound: not applicable", None,
+                           "no-predict does not reach it")
+        return hit_vs_bound(ratio)(c)
+    return f
+
+
 @dataclass
 class Target:
     id: str
@@ -162,6 +207,23 @@ TARGETS = [
            ratio_to("ttft_p99_ms", "round-robin", 1.0, "TTFT p99"), part=AGENT),
     Target("balance", "busiest worker <= 1.3x the mean request count", ("trace", "grpo", "tenants", "agent", "mix"),
            balance(1.3)),
+    # Issue 28: predictions (learned credit, the default) never cost hit rate or time.
+    Target("predict-trace-hit", "hit rate >= --no-predict's (within 0.5 points)", ("trace", "tenants"),
+           hit_vs_variant(NO_PREDICT)),
+    Target("predict-trace-ttft50", "TTFT p50 <= --no-predict's (within 10%)", ("trace", "tenants"),
+           time_vs_variant("ttft_p50_ms", NO_PREDICT)),
+    Target("predict-trace-ttft99", "TTFT p99 <= --no-predict's (within 10%)", ("trace", "tenants"),
+           time_vs_variant("ttft_p99_ms", NO_PREDICT)),
+    Target("predict-trace-bound", ">= 98% of the shared-cache bound where --no-predict reaches it", ("trace",),
+           bound_where_no_predict_reaches(0.98)),
+    Target("predict-rollout-hit", "hit rate >= full-credit predictions' (within 0.5 points)", ("grpo", "mix"),
+           hit_vs_variant(FULL_CREDIT), part=ROLLOUT),
+    Target("predict-rollout-makespan", "batch makespan <= full-credit predictions' (within 10%)", ("grpo", "mix"),
+           time_vs_variant("makespan_mean_s", FULL_CREDIT), part=ROLLOUT),
+    Target("predict-agent-hit", "hit rate >= full-credit predictions' (within 0.5 points)", ("agent", "mix"),
+           hit_vs_variant(FULL_CREDIT), part=AGENT),
+    Target("predict-agent-ttft99", "TTFT p99 <= full-credit predictions' (within 10%)", ("agent", "mix"),
+           time_vs_variant("ttft_p99_ms", FULL_CREDIT), part=AGENT),
 ]
 
 

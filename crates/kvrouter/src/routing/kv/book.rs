@@ -19,6 +19,7 @@ use super::prompt::Prompt;
 use super::rates::RateProbe;
 use super::read::UnitReader;
 use super::score::Scored;
+use crate::config::PredictCredit;
 use crate::routing::input::RoutingInput;
 use crate::routing::policy::Choice;
 use crate::workers::Worker;
@@ -30,6 +31,7 @@ pub struct BookParams<'a> {
     pub candidates: &'a [Arc<Worker>],
     pub prompt: &'a Prompt,
     pub predict_ttl: Option<Duration>,
+    pub predict_credit: PredictCredit,
     pub hook: Option<&'a Arc<dyn BookingHook>>,
     /// The board is kept (the fleet is read through it): refile what the decision read.
     pub keep_board: bool,
@@ -44,15 +46,26 @@ pub fn book(p: &BookParams<'_>, scored: &[Scored], decision: &Decision) -> Choic
     let page = p.reader.index.page_size() as usize;
     let seqs = &p.prompt.seqs;
     let overlap = chosen.overlap();
-    let mut booking = match p.predict_ttl {
-        Some(ttl) if !seqs.is_empty() => {
-            // Its cached prefix is predicted (for siblings) but is no queued work for others.
-            let cached = overlap as usize;
-            p.reader
-                .index
-                .book_from_at(worker.id, rank, seqs, cached, ttl, Instant::now())
-                .ok()
-        }
+    let now = Instant::now();
+    let ttl = p.predict_ttl.map(|cap| match p.predict_credit {
+        // The unit's learned TTL (the delay nearly every confirmation takes), at most the cap.
+        PredictCredit::Learned => p
+            .reader
+            .index
+            .prediction_calibration(worker.id, rank, now)
+            .learned_ttl
+            .map_or(cap, |t| t.min(cap)),
+        PredictCredit::Full | PredictCredit::Inflight => cap,
+    });
+    // Its cached prefix (what the index holds there, whatever credit the score gave it) is
+    // predicted for siblings but is no queued work for others.
+    let held = chosen.row.overlap.map_or(0, |o| o.cached().max(o.inflight)) as usize;
+    let mut booking = match ttl {
+        Some(ttl) if !seqs.is_empty() => p
+            .reader
+            .index
+            .book_from_at(worker.id, rank, seqs, held, ttl, now)
+            .ok(),
         _ => None,
     };
     if !p.input.stream {
@@ -78,12 +91,12 @@ pub fn book(p: &BookParams<'_>, scored: &[Scored], decision: &Decision) -> Choic
         refile_read(p, scored);
         Refile::new(p.reader.clone(), worker.clone(), rank)
     });
-    let shared = match (p.hook, &booking, p.predict_ttl) {
+    let shared = match (p.hook, &booking, ttl) {
         (Some(hook), Some(_), Some(ttl)) => hook.booking_made(&BookingMade {
             worker,
             rank,
             seqs,
-            cached: overlap as usize,
+            cached: held,
             ttl,
             prefilled: !p.input.stream,
         }),

@@ -5,8 +5,10 @@
 //! learned rates and speed factors (`unit_rates`), each unit's eviction rate
 //! (`unit_pressure`) and the observed reuse the cost model charges displaced blocks at
 //! (`observed_reuse`, `pressure.rs`); and the lower cache tiers (`tiers`: their credits, resident
-//! blocks per tier, each unit's host and disk blocks; `tiers.rs`). None of these is part of the
-//! digest.
+//! blocks per tier, each unit's host and disk blocks; `tiers.rs`); and how each unit's
+//! predictions turned out (`predictions`: blocks booked, confirmed, removed, expired, cancelled,
+//! the recent confirm ratio and delay, the learned TTL; the index's `calibration.rs`). None of
+//! these is part of the digest.
 
 use kvrouter_index::Tier;
 use serde_json::{json, Value};
@@ -86,6 +88,21 @@ pub fn index_json(kv: &KvRuntime, registry: &Registry) -> Value {
         "memory_bytes": tiers.memory_bytes(),
         "units": tier_units,
     });
+    let now = std::time::Instant::now();
+    let predictions: Vec<Value> = rows
+        .iter()
+        .filter_map(|(url, rank, ..)| {
+            let w = registry.by_url(url)?;
+            let c = index.prediction_calibration(w.id, *rank, now);
+            Some(
+                json!({"worker": url, "rank": rank, "booked_blocks": c.booked,
+                "confirmed": c.confirmed, "removed": c.removed, "expired": c.expired,
+                "cancelled": c.cancelled, "confirm_ratio": c.confirm_ratio,
+                "confirm_secs_mean": c.confirm_secs,
+                "learned_ttl_secs": c.learned_ttl.map(|t| t.as_secs_f64())}),
+            )
+        })
+        .collect();
     json!({
         "page_size": index.page_size(),
         "resident_blocks": index.resident_blocks(),
@@ -98,5 +115,6 @@ pub fn index_json(kv: &KvRuntime, registry: &Registry) -> Value {
         "unit_pressure": pressure,
         "observed_reuse": kv.pressure.reuse(),
         "tiers": tiers_json,
+        "predictions": predictions,
     })
 }

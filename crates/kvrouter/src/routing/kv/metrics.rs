@@ -75,6 +75,11 @@ pub struct KvMetrics {
     pub decode_rate: GaugeVec,
     /// `kvrouter_kv_unit_speed_factor{worker,rank,kind=prefill|decode}`: what the cost uses.
     pub speed: GaugeVec,
+    /// `kvrouter_kv_unit_prediction_confirm_ratio{worker,rank}`: recent share of the unit's
+    /// predicted blocks its store events confirmed (what `learned` credit weighs them by).
+    pub prediction_ratio: GaugeVec,
+    /// `kvrouter_kv_unit_prediction_ttl_seconds{worker,rank}`: the unit's learned TTL.
+    pub prediction_ttl: GaugeVec,
     /// `kvrouter_kv_unit_speed_factor_changes_total`: a unit became or stopped being scaled (0
     /// on a homogeneous fleet: the block-count model's decisions throughout).
     pub speed_changes: IntCounter,
@@ -226,6 +231,26 @@ impl KvMetrics {
                     )
                     .expect("valid metric"),
                 ),
+                prediction_ratio: register(
+                    GaugeVec::new(
+                        Opts::new(
+                            "kvrouter_kv_unit_prediction_confirm_ratio",
+                            "Recent share of a unit's predicted blocks that its own BlockStored events confirmed",
+                        ),
+                        &["worker", "rank"],
+                    )
+                    .expect("valid metric"),
+                ),
+                prediction_ttl: register(
+                    GaugeVec::new(
+                        Opts::new(
+                            "kvrouter_kv_unit_prediction_ttl_seconds",
+                            "TTL learned from a unit's confirmation delays (mean + 3 deviations), before the --predict-ttl-secs cap",
+                        ),
+                        &["worker", "rank"],
+                    )
+                    .expect("valid metric"),
+                ),
                 speed_changes: register(
                     IntCounter::new(
                         "kvrouter_kv_unit_speed_factor_changes_total",
@@ -263,4 +288,41 @@ pub fn set_tier_blocks(gpu: &kvrouter_index::KvIndex, tiers: &super::tiers::Lowe
         g.with_label_values(&[label])
             .set(count(tiers.resident_blocks(tier)));
     }
+}
+
+/// Sets the per-unit prediction gauges of every unit of `registry`'s workers from `index`
+/// (the KV timer calls it); `shown` carries the labels set last time, so a unit that left
+/// loses its series.
+pub fn set_prediction_gauges(
+    index: &kvrouter_index::KvIndex,
+    registry: &crate::workers::Registry,
+    shown: &mut std::collections::HashSet<(String, String)>,
+) {
+    let m = KvMetrics::get();
+    let now = std::time::Instant::now();
+    let mut seen = std::collections::HashSet::new();
+    for w in registry.snapshot().iter() {
+        for rank in w.ranks() {
+            let c = index.prediction_calibration(w.id, rank, now);
+            if c.booked == 0 {
+                continue;
+            }
+            let rank = rank.to_string();
+            let labels = [w.url.as_str(), rank.as_str()];
+            m.prediction_ratio
+                .with_label_values(&labels)
+                .set(c.confirm_ratio);
+            if let Some(ttl) = c.learned_ttl {
+                m.prediction_ttl
+                    .with_label_values(&labels)
+                    .set(ttl.as_secs_f64());
+            }
+            seen.insert((w.url.clone(), rank));
+        }
+    }
+    for (url, rank) in shown.difference(&seen) {
+        let _ = m.prediction_ratio.remove_label_values(&[url, rank]);
+        let _ = m.prediction_ttl.remove_label_values(&[url, rank]);
+    }
+    *shown = seen;
 }

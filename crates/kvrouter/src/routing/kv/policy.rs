@@ -33,7 +33,7 @@ use super::score::{score, ScoreParams};
 use super::siblings::SiblingLocks;
 use super::tiers::LowerTiers;
 use super::trace;
-use crate::config::KvConfig;
+use crate::config::{KvConfig, PredictCredit};
 use crate::routing::input::RoutingInput;
 use crate::routing::policy::{Choice, Policy};
 use crate::workers::Worker;
@@ -46,8 +46,9 @@ pub struct KvPolicySettings {
     /// Discount cached prefixes by the blocks expected to be evicted before they are used.
     pub eviction_risk: bool,
     pub temperature: f64,
-    /// `None` = `--no-predict`.
+    /// `None` = `--no-predict`; with `learned` credit, the TTL's upper bound.
     pub predict_ttl: Option<Duration>,
+    pub predict_credit: PredictCredit,
     pub sticky_slack_blocks: f64,
     pub sticky_overload_factor: f64,
     pub blind: BlindSettings,
@@ -66,6 +67,7 @@ impl KvPolicySettings {
             eviction_risk: c.eviction_risk,
             temperature: c.temperature,
             predict_ttl: c.predict.then_some(c.predict_ttl),
+            predict_credit: c.predict_credit,
             sticky_slack_blocks: c.sticky_slack_blocks,
             sticky_overload_factor: c.sticky_overload_factor,
             blind: c.blind,
@@ -192,6 +194,7 @@ impl KvPolicy {
             candidates,
             prompt: &prompt,
             predict_ttl: self.settings.predict_ttl,
+            predict_credit: self.settings.predict_credit,
             hook: self.hook.as_ref(),
             keep_board: !whole && candidates.len() > FULL_SCAN_WORKERS,
         };
@@ -218,6 +221,7 @@ impl KvPolicy {
             weights: ScoreParams::weights(self.settings.weights, reuse),
             request_blocks: overlaps.request_blocks,
             eviction_risk: self.settings.eviction_risk,
+            predict_credit: self.settings.predict_credit,
             reference_secs: self
                 .reader
                 .rates

@@ -18,6 +18,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use kvrouter_index::{KvIndex, Overlaps, Unit, UnitOverlap};
 
@@ -49,6 +50,9 @@ pub struct UnitRow {
     pub inflight_prefill: u64,
     pub speed: Speed,
     pub turnover: Option<Turnover>,
+    /// Share of the unit's recent predictions its store events confirmed (1 when the row has
+    /// no predicted block past what is held, or the unit has no event feed to confirm them).
+    pub confirm_ratio: f64,
 }
 
 impl UnitRow {
@@ -106,6 +110,14 @@ impl UnitReader {
                 .as_ref()
                 .map_or(Speed::UNIT, |r| r.speed(worker.id, rank)),
             turnover: self.pressure.as_ref().map(|p| p.view(worker.id, rank)),
+            confirm_ratio: match overlap {
+                Some(o) if o.predicted > o.confirmed.max(o.inflight) => {
+                    self.index
+                        .prediction_calibration(worker.id, rank, Instant::now())
+                        .confirm_ratio
+                }
+                _ => 1.0,
+            },
         }
     }
 

@@ -87,7 +87,7 @@ impl KvRuntime {
             pressure: tables.pressure,
             sources,
         });
-        tasks.spawn("kv timer", timer(Arc::downgrade(&rt)));
+        tasks.spawn("kv timer", timer(Arc::downgrade(&rt), registry.clone()));
         rt
     }
 
@@ -142,8 +142,9 @@ impl FleetKv for Tables {
     }
 }
 
-async fn timer(weak: Weak<KvRuntime>) {
+async fn timer(weak: Weak<KvRuntime>, registry: Registry) {
     let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let mut shown = std::collections::HashSet::new();
     loop {
         tick.tick().await;
         let Some(rt) = weak.upgrade() else { break };
@@ -151,6 +152,7 @@ async fn timer(weak: Weak<KvRuntime>) {
         rt.index.expire_predictions(now);
         rt.index.update_gauges();
         super::metrics::set_tier_blocks(&rt.index, &rt.tiers);
+        super::metrics::set_prediction_gauges(&rt.index, &registry, &mut shown);
         rt.rates.refresh();
         rt.pressure.refresh(&rt.index, now);
     }

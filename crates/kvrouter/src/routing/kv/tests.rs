@@ -480,3 +480,58 @@ fn a_full_cache_pays_for_the_prefixes_a_new_prefill_evicts() {
         assert_eq!(ws[c.index].id, WorkerId(2));
     }
 }
+
+/// Worker 1 holds a live prediction of `t` that nothing confirmed; its earlier predictions
+/// expired unconfirmed by the thousand (its store events name other blocks).
+fn unconfirmed_predictions(credit: crate::config::PredictCredit) -> (KvPolicy, Vec<u32>) {
+    let index = Arc::new(KvIndex::new(PAGE));
+    let settings = KvPolicySettings {
+        predict_credit: credit,
+        ..settings(true)
+    };
+    let p = KvPolicy::new(index.clone(), Arc::new(UnitLoads::default()), settings);
+    store(&index, 1, 0, &tokens(90, 8));
+    store(&index, 2, 0, &tokens(91, 8));
+    let t0 = std::time::Instant::now();
+    for seed in 0..100 {
+        let seqs = kvrouter_index::seq_hashes(&tokens(100 + seed, 256), PAGE as usize);
+        let mut b = index
+            .book_at(WorkerId(1), 0, &seqs, Duration::from_millis(1), t0)
+            .unwrap();
+        b.prefill_done();
+    }
+    index.expire_predictions(t0 + Duration::from_secs(1));
+    let t = tokens(7, 64);
+    let seqs = kvrouter_index::seq_hashes(&t, PAGE as usize);
+    let mut live = index
+        .book(WorkerId(1), 0, &seqs, Duration::from_secs(600))
+        .unwrap();
+    live.prefill_done();
+    drop(live);
+    (p, t)
+}
+
+#[test]
+fn learned_credit_stops_trusting_a_unit_whose_predictions_never_confirm() {
+    use crate::config::PredictCredit;
+    for credit in [
+        PredictCredit::Full,
+        PredictCredit::Learned,
+        PredictCredit::Inflight,
+    ] {
+        let (p, t) = unconfirmed_predictions(credit);
+        let ws = vec![worker(1, 1), worker(2, 1)];
+        let b = body(&t);
+        let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
+        let mut used = [0; 2];
+        for _ in 0..40 {
+            // Dropped at once: the booking is cancelled and the unit's load released.
+            used[p.select(&input, &ws).unwrap().index] += 1;
+        }
+        if credit == PredictCredit::Full {
+            assert_eq!(used, [40, 0], "full credit trusts the prediction");
+        } else {
+            assert!(used[0] > 0 && used[1] > 0, "{credit:?}: {used:?} (a tie)");
+        }
+    }
+}
