@@ -24,8 +24,6 @@ KVROUTER = [
     RouterSpec("kvrouter kv no-predict", "kvrouter", ("--mode", "kv", "--no-predict")),
     # Predictions in full for the TTL (before issue 28's learned credit became the default).
     RouterSpec("kvrouter kv full-credit", "kvrouter", ("--mode", "kv", "--predict-credit", "full")),
-    # Predicted blocks count only while their prefill is in flight, or for siblings.
-    RouterSpec("kvrouter kv inflight-credit", "kvrouter", ("--mode", "kv", "--predict-credit", "inflight")),
     RouterSpec("kvrouter least-load", "kvrouter", ("--mode", "least-load")),
     RouterSpec("kvrouter round-robin", "kvrouter", ("--mode", "round-robin")),
 ]
@@ -46,9 +44,9 @@ REFERENCE = RouterSpec("reference: one shared cache", "reference", ())
 # The pressure suite (issue 10): every kvrouter mode and each peer's cache_aware; `--quick` runs
 # kvrouter kv and round-robin next to the peers.
 PRESSURE = KVROUTER + [SGLR[0], SMG[0]]
-PRESSURE_QUICK = [KVROUTER[0], KVROUTER[5], SGLR[0], SMG[0]]
+PRESSURE_QUICK = [KVROUTER[0], KVROUTER[4], SGLR[0], SMG[0]]
 GROUPS = {"kvrouter": KVROUTER, "peers": SGLR + SMG, "sglr": SGLR, "smg": SMG, "all": ALL,
-          "demo": [KVROUTER[0], KVROUTER[4]], "pressure": PRESSURE, "pressure-quick": PRESSURE_QUICK}
+          "demo": [KVROUTER[0], KVROUTER[3]], "pressure": PRESSURE, "pressure-quick": PRESSURE_QUICK}
 
 
 def select(only: str | None, default: list[RouterSpec] = ALL) -> list[RouterSpec]:

@@ -5,6 +5,11 @@
 //! figures the router weighs a prediction by: the chance it is confirmed, and a TTL long enough
 //! for nearly every prediction that will be confirmed (mean delay + 3 deviations).
 //!
+//! Delays are censored by the TTL itself: a prediction that expires unconfirmed at age `a` took
+//! longer than `a`, and learning only from the confirmed ones would shorten the TTL, expire
+//! more, and shorten it again. So an expiry is also a delay sample, imputed at twice its age:
+//! while many expire the TTL grows geometrically until few do.
+//!
 //! A block is counted once per prediction lifetime on a unit: from the first booking that
 //! predicts it there (beyond the prefix the unit already held or was predicted to hold) to its
 //! first outcome.
@@ -32,8 +37,8 @@ pub(crate) enum Outcome {
     Confirmed { after_ms: u64 },
     /// A `BlockRemoved` of the unit named it first.
     Removed,
-    /// The TTL ran out first.
-    Expired,
+    /// The TTL ran out first, this long after the booking.
+    Expired { after_ms: u64 },
     /// The request failed before its prefill, or the unit left.
     Cancelled,
 }
@@ -151,9 +156,14 @@ impl Calibration {
                 l.unconfirmed += n as f64;
                 m.predicted_outcome[1].inc_by(n);
             }
-            Outcome::Expired => {
+            Outcome::Expired { after_ms } => {
+                // Censored: it took longer than its age; imputed at twice that.
+                let secs = 2.0 * after_ms as f64 / 1000.0;
                 l.totals[3] += n;
                 l.unconfirmed += n as f64;
+                l.delay_n += 1.0;
+                l.delay_sum += secs;
+                l.delay_sq += secs * secs;
                 m.predicted_outcome[2].inc_by(n);
             }
             Outcome::Cancelled => {
@@ -210,16 +220,10 @@ mod tests {
         for after_ms in [100, 200, 300] {
             c.ended(1, Outcome::Confirmed { after_ms }, 64, 1000);
         }
-        c.ended(1, Outcome::Expired, 64, 1000);
         // A failed request is not the unit's miss.
         c.ended(1, Outcome::Cancelled, 500, 1000);
         let v = c.view(1, 1000);
-        assert_eq!(
-            (v.booked, v.confirmed, v.expired, v.cancelled),
-            (256, 192, 64, 500)
-        );
-        // (192 + 64 prior) / (256 + 64 prior)
-        assert!((v.confirm_ratio - 256.0 / 320.0).abs() < 1e-9, "{v:?}");
+        assert_eq!((v.booked, v.confirmed, v.cancelled), (256, 192, 500));
         let mean = v.confirm_secs.expect("a delay");
         assert!((mean - 0.2).abs() < 1e-9);
         // mean + 3 sd of 0.1, 0.2, 0.3 (population sd 0.0816...)
@@ -228,12 +232,40 @@ mod tests {
             (ttl - (0.2 + 3.0 * (0.02f64 / 3.0).sqrt())).abs() < 1e-6,
             "{ttl}"
         );
+        c.ended(1, Outcome::Expired { after_ms: 300 }, 64, 1000);
+        let v = c.view(1, 1000);
+        assert_eq!(v.expired, 64);
+        // (192 + 64 prior) / (256 + 64 prior)
+        assert!((v.confirm_ratio - 256.0 / 320.0).abs() < 1e-9, "{v:?}");
+        // The expiry at 0.3 s counts as a 0.6 s delay: the TTL grows past it.
+        assert!(v.learned_ttl.expect("a ttl").as_secs_f64() > 0.6, "{v:?}");
+    }
+
+    #[test]
+    fn a_ttl_shorter_than_the_delays_grows_until_few_expire() {
+        // Every prediction takes 1 s to confirm; the TTL starts at 50 ms.
+        let c = Calibration::default();
+        let (mut ttl_ms, mut now) = (50u64, 0u64);
+        for _ in 0..40 {
+            now += 100;
+            if ttl_ms < 1000 {
+                c.ended(1, Outcome::Expired { after_ms: ttl_ms }, 16, now);
+            } else {
+                c.ended(1, Outcome::Confirmed { after_ms: 1000 }, 16, now);
+            }
+            let v = c.view(1, now);
+            ttl_ms = v.learned_ttl.map_or(ttl_ms, |t| t.as_millis() as u64);
+        }
+        assert!(
+            ttl_ms >= 1000,
+            "the TTL stayed below the delay: {ttl_ms} ms"
+        );
     }
 
     #[test]
     fn old_outcomes_fade() {
         let c = Calibration::default();
-        c.ended(1, Outcome::Expired, 1000, 0);
+        c.ended(1, Outcome::Expired { after_ms: 10 }, 1000, 0);
         let early = c.view(1, 0).confirm_ratio;
         assert!(early < 0.1, "{early}");
         // Five time constants later the misses weigh under 1%: the prior is back.

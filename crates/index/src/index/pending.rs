@@ -178,14 +178,13 @@ impl PendingLayer {
             records.live.get(&id.0).map(|r| r.seqs.clone())
         };
         drop(records);
-        let mut ended = 0;
+        let mut ended = Ended::default();
         for seq in seqs.iter().flat_map(|s| s.iter().skip(from)) {
-            ended += u64::from(self.release(*seq, unit, false, true));
+            ended.add(self.release(*seq, unit, false, true));
         }
         // Predictions that expired in flight and ended with it unconfirmed.
         let now_ms = self.ms(Instant::now());
-        self.calibration
-            .ended(unit, Outcome::Expired, ended, now_ms);
+        ended.count(&self.calibration, unit, now_ms, true);
     }
 
     /// The request ended before (or without) prefill: drop its prediction and
@@ -197,14 +196,13 @@ impl PendingLayer {
             .remove(&id.0);
         if let Some(r) = record {
             self.live_records.fetch_sub(1, Ordering::AcqRel);
-            let mut ended = 0;
+            let mut ended = Ended::default();
             for (i, seq) in r.seqs.iter().enumerate() {
                 let inflight = r.inflight && i >= r.inflight_from;
-                ended += u64::from(self.release(*seq, r.unit, r.predicted, inflight));
+                ended.add(self.release(*seq, r.unit, r.predicted, inflight));
             }
             let now_ms = self.ms(Instant::now());
-            self.calibration
-                .ended(r.unit, Outcome::Cancelled, ended, now_ms);
+            ended.count(&self.calibration, r.unit, now_ms, false);
         }
     }
 
@@ -235,25 +233,20 @@ impl PendingLayer {
                 self.live_records.fetch_sub(1, Ordering::AcqRel);
                 records.live.remove(&id).map(|r| r.seqs).unwrap_or_default()
             };
-            let mut ended = 0;
+            let mut ended = Ended::default();
             for seq in seqs.iter() {
-                ended += u64::from(self.release(*seq, unit, true, false));
+                ended.add(self.release(*seq, unit, true, false));
             }
-            self.calibration
-                .ended(unit, Outcome::Expired, ended, now_ms);
+            ended.count(&self.calibration, unit, now_ms, true);
         }
     }
 
-    /// Drops one predicted and / or in-flight mark of `seq` on `unit`; true if that ended a
-    /// prediction awaiting its outcome (the caller counts the outcome).
-    fn release(&self, seq: SeqHash, unit: UnitId, predicted: bool, inflight: bool) -> bool {
+    /// Drops one predicted and / or in-flight mark of `seq` on `unit`; the booking instant of
+    /// the prediction that ended awaiting its outcome, if any (the caller counts the outcome).
+    fn release(&self, seq: SeqHash, unit: UnitId, predicted: bool, inflight: bool) -> Option<u64> {
         let mut shard = self.shards[shard_of(seq)].0.write();
-        let Some(entries) = shard.get_mut(&seq) else {
-            return false;
-        };
-        let Ok(i) = entries.binary_search_by_key(&unit, |e| e.unit) else {
-            return false;
-        };
+        let entries = shard.get_mut(&seq)?;
+        let i = entries.binary_search_by_key(&unit, |e| e.unit).ok()?;
         let e = &mut entries[i];
         if predicted {
             e.predicted = e.predicted.saturating_sub(1);
@@ -271,9 +264,9 @@ impl PendingLayer {
         }
         // A prediction still in flight keeps awaiting its store event past the TTL (a slow
         // prefill is no failed bet; its delay teaches the TTL); it ends with the entry.
-        let mut ended = false;
+        let mut ended = None;
         if e.predicted == 0 && e.inflight == 0 {
-            ended = e.awaiting_ms > 0;
+            ended = (e.awaiting_ms > 0).then_some(e.awaiting_ms);
             entries.remove(i);
             if entries.is_empty() {
                 shard.remove(&seq);
@@ -379,6 +372,36 @@ impl PendingLayer {
             now_ms: 0,
             predicted: false,
         }
+    }
+}
+
+/// Predictions of one record that ended awaiting their outcome: how many, and the earliest
+/// booking instant among them (their age is the delay they are known to exceed).
+#[derive(Default)]
+struct Ended {
+    n: u64,
+    first_ms: Option<u64>,
+}
+
+impl Ended {
+    fn add(&mut self, booked_ms: Option<u64>) {
+        if let Some(b) = booked_ms {
+            self.n += 1;
+            self.first_ms = Some(self.first_ms.map_or(b, |f| f.min(b)));
+        }
+    }
+
+    /// Counts them as expired (`expired`) or cancelled at `now_ms`.
+    fn count(&self, calibration: &Calibration, unit: UnitId, now_ms: u64, expired: bool) {
+        let Some(first) = self.first_ms else { return };
+        let outcome = if expired {
+            Outcome::Expired {
+                after_ms: now_ms.saturating_sub(first),
+            }
+        } else {
+            Outcome::Cancelled
+        };
+        calibration.ended(unit, outcome, self.n, now_ms);
     }
 }
 

@@ -19,7 +19,7 @@ pub struct KvOptions {
     /// Longest a routed request's blocks count as predicted-cached on its worker (predict-on-route); with `--predict-credit learned` each unit's TTL is learned below it from how long its store events take to confirm predictions.
     #[arg(long, env = "KVROUTER_PREDICT_TTL_SECS", default_value_t = 10.0)]
     pub predict_ttl_secs: f64,
-    /// How much a predicted block counts: `learned` (each unit's predictions weighed by the share its store events confirm, the TTL learned from their delay, predicted blocks as exposed to eviction as cached ones) `full` (every prediction counts in full for the TTL and is never at eviction risk) or `inflight` (predicted blocks count only while the prefill that stores them is in flight, or for an identical prompt in flight). See docs/kv-routing.md "Predictions".
+    /// How much a predicted block counts: `learned` (each unit's predictions weighed by the share its store events confirm, the TTL learned from their delay, predicted blocks as exposed to eviction as cached ones) or `full` (every prediction counts in full for the TTL and is never at eviction risk). See docs/kv-routing.md "Predictions".
     #[arg(long, env = "KVROUTER_PREDICT_CREDIT", value_enum, default_value_t = PredictCredit::Learned)]
     pub predict_credit: PredictCredit,
     /// Disable predict-on-route (score from KV events only).
@@ -150,9 +150,6 @@ pub enum PredictCredit {
     Learned,
     /// In full for the whole TTL, and never at eviction risk.
     Full,
-    /// Only while the prefill that will store them is in flight, or for an identical prompt
-    /// in flight (after the prefill, the worker's store event is the only evidence).
-    Inflight,
 }
 
 /// Validated KV-mode settings.

@@ -55,7 +55,7 @@ pub fn book(p: &BookParams<'_>, scored: &[Scored], decision: &Decision) -> Choic
             .prediction_calibration(worker.id, rank, now)
             .learned_ttl
             .map_or(cap, |t| t.min(cap)),
-        PredictCredit::Full | PredictCredit::Inflight => cap,
+        PredictCredit::Full => cap,
     });
     // Its cached prefix (what the index holds there, whatever credit the score gave it) is
     // predicted for siblings but is no queued work for others.

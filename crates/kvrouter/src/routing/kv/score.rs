@@ -77,13 +77,9 @@ fn unit_inputs(p: &ScoreParams, row: &UnitRow, tiers: Option<&mut TierRequest<'_
     let mut inputs = row.inputs(p.request_blocks);
     // An identical prompt in flight there: its KV is locked and this request joins it.
     let sibling = row.load.siblings > 0;
-    let learned = p.predict_credit != PredictCredit::Full;
-    if let (false, Some(o)) = (sibling, row.overlap) {
-        match p.predict_credit {
-            PredictCredit::Learned => inputs.cached = learned_cached(&o, row.confirm_ratio),
-            PredictCredit::Inflight => inputs.cached = o.confirmed.max(o.inflight),
-            PredictCredit::Full => {}
-        }
+    let learned = p.predict_credit == PredictCredit::Learned;
+    if let (true, false, Some(o)) = (learned, sibling, row.overlap) {
+        inputs.cached = learned_cached(&o, row.confirm_ratio);
     }
     if let Some(t) = row.turnover {
         if let (true, Some(secs), Some(o)) = (p.eviction_risk, p.reference_secs, row.overlap) {

@@ -514,11 +514,7 @@ fn unconfirmed_predictions(credit: crate::config::PredictCredit) -> (KvPolicy, V
 #[test]
 fn learned_credit_stops_trusting_a_unit_whose_predictions_never_confirm() {
     use crate::config::PredictCredit;
-    for credit in [
-        PredictCredit::Full,
-        PredictCredit::Learned,
-        PredictCredit::Inflight,
-    ] {
+    for credit in [PredictCredit::Full, PredictCredit::Learned] {
         let (p, t) = unconfirmed_predictions(credit);
         let ws = vec![worker(1, 1), worker(2, 1)];
         let b = body(&t);
