@@ -11,6 +11,8 @@ block's own stamp and in docs/compare.md):
 
 - `side-by-side`: docs/results/compare-full.json + compare-overhead.json (kvcompare/report.py)
 - `pressure`: docs/results/pressure-full.json (kvcompare/pressure/render.py)
+- `pressure-predictions`: docs/results/pressure-predictions.json (the same renderer, issue 28's
+  targets only)
 - `pd`: docs/results/pd-full.json (kvcompare/pressure/pd.py)
 - `decision-scale`: docs/results/decision-scale.json (crates/kvrouter/benches/fleet/report.py)
 - `faults`: docs/results/faults-full.json; `faults-issue25`: docs/results/faults-issue25.json
@@ -42,6 +44,7 @@ import readme_figures  # noqa: E402
 from kvcompare import report, tables  # noqa: E402
 from kvcompare.pressure import pd as pressure_pd  # noqa: E402
 from kvcompare.pressure import render as pressure_render  # noqa: E402
+from kvcompare.pressure import targets as pressure_targets  # noqa: E402
 
 # A block's begin marker opens its line (a marker quoted in prose is not a block).
 _BLOCK = re.compile(r"^<!-- ([a-z0-9][a-z0-9-]*):begin\b[^>]*-->", re.M)
@@ -61,6 +64,12 @@ def side_by_side() -> str:
 
 def pressure() -> str:
     return pressure_render.markdown(pressure_render.merge([report.load(RESULTS / "pressure-full.json")]), "img")
+
+
+def pressure_predictions() -> str:
+    """Issue 28: predictions full / learned / off side by side, with its targets only."""
+    res = pressure_render.merge([report.load(RESULTS / "pressure-predictions.json")])
+    return pressure_render.markdown(res, None, pressure_targets.PREDICTION_TARGETS)
 
 
 def pd() -> str:
@@ -90,6 +99,7 @@ def fault_suite(name: str) -> str:
 SPECIAL = {
     "side-by-side": side_by_side,
     "pressure": pressure,
+    "pressure-predictions": pressure_predictions,
     "pd": pd,
     "decision-scale": decision_scale,
     "faults": lambda: fault_suite("faults-full"),

@@ -22,8 +22,8 @@ class RouterSpec:
 KVROUTER = [
     RouterSpec("kvrouter kv", "kvrouter", ("--mode", "kv")),
     RouterSpec("kvrouter kv no-predict", "kvrouter", ("--mode", "kv", "--no-predict")),
-    # Predictions in full for the TTL (before issue 28's learned credit became the default).
-    RouterSpec("kvrouter kv full-credit", "kvrouter", ("--mode", "kv", "--predict-credit", "full")),
+    # Predictions weighed by each unit's confirm ratio, learned TTL (issue 28; opt-in).
+    RouterSpec("kvrouter kv learned-credit", "kvrouter", ("--mode", "kv", "--predict-credit", "learned")),
     RouterSpec("kvrouter least-load", "kvrouter", ("--mode", "least-load")),
     RouterSpec("kvrouter round-robin", "kvrouter", ("--mode", "round-robin")),
 ]

@@ -16,11 +16,11 @@ use super::{invalid, ConfigError};
 #[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct KvOptions {
-    /// Longest a routed request's blocks count as predicted-cached on its worker (predict-on-route); with `--predict-credit learned` each unit's TTL is learned below it from how long its store events take to confirm predictions.
+    /// Seconds a routed request's blocks count as predicted-cached on its worker (predict-on-route); with `--predict-credit learned`, the upper bound of each unit's TTL, learned from how long its store events take to confirm predictions.
     #[arg(long, env = "KVROUTER_PREDICT_TTL_SECS", default_value_t = 10.0)]
     pub predict_ttl_secs: f64,
-    /// How much a predicted block counts: `learned` (each unit's predictions weighed by the share its store events confirm, the TTL learned from their delay, predicted blocks as exposed to eviction as cached ones) or `full` (every prediction counts in full for the TTL and is never at eviction risk). See docs/kv-routing.md "Predictions".
-    #[arg(long, env = "KVROUTER_PREDICT_CREDIT", value_enum, default_value_t = PredictCredit::Learned)]
+    /// How much a predicted block counts: `full` (every prediction counts in full for the TTL and is never at eviction risk) or `learned` (each unit's predictions weighed by the share its store events confirm, the TTL learned from their delay, predicted blocks as exposed to eviction as cached ones; opt-in until it wins on every workload). See docs/kv-routing.md "Predictions".
+    #[arg(long, env = "KVROUTER_PREDICT_CREDIT", value_enum, default_value_t = PredictCredit::Full)]
     pub predict_credit: PredictCredit,
     /// Disable predict-on-route (score from KV events only).
     #[arg(long, env = "KVROUTER_NO_PREDICT", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
@@ -146,9 +146,10 @@ impl Default for KvOptions {
 #[serde(rename_all = "lowercase")]
 pub enum PredictCredit {
     /// Weighed by what each unit's store events confirmed (docs/kv-routing.md "Predictions").
-    #[default]
+    /// Opt-in: it does not yet win everywhere (slower GRPO makespan on the pressure suite).
     Learned,
     /// In full for the whole TTL, and never at eviction risk.
+    #[default]
     Full,
 }
 

@@ -103,7 +103,9 @@ def case_table(runs: list[dict]) -> str:
     return head + "\n".join(rows) + "\n"
 
 
-def markdown(res: dict, img_rel: str | None) -> str:
+def markdown(res: dict, img_rel: str | None, targets: list | None = None) -> str:
+    """The report of a pressure results file; `targets`: evaluate only these (default: the
+    suite's, see `targets.evaluate`)."""
     meta = res.get("meta", {})
     runs = res.get("runs", [])
     tms = list(dict.fromkeys(r.get("timing_model") for r in runs)) or meta.get("timing_models", [])
@@ -135,7 +137,7 @@ def markdown(res: dict, img_rel: str | None) -> str:
     if missing:
         parts.append("Not measured in this file (run them and merge with `pressure-report`): "
                      + "; ".join(missing) + ".\n")
-    rows = targets_mod.evaluate(runs)
+    rows = targets_mod.evaluate(runs, targets)
     if rows:
         met = sum(1 for r in rows if r["met"] is True)
         missed = sum(1 for r in rows if r["met"] is False)

@@ -2,10 +2,11 @@
 //! terms (blocks lost before the prefill runs, blocks the prefill displaces) and the lower
 //! tiers' credit. Pure apart from the lower tiers' memoised lookups.
 //!
-//! Predicted blocks (`--predict-credit learned`, the default) count at the unit's learned
+//! Predicted blocks (`--predict-credit learned`, opt-in) count at the unit's learned
 //! confirm ratio and are as exposed to eviction as cached ones; an identical prompt in flight
 //! there (a sibling: its KV is locked and the request joins it) keeps full credit. With `full`
-//! every prediction counts whole and is never at risk (docs/kv-routing.md "Predictions").
+//! (the default) every prediction counts whole and is never at risk (docs/kv-routing.md
+//! "Predictions").
 //!
 //! `w_evict` is applied as `evict_weight * reuse * w_prefill`: the configured multiple of the
 //! fleet's observed reuse fraction (`pressure.rs`), in prefill-block units, so a displaced
