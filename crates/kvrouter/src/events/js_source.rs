@@ -43,7 +43,7 @@ impl CatchUp {
 
     fn set(&self) {
         if !self.0.swap(true, Ordering::AcqRel) {
-            metrics().catching_up.dec();
+            metrics().nats.catching_up.dec();
         }
     }
 }
@@ -72,7 +72,7 @@ impl JetStreamSource {
         sink: Arc<dyn KvEventSink>,
     ) -> (SourceHandle, Arc<CatchUp>) {
         let catch_up = Arc::new(CatchUp::default());
-        metrics().catching_up.inc();
+        metrics().nats.catching_up.inc();
         let run = run(client, stream, config, sink, catch_up.clone());
         let task = tasks.spawn("jetstream source", run);
         (SourceHandle::new(task), catch_up)
@@ -252,7 +252,7 @@ impl Reader<'_> {
         };
         if batch.worker_url.trim_end_matches('/') != self.config.worker_url.trim_end_matches('/') {
             // Another URL with the same 64-bit key: not this worker.
-            metrics().unknown_worker.inc();
+            metrics().nats.unknown_worker.inc();
             return;
         }
         let config = self.config;
