@@ -210,25 +210,52 @@ fn weight(field: &str, x: f64) -> Result<f64, ConfigError> {
     }
 }
 
+/// `x` when it is a finite number >= 1 (a factor or a tolerance).
+fn factor(field: &str, x: f64) -> Result<f64, ConfigError> {
+    match x {
+        f if f.is_finite() && f >= 1.0 => Ok(f),
+        f => Err(invalid(
+            field,
+            format!("must be a finite number >= 1 (got {f})"),
+        )),
+    }
+}
+
+/// `t` when it is between 0 and 1.
+fn fraction(field: &str, t: f64) -> Result<f64, ConfigError> {
+    match t {
+        t if (0.0..=1.0).contains(&t) => Ok(t),
+        t => Err(invalid(
+            field,
+            format!("must be a fraction between 0 and 1 (got {t})"),
+        )),
+    }
+}
+
+/// `v` seconds when `v` is positive and under a million.
+fn positive_secs(field: &str, v: f64) -> Result<Duration, ConfigError> {
+    match v {
+        v if v.is_finite() && v > 0.0 && v < 1e6 => Ok(Duration::from_secs_f64(v)),
+        v => Err(invalid(
+            field,
+            format!("must be a positive number of seconds (got {v})"),
+        )),
+    }
+}
+
+/// `--nats-url`, refused when set but blank.
+fn non_empty_nats_url(o: &KvOptions) -> Result<Option<String>, ConfigError> {
+    match &o.nats_url {
+        Some(u) if u.trim().is_empty() => Err(invalid("nats_url", "must not be empty when set")),
+        u => Ok(u.clone()),
+    }
+}
+
 impl KvConfig {
     /// Validates merged options (see [`super::Config::from_sources`] for the merge).
     pub fn from_options(o: &KvOptions) -> Result<KvConfig, ConfigError> {
-        let predict_ttl = match o.predict_ttl_secs {
-            v if v.is_finite() && v > 0.0 && v < 1e6 => Duration::from_secs_f64(v),
-            v => {
-                return Err(invalid(
-                    "predict_ttl_secs",
-                    format!("must be a positive number of seconds (got {v})"),
-                ))
-            }
-        };
-        let nats_url = match &o.nats_url {
-            Some(u) if u.trim().is_empty() => {
-                return Err(invalid("nats_url", "must not be empty when set"))
-            }
-            u => u.clone(),
-        };
-        let (nats_url, nats_auth) = nats_auth(o, nats_url)?;
+        let predict_ttl = positive_secs("predict_ttl_secs", o.predict_ttl_secs)?;
+        let (nats_url, nats_auth) = nats_auth(o, non_empty_nats_url(o)?)?;
         if o.publish_events && nats_url.is_none() {
             return Err(invalid("publish_events", "needs --nats-url"));
         }
@@ -245,45 +272,13 @@ impl KvConfig {
             evict_weight: weight("kv_evict_weight", o.kv_evict_weight)?,
             eviction_risk: o.kv_eviction_risk,
             learn_rates: o.kv_learn_rates,
-            rate_tolerance: match o.kv_rate_tolerance {
-                f if f.is_finite() && f >= 1.0 => f,
-                f => {
-                    return Err(invalid(
-                        "kv_rate_tolerance",
-                        format!("must be a finite number >= 1 (got {f})"),
-                    ))
-                }
-            },
+            rate_tolerance: factor("kv_rate_tolerance", o.kv_rate_tolerance)?,
             temperature: weight("temperature", o.temperature)?,
             sticky_slack_blocks: weight("sticky_slack_blocks", o.sticky_slack_blocks)?,
-            sticky_overload_factor: match o.sticky_overload_factor {
-                f if f.is_finite() && f >= 1.0 => f,
-                f => {
-                    return Err(invalid(
-                        "sticky_overload_factor",
-                        format!("must be a finite number >= 1 (got {f})"),
-                    ))
-                }
-            },
+            sticky_overload_factor: factor("sticky_overload_factor", o.sticky_overload_factor)?,
             blind: crate::routing::kv::BlindSettings {
-                threshold: match o.kv_blind_threshold {
-                    t if (0.0..=1.0).contains(&t) => t,
-                    t => {
-                        return Err(invalid(
-                            "kv_blind_threshold",
-                            format!("must be a fraction between 0 and 1 (got {t})"),
-                        ))
-                    }
-                },
-                balance_factor: match o.kv_balance_factor {
-                    f if f.is_finite() && f >= 1.0 => f,
-                    f => {
-                        return Err(invalid(
-                            "kv_balance_factor",
-                            format!("must be a finite number >= 1 (got {f})"),
-                        ))
-                    }
-                },
+                threshold: fraction("kv_blind_threshold", o.kv_blind_threshold)?,
+                balance_factor: factor("kv_balance_factor", o.kv_balance_factor)?,
             },
             publish_events: o.publish_events,
             share_predictions: o.share_predictions && !o.no_predict && nats_url.is_some(),

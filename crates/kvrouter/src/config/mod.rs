@@ -205,6 +205,9 @@ impl Config {
         Ok((mapped, warning))
     }
 
+    /// Validates in a fixed order (the first problem found is the one reported): limits,
+    /// bounds, retries, circuit breaker, mode, etcd, page size, allowed CIDRs, PD, worker
+    /// URLs, the listeners and health checks, then the fields [`Config::assemble`] converts.
     fn validate(o: Options, mode_given: bool) -> Result<Config, ConfigError> {
         let limits = Limits::from_options(&o)?;
         let bounds = Bounds::from_options(&o)?;
@@ -213,83 +216,38 @@ impl Config {
         let retry_max_retries = resilience::retries_after_first(&o);
         let (mode, policy_warning) = Config::mode(&o, mode_given)?;
         let etcd = crate::discovery::EtcdConfig::from_options(&o)?;
-        let page_size = o.page_size;
-        if page_size < 1 {
-            return Err(invalid(
-                "page_size",
-                format!("must be at least 1 (got {page_size})"),
-            ));
-        }
-        let mut worker_allow_cidr = Vec::new();
-        for raw in &o.worker_allow_cidr {
-            for part in raw.split([' ', ',']).filter(|s| !s.is_empty()) {
-                let net = part
-                    .parse::<ipnet::IpNet>()
-                    .map_err(|e| invalid("worker_allow_cidr", format!("{part:?}: {e}")))?;
-                worker_allow_cidr.push(net);
-            }
-        }
+        check_page_size(o.page_size)?;
+        let worker_allow_cidr = allow_cidrs(&o.worker_allow_cidr)?;
         let (pd, pd_warnings) = crate::pd::PdConfig::from_options(&o, mode, &worker_allow_cidr)?;
-        let mut worker_urls = Vec::new();
-        let mut worker_credentials = Vec::new();
-        for raw in &o.worker_urls {
-            for part in raw.split_whitespace().filter(|s| !s.is_empty()) {
-                let shown = match part.rsplit_once('@') {
-                    Some((_, rest)) => format!("***@{rest}"),
-                    None => part.to_string(),
-                };
-                let addr = crate::workers::url::parse_worker_url(part)
-                    .map_err(|e| invalid("worker_urls", format!("{shown:?}: {e}")))?;
-                crate::workers::url::check_worker_literal(&addr.host, &worker_allow_cidr)
-                    .map_err(|e| invalid("worker_urls", format!("{}: {e}", addr.url)))?;
-                if let Some(c) = addr.credentials {
-                    if !worker_credentials.iter().any(|(u, _)| *u == addr.url) {
-                        worker_credentials.push((addr.url.clone(), c));
-                    }
-                }
-                if !worker_urls.contains(&addr.url) {
-                    worker_urls.push(addr.url);
-                }
-            }
-        }
-        let host = o.host;
-        if host.parse::<std::net::IpAddr>().is_err() && host != "localhost" {
-            return Err(invalid("host", format!("{host:?} is not an IP address")));
-        }
-        if o.health_failure_threshold == 0 {
-            return Err(invalid("health_failure_threshold", "must be at least 1"));
-        }
-        if o.health_success_threshold == 0 {
-            return Err(invalid("health_success_threshold", "must be at least 1"));
-        }
-        if o.max_payload_size == 0 {
-            return Err(invalid("max_payload_size", "must be at least 1 byte"));
-        }
-        let health_check_endpoint = o.health_check_endpoint;
-        if !health_check_endpoint.starts_with('/') {
-            return Err(invalid(
-                "health_check_endpoint",
-                format!("{health_check_endpoint:?} must start with /"),
-            ));
-        }
-        if o.prometheus_port != 0
-            && o.prometheus_host.parse::<std::net::IpAddr>().is_err()
-            && o.prometheus_host != "localhost"
-        {
-            return Err(invalid(
-                "prometheus_host",
-                format!("{:?} is not an IP address", o.prometheus_host),
-            ));
-        }
-        let log_level = o.log_level;
-        log_level::validated(&log_level).map_err(|e| invalid("log_level", e))?;
-        Ok(Config {
+        let (worker_urls, worker_credentials) = worker_urls(&o.worker_urls, &worker_allow_cidr)?;
+        check_server(&o)?;
+        let checked = Checked {
             mode,
-            page_size,
             worker_urls,
             worker_allow_cidr,
             worker_credentials,
-            host,
+            retry_max_retries,
+            retry_backoff,
+            circuit_breaker,
+            limits,
+            bounds,
+            etcd,
+            warnings: policy_warning.into_iter().chain(pd_warnings).collect(),
+            pd,
+        };
+        Config::assemble(o, checked)
+    }
+
+    /// The `Config` of checked options: the parts `validate` parsed, the rest converted here
+    /// (timeouts, keys, KV, metrics compat, headers; their errors in field order).
+    fn assemble(o: Options, c: Checked) -> Result<Config, ConfigError> {
+        Ok(Config {
+            mode: c.mode,
+            page_size: o.page_size,
+            worker_urls: c.worker_urls,
+            worker_allow_cidr: c.worker_allow_cidr,
+            worker_credentials: c.worker_credentials,
+            host: o.host,
             port: o.port,
             request_timeout: secs("request_timeout_secs", o.request_timeout_secs)?,
             connect_timeout: secs("connect_timeout_secs", o.connect_timeout_secs)?,
@@ -301,13 +259,13 @@ impl Config {
             health_check_timeout: secs("health_check_timeout_secs", o.health_check_timeout_secs)?,
             health_failure_threshold: o.health_failure_threshold,
             health_success_threshold: o.health_success_threshold,
-            retry_max_retries,
-            retry_backoff,
-            circuit_breaker,
+            retry_max_retries: c.retry_max_retries,
+            retry_backoff: c.retry_backoff,
+            circuit_breaker: c.circuit_breaker,
             max_payload_size: o.max_payload_size,
-            limits,
+            limits: c.limits,
             sticky_ttl: secs("sticky_ttl_secs", o.sticky_ttl_secs)?,
-            bounds,
+            bounds: c.bounds,
             api_key: non_empty("api_key", o.api_key)?,
             admin_api_key: non_empty("admin_api_key", o.admin_api_key)?,
             insecure_admin: o.insecure_admin,
@@ -315,12 +273,12 @@ impl Config {
             refit_refuse_when_paused: o.refit_refuse_when_paused,
             allow_version_mismatch: o.allow_version_mismatch,
             shutdown_grace_period: Duration::from_secs(o.shutdown_grace_period_secs),
-            log_level,
+            log_level: o.log_level,
             json_log: o.json_log,
             kv: KvConfig::from_options(&o.kv)?,
             tokenizer_path: o.tokenizer_path.or(o.model_path),
             tokenizer_cache_bytes: o.tokenizer_cache_mb.saturating_mul(1 << 20),
-            health_check_endpoint,
+            health_check_endpoint: o.health_check_endpoint,
             worker_startup_timeout: secs(
                 "worker_startup_timeout_secs",
                 o.worker_startup_timeout_secs,
@@ -334,13 +292,13 @@ impl Config {
                 .map(str::parse)
                 .transpose()
                 .map_err(|e: String| invalid("metrics_compat", e))?,
-            etcd,
+            etcd: c.etcd,
             header_policy: crate::proxy::headers::HeaderPolicy::with_extra(
                 &o.forward_request_header,
             )
             .map_err(|e| invalid("forward_request_header", e))?,
-            warnings: policy_warning.into_iter().chain(pd_warnings).collect(),
-            pd,
+            warnings: c.warnings,
+            pd: c.pd,
         })
     }
 
@@ -388,6 +346,113 @@ impl Config {
             None
         }
     }
+}
+
+/// What [`Config::validate`] parsed and checked before [`Config::assemble`] builds the rest.
+struct Checked {
+    mode: Mode,
+    worker_urls: Vec<String>,
+    worker_allow_cidr: Vec<ipnet::IpNet>,
+    worker_credentials: Vec<(String, crate::workers::url::Credentials)>,
+    retry_max_retries: u32,
+    retry_backoff: crate::backoff::ExponentialBackoff,
+    circuit_breaker: crate::workers::BreakerConfig,
+    limits: Limits,
+    bounds: Bounds,
+    etcd: Option<crate::discovery::EtcdConfig>,
+    warnings: Vec<String>,
+    pd: Option<crate::pd::PdConfig>,
+}
+
+fn check_page_size(page_size: u32) -> Result<(), ConfigError> {
+    if page_size < 1 {
+        return Err(invalid(
+            "page_size",
+            format!("must be at least 1 (got {page_size})"),
+        ));
+    }
+    Ok(())
+}
+
+/// `--worker-allow-cidr` values (each a space- or comma-separated list) as networks.
+fn allow_cidrs(raw: &[String]) -> Result<Vec<ipnet::IpNet>, ConfigError> {
+    let mut worker_allow_cidr = Vec::new();
+    for raw in raw {
+        for part in raw.split([' ', ',']).filter(|s| !s.is_empty()) {
+            let net = part
+                .parse::<ipnet::IpNet>()
+                .map_err(|e| invalid("worker_allow_cidr", format!("{part:?}: {e}")))?;
+            worker_allow_cidr.push(net);
+        }
+    }
+    Ok(worker_allow_cidr)
+}
+
+/// Worker URLs, and the credentials some of them carried.
+type WorkerUrls = (Vec<String>, Vec<(String, crate::workers::url::Credentials)>);
+
+/// Worker URLs and their credentials of `--worker-urls` values (each whitespace-separated):
+/// parsed, checked against `allow`, the first of each URL kept.
+fn worker_urls(raw: &[String], allow: &[ipnet::IpNet]) -> Result<WorkerUrls, ConfigError> {
+    let mut worker_urls = Vec::new();
+    let mut worker_credentials = Vec::new();
+    for raw in raw {
+        for part in raw.split_whitespace().filter(|s| !s.is_empty()) {
+            let shown = match part.rsplit_once('@') {
+                Some((_, rest)) => format!("***@{rest}"),
+                None => part.to_string(),
+            };
+            let addr = crate::workers::url::parse_worker_url(part)
+                .map_err(|e| invalid("worker_urls", format!("{shown:?}: {e}")))?;
+            crate::workers::url::check_worker_literal(&addr.host, allow)
+                .map_err(|e| invalid("worker_urls", format!("{}: {e}", addr.url)))?;
+            if let Some(c) = addr.credentials {
+                if !worker_credentials.iter().any(|(u, _)| *u == addr.url) {
+                    worker_credentials.push((addr.url.clone(), c));
+                }
+            }
+            if !worker_urls.contains(&addr.url) {
+                worker_urls.push(addr.url);
+            }
+        }
+    }
+    Ok((worker_urls, worker_credentials))
+}
+
+/// The listen host, health thresholds and endpoint, payload size, Prometheus host and log
+/// level, in that order.
+fn check_server(o: &Options) -> Result<(), ConfigError> {
+    let host = &o.host;
+    if host.parse::<std::net::IpAddr>().is_err() && host != "localhost" {
+        return Err(invalid("host", format!("{host:?} is not an IP address")));
+    }
+    if o.health_failure_threshold == 0 {
+        return Err(invalid("health_failure_threshold", "must be at least 1"));
+    }
+    if o.health_success_threshold == 0 {
+        return Err(invalid("health_success_threshold", "must be at least 1"));
+    }
+    if o.max_payload_size == 0 {
+        return Err(invalid("max_payload_size", "must be at least 1 byte"));
+    }
+    let health_check_endpoint = &o.health_check_endpoint;
+    if !health_check_endpoint.starts_with('/') {
+        return Err(invalid(
+            "health_check_endpoint",
+            format!("{health_check_endpoint:?} must start with /"),
+        ));
+    }
+    if o.prometheus_port != 0
+        && o.prometheus_host.parse::<std::net::IpAddr>().is_err()
+        && o.prometheus_host != "localhost"
+    {
+        return Err(invalid(
+            "prometheus_host",
+            format!("{:?} is not an IP address", o.prometheus_host),
+        ));
+    }
+    log_level::validated(&o.log_level).map_err(|e| invalid("log_level", e))?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -193,28 +193,47 @@ fn say(line: &str) {
 
 /// Runs `router register` with `args` (the first being the subcommand's name); the exit status.
 pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
+    let (mut plan, mut signals) = match prepare(args) {
+        Ok(p) => p,
+        Err(status) => return status,
+    };
+    if let Err(status) = describe_worker(&mut plan, &mut signals).await {
+        return status;
+    }
+    register_until_signal(&plan, &mut signals).await
+}
+
+/// Parses and checks the arguments, starts logging and installs the signal handlers (the
+/// exit status when one of them fails).
+fn prepare(args: impl IntoIterator<Item = OsString>) -> Result<(Plan, Signals), i32> {
     let args = match RegisterArgs::try_parse_from(args) {
         Ok(a) => a,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { 2 } else { 0 };
+            return Err(if e.use_stderr() { 2 } else { 0 });
         }
     };
     init_logging(&args.log_level);
-    let mut plan = match args.plan() {
+    let plan = match args.plan() {
         Ok(p) => p,
         Err(e) => {
             eprintln!("router register: {e}");
-            return 2;
+            return Err(2);
         }
     };
-    let mut signals = match Signals::install() {
+    let signals = match Signals::install() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("router register: cannot install signal handlers: {e}");
-            return 1;
+            return Err(1);
         }
     };
+    Ok((plan, signals))
+}
+
+/// Waits until the worker is healthy, then fills the record's model and DP size from it
+/// (the exit status when a signal came first or the worker never became healthy).
+async fn describe_worker(plan: &mut Plan, signals: &mut Signals) -> Result<(), i32> {
     // The full `Authorization` value the probes send (`Bearer <key>`), when the worker has one.
     let api_key = plan
         .record
@@ -231,13 +250,13 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     let healthy = tokio::select! {
         signal = signals.recv() => {
             tracing::info!(signal, "stopped before registering");
-            return 0;
+            return Err(0);
         }
         r = wait_healthy(&http, &plan.probe_url, api_key.as_deref(), timeouts) => r,
     };
     if let Err(e) = healthy {
         eprintln!("router register: {e}");
-        return 1;
+        return Err(1);
     }
     match read_worker(&http, &plan.probe_url, api_key.as_deref()).await {
         Some(info) => {
@@ -248,6 +267,11 @@ pub async fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
             tracing::warn!(worker = %plan.probe_url, "no /server_info; registering without model and DP size")
         }
     }
+    Ok(())
+}
+
+/// Writes the record under a lease, holds it until a signal, then revokes it; the exit status.
+async fn register_until_signal(plan: &Plan, signals: &mut Signals) -> i32 {
     let value = match serde_json::to_vec(&plan.record) {
         Ok(v) => v,
         Err(e) => {

@@ -71,7 +71,7 @@ impl DynamoFeeds {
         for event in &events {
             let key = (event.worker_id, event.dp_rank);
             let Some(worker) = self.resolver.resolve(WorkerKey::Dynamo(event.worker_id)) else {
-                metrics().unknown_worker.inc();
+                metrics().nats.unknown_worker.inc();
                 self.feeds.remove(&key);
                 if self.warned_ids.len() < MAX_WARNED_IDS && self.warned_ids.insert(event.worker_id)
                 {
@@ -135,7 +135,7 @@ mod tests {
     fn fixture_events_reach_the_mapped_worker_only() {
         let sink = RecordingSink::new();
         let mut f = feeds(&sink);
-        let unknown_before = metrics().unknown_worker.get();
+        let unknown_before = metrics().nats.unknown_worker.get();
         for bytes in fixture_envelopes(NATS) {
             f.on_message("nats", "test", &bytes);
         }
@@ -145,7 +145,7 @@ mod tests {
             .iter()
             .all(|(w, rank, _)| *w == WorkerId(10) && *rank == 0));
         assert!(
-            metrics().unknown_worker.get() >= unknown_before + 2,
+            metrics().nats.unknown_worker.get() >= unknown_before + 2,
             "worker 2 unmapped"
         );
         assert!(f.warned_ids.contains(&2));

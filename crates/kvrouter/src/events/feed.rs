@@ -381,30 +381,7 @@ impl RankFeed {
                     namespace: namespace_key(&namespace),
                     tier,
                 };
-                let expected_tokens = block_hashes.len() * block_size as usize;
-                if token_ids.len() != expected_tokens {
-                    self.page_size_mismatch(block_size, block_hashes.len(), token_ids.len());
-                    return;
-                }
-                if block_size != self.page_size && tier != Tier::Gpu {
-                    // The page fold follows the GPU tier's tree only.
-                    m.ignored.with_label_values(&["tier_fold"]).inc();
-                    return;
-                }
-                if block_size != self.page_size {
-                    self.fold_stored(place, parent, &block_hashes, &token_ids, block_size);
-                    return;
-                }
-                self.stored_blocks += block_hashes.len() as u64;
-                self.absorb_in(
-                    place,
-                    KvEvent::Stored {
-                        parent,
-                        block_hashes,
-                        token_ids,
-                        block_size,
-                    },
-                );
+                self.apply_wire_stored(place, parent, block_hashes, token_ids, block_size);
             }
             WireEvent::Removed {
                 block_hashes,
@@ -415,22 +392,7 @@ impl RankFeed {
                     m.ignored.with_label_values(&["medium"]).inc();
                     return;
                 };
-                if tier != Tier::Gpu {
-                    let place = Placement {
-                        namespace: None,
-                        tier,
-                    };
-                    self.absorb_in(place, KvEvent::Removed { block_hashes });
-                    return;
-                }
-                let block_hashes = match self.fold.as_mut() {
-                    Some(fold) => fold.removed(&block_hashes),
-                    None => block_hashes,
-                };
-                if self.fold.is_none() || !block_hashes.is_empty() {
-                    self.sink
-                        .apply(self.worker, self.rank, KvEvent::Removed { block_hashes });
-                }
+                self.apply_wire_removed(tier, block_hashes);
             }
             WireEvent::Cleared => {
                 m.received.with_label_values(&["cleared"]).inc();
@@ -445,6 +407,65 @@ impl RankFeed {
                     warn!(worker = %self.label, rank = self.rank, tag, "kv events: unknown event tag skipped");
                 }
             }
+        }
+    }
+
+    /// A store of `block_hashes` in `place` (its medium known): applied as is at the router's
+    /// page size, folded from a smaller one on the GPU tier, refused when its token count
+    /// does not match.
+    fn apply_wire_stored(
+        &mut self,
+        place: Placement,
+        parent: Option<u64>,
+        block_hashes: Vec<u64>,
+        token_ids: Vec<u32>,
+        block_size: u32,
+    ) {
+        let tier = place.tier;
+        let expected_tokens = block_hashes.len() * block_size as usize;
+        if token_ids.len() != expected_tokens {
+            self.page_size_mismatch(block_size, block_hashes.len(), token_ids.len());
+            return;
+        }
+        if block_size != self.page_size && tier != Tier::Gpu {
+            // The page fold follows the GPU tier's tree only.
+            metrics().ignored.with_label_values(&["tier_fold"]).inc();
+            return;
+        }
+        if block_size != self.page_size {
+            self.fold_stored(place, parent, &block_hashes, &token_ids, block_size);
+            return;
+        }
+        self.stored_blocks += block_hashes.len() as u64;
+        self.absorb_in(
+            place,
+            KvEvent::Stored {
+                parent,
+                block_hashes,
+                token_ids,
+                block_size,
+            },
+        );
+    }
+
+    /// A removal on `tier`: a lower tier's goes to the tiers as is, the GPU tier's through
+    /// the page fold when there is one (applied when something is left, or without a fold).
+    fn apply_wire_removed(&mut self, tier: Tier, block_hashes: Vec<u64>) {
+        if tier != Tier::Gpu {
+            let place = Placement {
+                namespace: None,
+                tier,
+            };
+            self.absorb_in(place, KvEvent::Removed { block_hashes });
+            return;
+        }
+        let block_hashes = match self.fold.as_mut() {
+            Some(fold) => fold.removed(&block_hashes),
+            None => block_hashes,
+        };
+        if self.fold.is_none() || !block_hashes.is_empty() {
+            self.sink
+                .apply(self.worker, self.rank, KvEvent::Removed { block_hashes });
         }
     }
 

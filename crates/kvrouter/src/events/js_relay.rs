@@ -133,6 +133,7 @@ impl Relay {
         self.workers.retain(|_, w| w.last_batch.elapsed() < idle);
         if self.workers.len() != before {
             metrics()
+                .nats
                 .relay_locks_held
                 .set(self.workers.values().filter(|w| w.lease_valid()).count() as i64);
         }
@@ -158,7 +159,7 @@ impl Relay {
             None => false,
         };
         if !w.publishing {
-            metrics().relayed.with_label_values(&["standby"]).inc();
+            metrics().nats.relayed.with_label_values(&["standby"]).inc();
         } else if !published_already {
             self.publish(batch).await;
         }
@@ -180,6 +181,7 @@ impl Relay {
             Vec::new()
         };
         metrics()
+            .nats
             .relay_locks_held
             .set(self.workers.values().filter(|w| w.lease_valid()).count() as i64);
         if !start {
@@ -268,7 +270,7 @@ impl Relay {
 
     fn on_ack(&mut self, url: &str, ok: bool) {
         if ok {
-            metrics().relayed.with_label_values(&["ok"]).inc();
+            metrics().nats.relayed.with_label_values(&["ok"]).inc();
         } else {
             self.failed(url, "no acknowledgement");
         }
@@ -277,7 +279,7 @@ impl Relay {
     /// A publish failed: stop publishing this worker until the next lease refresh, which
     /// catches up from the stream's tail (the buffer covers the hole).
     fn failed(&mut self, url: &str, error: &str) {
-        metrics().relayed.with_label_values(&["error"]).inc();
+        metrics().nats.relayed.with_label_values(&["error"]).inc();
         if let Some(w) = self.workers.get_mut(url) {
             w.publishing = false;
         }

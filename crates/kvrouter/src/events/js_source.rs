@@ -43,7 +43,7 @@ impl CatchUp {
 
     fn set(&self) {
         if !self.0.swap(true, Ordering::AcqRel) {
-            metrics().catching_up.dec();
+            metrics().nats.catching_up.dec();
         }
     }
 }
@@ -72,7 +72,7 @@ impl JetStreamSource {
         sink: Arc<dyn KvEventSink>,
     ) -> (SourceHandle, Arc<CatchUp>) {
         let catch_up = Arc::new(CatchUp::default());
-        metrics().catching_up.inc();
+        metrics().nats.catching_up.inc();
         let run = run(client, stream, config, sink, catch_up.clone());
         let task = tasks.spawn("jetstream source", run);
         (SourceHandle::new(task), catch_up)
@@ -133,18 +133,7 @@ async fn run(
     // Stream sequence to resume from after the consumer had to be recreated.
     let mut next: Option<u64> = None;
     loop {
-        let deliver_policy = match next {
-            None => DeliverPolicy::All,
-            Some(start_sequence) => DeliverPolicy::ByStartSequence { start_sequence },
-        };
-        let consumer = stream
-            .create_consumer(OrderedConfig {
-                filter_subject: filter.clone(),
-                deliver_policy,
-                ..Default::default()
-            })
-            .await;
-        let consumer = match consumer {
+        let consumer = match create_consumer(&stream, &filter, next).await {
             Ok(c) => c,
             Err(e) => {
                 if failures == 0 {
@@ -162,7 +151,7 @@ async fn run(
         if pending == 0 {
             guard.finish();
         }
-        let mut messages = match consumer.messages().await {
+        let messages = match consumer.messages().await {
             Ok(m) => m,
             Err(e) => {
                 warn!(worker = %config.worker_url, error = %e, "kv events: JetStream consumer stream failed; recreating");
@@ -172,53 +161,104 @@ async fn run(
             }
         };
         failures = 0;
-        let mut delivered = 0u64;
-        let mut check = tokio::time::interval(Duration::from_millis(250));
-        let stats = client.statistics();
-        let connects = stats.connects.load(Ordering::Relaxed);
-        loop {
-            let message = tokio::select! {
-                m = messages.next() => m,
-                _ = check.tick() => {
-                    if client.connection_state() == State::Connected
-                        && stats.connects.load(Ordering::Relaxed) != connects
-                    {
-                        info!(worker = %config.worker_url, "kv events: NATS reconnected; recreating the JetStream consumer");
-                        break;
-                    }
-                    continue;
-                }
-            };
-            let Some(message) = message else {
-                warn!(worker = %config.worker_url, "kv events: JetStream consumer ended; recreating");
-                break;
-            };
-            let message = match message {
-                Ok(m) => m,
-                Err(e) => {
-                    warn!(worker = %config.worker_url, error = %e, "kv events: JetStream consumer error");
-                    continue;
-                }
-            };
-            let left = match message.info() {
-                Ok(info) => {
-                    next = Some(info.stream_sequence + 1);
-                    info.pending
-                }
-                Err(_) => u64::MAX,
-            };
-            reader.on_message(message.message);
-            delivered += 1;
-            if delivered == SIZE_ESTIMATE_AFTER && pending > delivered && !catch_up.is_caught_up() {
-                reader.reserve(pending, delivered);
-            }
-            if !catch_up.is_caught_up() && (left == 0 || delivered >= pending) {
-                guard.finish();
-                info!(worker = %config.worker_url, batches = delivered, "kv events: index rebuilt from JetStream");
-            }
-        }
+        let consumed = Consumed {
+            pending,
+            catch_up: &catch_up,
+            guard: &guard,
+            next: &mut next,
+        };
+        consume(&client, messages, &mut reader, consumed).await;
         tokio::time::sleep(backoff.delay(failures)).await;
         failures = failures.saturating_add(1);
+    }
+}
+
+/// An ordered consumer of `filter` from the stream's start, or from `next` when resuming.
+async fn create_consumer(
+    stream: &Stream,
+    filter: &str,
+    next: Option<u64>,
+) -> Result<OrderedConsumer, async_nats::jetstream::stream::ConsumerError> {
+    let deliver_policy = match next {
+        None => DeliverPolicy::All,
+        Some(start_sequence) => DeliverPolicy::ByStartSequence { start_sequence },
+    };
+    stream
+        .create_consumer(OrderedConfig {
+            filter_subject: filter.to_string(),
+            deliver_policy,
+            ..Default::default()
+        })
+        .await
+}
+
+type OrderedConsumer = async_nats::jetstream::consumer::Consumer<OrderedConfig>;
+
+/// Where one consumer's messages stand against the feed's catch-up.
+struct Consumed<'a> {
+    /// Messages the consumer had pending when it was created.
+    pending: u64,
+    catch_up: &'a CatchUp,
+    guard: &'a CatchUpGuard,
+    /// The stream sequence after the last message read (where a new consumer resumes).
+    next: &'a mut Option<u64>,
+}
+
+/// Reads `messages` into `reader` until the consumer ends or NATS reconnected (then the
+/// consumer must be recreated), finishing the catch-up once the backlog is applied.
+async fn consume(
+    client: &async_nats::Client,
+    mut messages: async_nats::jetstream::consumer::pull::Ordered,
+    reader: &mut Reader<'_>,
+    c: Consumed<'_>,
+) {
+    let config = reader.config;
+    let worker_url = &config.worker_url;
+    let mut delivered = 0u64;
+    let mut check = tokio::time::interval(Duration::from_millis(250));
+    let stats = client.statistics();
+    let connects = stats.connects.load(Ordering::Relaxed);
+    loop {
+        let message = tokio::select! {
+            m = messages.next() => m,
+            _ = check.tick() => {
+                if client.connection_state() == State::Connected
+                    && stats.connects.load(Ordering::Relaxed) != connects
+                {
+                    info!(worker = %worker_url, "kv events: NATS reconnected; recreating the JetStream consumer");
+                    break;
+                }
+                continue;
+            }
+        };
+        let Some(message) = message else {
+            warn!(worker = %worker_url, "kv events: JetStream consumer ended; recreating");
+            break;
+        };
+        let message = match message {
+            Ok(m) => m,
+            Err(e) => {
+                warn!(worker = %worker_url, error = %e, "kv events: JetStream consumer error");
+                continue;
+            }
+        };
+        let left = match message.info() {
+            Ok(info) => {
+                *c.next = Some(info.stream_sequence + 1);
+                info.pending
+            }
+            Err(_) => u64::MAX,
+        };
+        reader.on_message(message.message);
+        delivered += 1;
+        let pending = c.pending;
+        if delivered == SIZE_ESTIMATE_AFTER && pending > delivered && !c.catch_up.is_caught_up() {
+            reader.reserve(pending, delivered);
+        }
+        if !c.catch_up.is_caught_up() && (left == 0 || delivered >= pending) {
+            c.guard.finish();
+            info!(worker = %worker_url, batches = delivered, "kv events: index rebuilt from JetStream");
+        }
     }
 }
 
@@ -252,7 +292,7 @@ impl Reader<'_> {
         };
         if batch.worker_url.trim_end_matches('/') != self.config.worker_url.trim_end_matches('/') {
             // Another URL with the same 64-bit key: not this worker.
-            metrics().unknown_worker.inc();
+            metrics().nats.unknown_worker.inc();
             return;
         }
         let config = self.config;

@@ -39,6 +39,17 @@ pub struct EventMetrics {
     pub page_size_mismatches: IntCounter,
     /// Seconds between a batch's worker timestamp and its arrival here.
     pub lag_seconds: Histogram,
+    /// The NATS / JetStream side: unknown workers, the relay, catching up.
+    pub nats: NatsMetrics,
+    /// Live event sources (ZMQ tasks and NATS consumers).
+    pub sources: IntGauge,
+    /// ZMQ batches dropped because the source does not trust its endpoint now, by `reason`
+    /// (removed, incarnation, unhealthy, unconfirmed; see `events::trust`).
+    pub untrusted: IntCounterVec,
+}
+
+/// The event metrics of NATS and JetStream feeds and of the relay.
+pub struct NatsMetrics {
     /// NATS messages naming a worker this router does not know (or not anymore).
     pub unknown_worker: IntCounter,
     /// Batches republished to NATS by the relay, by `result` (ok, error, dropped, standby).
@@ -48,11 +59,6 @@ pub struct EventMetrics {
     /// Workers whose JetStream feed has not yet replayed the stream up to where it stood
     /// when the feed started (the index is rebuilding; `/readiness` waits).
     pub catching_up: IntGauge,
-    /// Live event sources (ZMQ tasks and NATS consumers).
-    pub sources: IntGauge,
-    /// ZMQ batches dropped because the source does not trust its endpoint now, by `reason`
-    /// (removed, incarnation, unhealthy, unconfirmed; see `events::trust`).
-    pub untrusted: IntCounterVec,
 }
 
 /// The process-wide event metrics (registered on first use).
@@ -73,15 +79,44 @@ fn gauge(name: &str, help: &str) -> IntGauge {
     register(IntGauge::new(name, help).expect("valid metric"))
 }
 
+/// `kvrouter_kv_event_lag_seconds`.
+fn lag_histogram() -> Histogram {
+    let lag = HistogramOpts::new(
+        "kvrouter_kv_event_lag_seconds",
+        "Delay between a KV event batch's worker timestamp and its arrival",
+    )
+    .buckets(vec![
+        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    ]);
+    register(Histogram::with_opts(lag).expect("valid metric"))
+}
+
+impl NatsMetrics {
+    fn new() -> Self {
+        Self {
+            unknown_worker: counter(
+                "kvrouter_kv_event_unknown_worker_total",
+                "NATS KV event messages naming an unknown worker",
+            ),
+            relayed: counter_vec(
+                "kvrouter_kv_event_relayed_total",
+                "KV event batches republished to NATS, by result (standby: buffered, another relay holds the lock)",
+                "result",
+            ),
+            relay_locks_held: gauge(
+                "kvrouter_kv_relay_locks_held",
+                "Workers whose JetStream relay lock this router holds",
+            ),
+            catching_up: gauge(
+                "kvrouter_kv_event_catching_up",
+                "Workers whose JetStream KV event feed is still replaying the stream",
+            ),
+        }
+    }
+}
+
 impl EventMetrics {
     fn new() -> Self {
-        let lag = HistogramOpts::new(
-            "kvrouter_kv_event_lag_seconds",
-            "Delay between a KV event batch's worker timestamp and its arrival",
-        )
-        .buckets(vec![
-            0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-        ]);
         Self {
             received: counter_vec(
                 "kvrouter_kv_events_received_total",
@@ -138,24 +173,8 @@ impl EventMetrics {
                 "kvrouter_kv_event_page_size_mismatch_total",
                 "Stored events whose block size or token count disagrees with the page size",
             ),
-            lag_seconds: register(Histogram::with_opts(lag).expect("valid metric")),
-            unknown_worker: counter(
-                "kvrouter_kv_event_unknown_worker_total",
-                "NATS KV event messages naming an unknown worker",
-            ),
-            relayed: counter_vec(
-                "kvrouter_kv_event_relayed_total",
-                "KV event batches republished to NATS, by result (standby: buffered, another relay holds the lock)",
-                "result",
-            ),
-            relay_locks_held: gauge(
-                "kvrouter_kv_relay_locks_held",
-                "Workers whose JetStream relay lock this router holds",
-            ),
-            catching_up: gauge(
-                "kvrouter_kv_event_catching_up",
-                "Workers whose JetStream KV event feed is still replaying the stream",
-            ),
+            lag_seconds: lag_histogram(),
+            nats: NatsMetrics::new(),
             sources: gauge(
                 "kvrouter_kv_event_sources",
                 "Live KV event sources (ZMQ subscriptions and NATS consumers)",

@@ -143,7 +143,7 @@ impl Consumer {
         origin: u64,
     ) -> Option<&mut RankFeed> {
         let Some(worker) = worker else {
-            metrics().unknown_worker.inc();
+            metrics().nats.unknown_worker.inc();
             self.feeds.remove(&key);
             return None;
         };

@@ -51,9 +51,9 @@ impl NatsRelay {
                     .publish_with_headers(subject, headers, batch.payload)
                     .await
                 {
-                    Ok(()) => metrics().relayed.with_label_values(&["ok"]).inc(),
+                    Ok(()) => metrics().nats.relayed.with_label_values(&["ok"]).inc(),
                     Err(e) => {
-                        metrics().relayed.with_label_values(&["error"]).inc();
+                        metrics().nats.relayed.with_label_values(&["error"]).inc();
                         if !std::mem::replace(&mut warned, true) {
                             warn!(error = %e, "kv events relay: NATS publish failed");
                         }
@@ -114,7 +114,7 @@ impl RelaySender {
             payload,
         };
         if self.tx.try_send(batch).is_err() {
-            metrics().relayed.with_label_values(&["dropped"]).inc();
+            metrics().nats.relayed.with_label_values(&["dropped"]).inc();
         }
     }
 }

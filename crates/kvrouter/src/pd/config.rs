@@ -85,6 +85,106 @@ fn canonical(field: &str, raw: &str, allow: &[ipnet::IpNet]) -> Result<String, C
     Ok(addr.url)
 }
 
+/// Without `--pd-disaggregation`, the first PD-only flag given is an error.
+fn refuse_pd_flags(o: &Options) -> Result<(), ConfigError> {
+    for (field, given) in [
+        ("prefill", !o.prefill.is_empty()),
+        ("decode", !o.decode.is_empty()),
+        ("prefill_policy", o.prefill_policy.is_some()),
+        ("decode_policy", o.decode_policy.is_some()),
+    ] {
+        if given {
+            return Err(invalid(field, "needs --pd-disaggregation"));
+        }
+    }
+    Ok(())
+}
+
+/// The `--prefill` entries (`URL [BOOTSTRAP_PORT|none]`), the first of each URL kept.
+fn prefill_urls(
+    entries: &[String],
+    allow: &[ipnet::IpNet],
+) -> Result<Vec<PrefillUrl>, ConfigError> {
+    let mut prefill: Vec<PrefillUrl> = Vec::new();
+    for entry in entries {
+        let p = prefill_url(entry, allow)?;
+        if !prefill.iter().any(|q| q.url == p.url) {
+            prefill.push(p);
+        }
+    }
+    Ok(prefill)
+}
+
+/// One `--prefill` entry: `URL [BOOTSTRAP_PORT|none]`.
+fn prefill_url(entry: &str, allow: &[ipnet::IpNet]) -> Result<PrefillUrl, ConfigError> {
+    let values: Vec<&str> = entry.split_whitespace().collect();
+    let (url, port) = match values.as_slice() {
+        [url] => (url, None),
+        [url, port] => (url, Some(port)),
+        _ => return Err(invalid("prefill", "expected URL [BOOTSTRAP_PORT|none]")),
+    };
+    let url = canonical("prefill", url, allow)?;
+    let bootstrap_port = match port.map(|p| p.trim()) {
+        None => None,
+        Some(p) if p.eq_ignore_ascii_case("none") => None,
+        Some(p) => Some(p.parse::<u16>().map_err(|_| {
+            invalid(
+                "prefill",
+                format!("{url}: bootstrap port {p:?} is neither a port nor none"),
+            )
+        })?),
+    };
+    Ok(PrefillUrl {
+        url,
+        bootstrap_port,
+    })
+}
+
+/// The `--decode` URLs, the first of each kept; none may also be a prefill worker.
+fn decode_urls(
+    raw: &[String],
+    prefill: &[PrefillUrl],
+    allow: &[ipnet::IpNet],
+) -> Result<Vec<String>, ConfigError> {
+    let mut decode = Vec::new();
+    for raw in raw {
+        let url = canonical("decode", raw, allow)?;
+        if prefill.iter().any(|p| p.url == url) {
+            return Err(invalid(
+                "decode",
+                format!("{url} is also a --prefill worker"),
+            ));
+        }
+        if !decode.contains(&url) {
+            decode.push(url);
+        }
+    }
+    Ok(decode)
+}
+
+/// The prefill and decode leg policies and the warnings their names mapped with.
+fn leg_policies(
+    o: &Options,
+    mode: Mode,
+) -> Result<(LegPolicy, LegPolicy, Vec<String>), ConfigError> {
+    let mut warnings = Vec::new();
+    let mut pick = |field: &str, given: &Option<String>, default| match given {
+        None => Ok(default),
+        Some(name) => {
+            let (p, w) = leg_policy(field, name, mode)?;
+            warnings.extend(w);
+            Ok::<_, ConfigError>(p)
+        }
+    };
+    let prefill_policy = pick("prefill_policy", &o.prefill_policy, LegPolicy::Router)?;
+    let decode_policy = match pick("decode_policy", &o.decode_policy, LegPolicy::Auto)? {
+        // cache_aware on decode: the index only where decode workers publish their cache.
+        LegPolicy::Router if mode == Mode::Kv => LegPolicy::Auto,
+        p => p,
+    };
+    Ok((prefill_policy, decode_policy, warnings))
+}
+
 impl PdConfig {
     /// The PD settings of `o` (`mode`: the validated routing mode) and the warnings to log;
     /// `None` without `--pd-disaggregation` (then `--prefill` / `--decode` are errors).
@@ -94,16 +194,7 @@ impl PdConfig {
         allow: &[ipnet::IpNet],
     ) -> Result<(Option<PdConfig>, Vec<String>), ConfigError> {
         if !o.pd_disaggregation {
-            for (field, given) in [
-                ("prefill", !o.prefill.is_empty()),
-                ("decode", !o.decode.is_empty()),
-                ("prefill_policy", o.prefill_policy.is_some()),
-                ("decode_policy", o.decode_policy.is_some()),
-            ] {
-                if given {
-                    return Err(invalid(field, "needs --pd-disaggregation"));
-                }
-            }
+            refuse_pd_flags(o)?;
             return Ok((None, Vec::new()));
         }
         if !o.worker_urls.is_empty() {
@@ -112,60 +203,9 @@ impl PdConfig {
                 "--pd-disaggregation takes its workers from --prefill / --decode (or POST /workers with worker_type)",
             ));
         }
-        let mut prefill: Vec<PrefillUrl> = Vec::new();
-        for entry in &o.prefill {
-            let values: Vec<&str> = entry.split_whitespace().collect();
-            let (url, port) = match values.as_slice() {
-                [url] => (url, None),
-                [url, port] => (url, Some(port)),
-                _ => return Err(invalid("prefill", "expected URL [BOOTSTRAP_PORT|none]")),
-            };
-            let url = canonical("prefill", url, allow)?;
-            let bootstrap_port = match port.map(|p| p.trim()) {
-                None => None,
-                Some(p) if p.eq_ignore_ascii_case("none") => None,
-                Some(p) => Some(p.parse::<u16>().map_err(|_| {
-                    invalid(
-                        "prefill",
-                        format!("{url}: bootstrap port {p:?} is neither a port nor none"),
-                    )
-                })?),
-            };
-            if !prefill.iter().any(|p| p.url == url) {
-                prefill.push(PrefillUrl {
-                    url,
-                    bootstrap_port,
-                });
-            }
-        }
-        let mut decode = Vec::new();
-        for raw in &o.decode {
-            let url = canonical("decode", raw, allow)?;
-            if prefill.iter().any(|p| p.url == url) {
-                return Err(invalid(
-                    "decode",
-                    format!("{url} is also a --prefill worker"),
-                ));
-            }
-            if !decode.contains(&url) {
-                decode.push(url);
-            }
-        }
-        let mut warnings = Vec::new();
-        let mut pick = |field: &str, given: &Option<String>, default| match given {
-            None => Ok(default),
-            Some(name) => {
-                let (p, w) = leg_policy(field, name, mode)?;
-                warnings.extend(w);
-                Ok::<_, ConfigError>(p)
-            }
-        };
-        let prefill_policy = pick("prefill_policy", &o.prefill_policy, LegPolicy::Router)?;
-        let decode_policy = match pick("decode_policy", &o.decode_policy, LegPolicy::Auto)? {
-            // cache_aware on decode: the index only where decode workers publish their cache.
-            LegPolicy::Router if mode == Mode::Kv => LegPolicy::Auto,
-            p => p,
-        };
+        let prefill = prefill_urls(&o.prefill, allow)?;
+        let decode = decode_urls(&o.decode, &prefill, allow)?;
+        let (prefill_policy, decode_policy, warnings) = leg_policies(o, mode)?;
         Ok((
             Some(PdConfig {
                 prefill,

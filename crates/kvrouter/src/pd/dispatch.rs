@@ -6,6 +6,8 @@
 //! response (merged with the prefill's input logprobs when asked, see `merge`); the prefill
 //! response is drained beside it and checked. A client that goes away aborts both legs.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -105,6 +107,18 @@ struct LegAbort<'a> {
     worker: Arc<Worker>,
     rids: Option<RidGuard>,
     armed: bool,
+}
+
+impl<'a> LegAbort<'a> {
+    /// An abort of `worker`'s leg that fires unless disarmed.
+    fn armed(state: &'a AppState, worker: &Arc<Worker>, rids: &Option<RidGuard>) -> Self {
+        LegAbort {
+            state,
+            worker: worker.clone(),
+            rids: rids.clone(),
+            armed: true,
+        }
+    }
 }
 
 impl Drop for LegAbort<'_> {
@@ -214,6 +228,90 @@ fn record_leg(
     }
 }
 
+/// One leg's response head, or why there is none.
+type LegResult = Result<Response<Incoming>, ForwardError>;
+
+/// What the two legs' response heads came to.
+enum Heads {
+    /// A leg gave no response head.
+    Failed(Leg, ForwardError),
+    /// A leg answered an error head.
+    Status(Leg, Response<Incoming>),
+    /// Both legs answered a success head.
+    Both {
+        prefill: Response<Incoming>,
+        decode: Response<Incoming>,
+    },
+}
+
+/// How long a leg waits for its head: up to `first_byte`, or until its worker turns
+/// unhealthy while nothing came for `idle`.
+fn head_wait<'a>(
+    first_byte: Duration,
+    idle: Duration,
+    unhealthy: &'a (dyn Fn() -> bool + Sync),
+) -> HeadWait<'a> {
+    HeadWait {
+        first_byte,
+        stall: Some(StallWatch { idle, unhealthy }),
+        orphan: None,
+    }
+}
+
+/// Waits for the legs' heads, recording each on its worker as it comes in; a failed or
+/// error head on the first leg in settles at once, without waiting for the other.
+async fn heads<P, D>(
+    route: &'static str,
+    pw: &Worker,
+    dw: &Worker,
+    mut pf: Pin<&mut P>,
+    mut df: Pin<&mut D>,
+) -> Heads
+where
+    P: Future<Output = LegResult>,
+    D: Future<Output = LegResult>,
+{
+    let prefill_first = tokio::select! {
+        r = &mut pf => Ok(r),
+        r = &mut df => Err(r),
+    };
+    let (prefill, decode) = match prefill_first {
+        Ok(p) => {
+            record_leg(route, pw, &p);
+            match p {
+                Err(error) => return Heads::Failed(Leg::Prefill, error),
+                Ok(resp) if !resp.status().is_success() => {
+                    return Heads::Status(Leg::Prefill, resp)
+                }
+                Ok(p) => {
+                    let d = df.await;
+                    record_leg(route, dw, &d);
+                    (Ok(p), d)
+                }
+            }
+        }
+        Err(d) => {
+            record_leg(route, dw, &d);
+            match d {
+                Err(error) => return Heads::Failed(Leg::Decode, error),
+                Ok(resp) if !resp.status().is_success() => return Heads::Status(Leg::Decode, resp),
+                Ok(d) => {
+                    let p = pf.await;
+                    record_leg(route, pw, &p);
+                    (p, Ok(d))
+                }
+            }
+        }
+    };
+    match (prefill, decode) {
+        (Err(error), _) => Heads::Failed(Leg::Prefill, error),
+        (_, Err(error)) => Heads::Failed(Leg::Decode, error),
+        (Ok(p), Ok(_)) if !p.status().is_success() => Heads::Status(Leg::Prefill, p),
+        (Ok(_), Ok(d)) if !d.status().is_success() => Heads::Status(Leg::Decode, d),
+        (Ok(prefill), Ok(decode)) => Heads::Both { prefill, decode },
+    }
+}
+
 fn with_length(headers: &HeaderMap, len: usize) -> HeaderMap {
     let mut h = headers.clone();
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
@@ -298,7 +396,6 @@ impl Attempts for PdAttempts<'_> {
 
     async fn attempt(&mut self, n: u32) -> PdTried {
         let state = self.state;
-        let route = self.endpoint.label();
         let pair = match self.book().await {
             Ok(p) => p,
             Err(refused) => return refused,
@@ -318,137 +415,12 @@ impl Attempts for PdAttempts<'_> {
                 .overhead
                 .observe(self.started.elapsed().as_secs_f64());
         }
-        let Some((prefill_body, decode_body)) = self.bodies(&pair) else {
+        let Some(bodies) = self.bodies(&pair) else {
             return PdTried::Refused {
                 error: ApiError::bad_request("invalid_json", "expected a JSON object"),
             };
         };
-        let prefill_headers = with_length(self.headers, prefill_body.len());
-        let decode_headers = with_length(self.headers, decode_body.len());
-        let timeout = self
-            .deadline
-            .saturating_duration_since(tokio::time::Instant::now());
-        let idle = state.config.limits.stream_idle_timeout;
-        let p_unhealthy = || !pw.is_healthy();
-        let d_unhealthy = || !dw.is_healthy();
-        let wait_p = HeadWait {
-            first_byte: timeout,
-            stall: Some(StallWatch {
-                idle,
-                unhealthy: &p_unhealthy,
-            }),
-            orphan: None,
-        };
-        let wait_d = HeadWait {
-            first_byte: timeout,
-            stall: Some(StallWatch {
-                idle,
-                unhealthy: &d_unhealthy,
-            }),
-            orphan: None,
-        };
-        let path = self.endpoint.path();
-        let mut p_abort = LegAbort {
-            state,
-            worker: pw.clone(),
-            rids: self.rid_guard.clone(),
-            armed: true,
-        };
-        let mut d_abort = LegAbort {
-            state,
-            worker: dw.clone(),
-            rids: self.rid_guard.clone(),
-            armed: true,
-        };
-        let pf = forward(
-            &state.client,
-            Method::POST,
-            pw.as_ref().into(),
-            path,
-            &prefill_headers,
-            prefill_body,
-            wait_p,
-        );
-        let df = forward(
-            &state.client,
-            Method::POST,
-            dw.as_ref().into(),
-            path,
-            &decode_headers,
-            decode_body,
-            wait_d,
-        );
-        tokio::pin!(pf, df);
-        let prefill_first = tokio::select! {
-            r = &mut pf => Ok(r),
-            r = &mut df => Err(r),
-        };
-        // The first head in; a failed or error head settles the attempt at once.
-        let (prefill, decode) = match prefill_first {
-            Ok(p) => {
-                record_leg(route, &pw, &p);
-                match p {
-                    Err(error) => {
-                        p_abort.armed = false;
-                        return self.failed(Leg::Prefill, error, pw.clone());
-                    }
-                    Ok(resp) if !resp.status().is_success() => {
-                        p_abort.armed = false;
-                        return self.status(Leg::Prefill, resp, pair.prefill);
-                    }
-                    Ok(p) => {
-                        let d = df.await;
-                        record_leg(route, &dw, &d);
-                        (Ok(p), d)
-                    }
-                }
-            }
-            Err(d) => {
-                record_leg(route, &dw, &d);
-                match d {
-                    Err(error) => {
-                        d_abort.armed = false;
-                        return self.failed(Leg::Decode, error, dw.clone());
-                    }
-                    Ok(resp) if !resp.status().is_success() => {
-                        d_abort.armed = false;
-                        return self.status(Leg::Decode, resp, pair.decode);
-                    }
-                    Ok(d) => {
-                        let p = pf.await;
-                        record_leg(route, &pw, &p);
-                        (p, Ok(d))
-                    }
-                }
-            }
-        };
-        match (prefill, decode) {
-            (Err(error), _) => {
-                p_abort.armed = false;
-                self.failed(Leg::Prefill, error, pw.clone())
-            }
-            (_, Err(error)) => {
-                d_abort.armed = false;
-                self.failed(Leg::Decode, error, dw.clone())
-            }
-            (Ok(p), Ok(_)) if !p.status().is_success() => {
-                p_abort.armed = false;
-                self.status(Leg::Prefill, p, pair.prefill)
-            }
-            (Ok(_), Ok(d)) if !d.status().is_success() => {
-                d_abort.armed = false;
-                self.status(Leg::Decode, d, pair.decode)
-            }
-            (Ok(prefill), Ok(decode)) => {
-                p_abort.armed = false;
-                d_abort.armed = false;
-                PdTried::Answered {
-                    prefill,
-                    decode,
-                    pair,
-                }
-            }
-        }
+        self.send(pair, pw, dw, bodies).await
     }
 
     fn should_retry(&self, tried: &PdTried) -> Option<PdRetry> {
@@ -475,6 +447,77 @@ impl Attempts for PdAttempts<'_> {
 }
 
 impl PdAttempts<'_> {
+    /// Sends both legs of `pair` at once and settles the attempt on their heads: the leg
+    /// that failed or answered an error head is disarmed, so only the other is aborted when
+    /// the attempt ends.
+    async fn send(
+        &mut self,
+        pair: Pair,
+        pw: Arc<Worker>,
+        dw: Arc<Worker>,
+        (prefill_body, decode_body): (Bytes, Bytes),
+    ) -> PdTried {
+        let state = self.state;
+        let route = self.endpoint.label();
+        let prefill_headers = with_length(self.headers, prefill_body.len());
+        let decode_headers = with_length(self.headers, decode_body.len());
+        let timeout = self
+            .deadline
+            .saturating_duration_since(tokio::time::Instant::now());
+        let idle = state.config.limits.stream_idle_timeout;
+        let p_unhealthy = || !pw.is_healthy();
+        let d_unhealthy = || !dw.is_healthy();
+        let path = self.endpoint.path();
+        let mut p_abort = LegAbort::armed(state, &pw, &self.rid_guard);
+        let mut d_abort = LegAbort::armed(state, &dw, &self.rid_guard);
+        let pf = forward(
+            &state.client,
+            Method::POST,
+            pw.as_ref().into(),
+            path,
+            &prefill_headers,
+            prefill_body,
+            head_wait(timeout, idle, &p_unhealthy),
+        );
+        let df = forward(
+            &state.client,
+            Method::POST,
+            dw.as_ref().into(),
+            path,
+            &decode_headers,
+            decode_body,
+            head_wait(timeout, idle, &d_unhealthy),
+        );
+        tokio::pin!(pf, df);
+        match heads(route, &pw, &dw, pf, df).await {
+            Heads::Failed(Leg::Prefill, error) => {
+                p_abort.armed = false;
+                self.failed(Leg::Prefill, error, pw.clone())
+            }
+            Heads::Failed(Leg::Decode, error) => {
+                d_abort.armed = false;
+                self.failed(Leg::Decode, error, dw.clone())
+            }
+            Heads::Status(Leg::Prefill, resp) => {
+                p_abort.armed = false;
+                self.status(Leg::Prefill, resp, pair.prefill)
+            }
+            Heads::Status(Leg::Decode, resp) => {
+                d_abort.armed = false;
+                self.status(Leg::Decode, resp, pair.decode)
+            }
+            Heads::Both { prefill, decode } => {
+                p_abort.armed = false;
+                d_abort.armed = false;
+                PdTried::Answered {
+                    prefill,
+                    decode,
+                    pair,
+                }
+            }
+        }
+    }
+
     fn failed(&mut self, leg: Leg, error: ForwardError, worker: Arc<Worker>) -> PdTried {
         self.tried(leg, worker.id);
         PdTried::LegFailed { leg, error, worker }
@@ -556,39 +599,13 @@ impl PdAttempts<'_> {
             prefill: prefill_booking,
             decode: mut decode_booking,
         } = pair;
-        let limit = self.state.config.max_payload_size.max(256 << 20);
         let left = self
             .deadline
             .saturating_duration_since(tokio::time::Instant::now());
         if self.facts.return_logprob && !self.input.stream {
-            let (mut pb, mut db) = (prefill_booking, decode_booking);
-            pb.on_response_head(prefill.status());
-            let (dparts, dbody) = decode.into_parts();
-            let (p_bytes, d_bytes) = tokio::join!(
-                read_limited(prefill.into_body(), limit, left),
-                read_limited(dbody, limit, left)
-            );
-            pb.on_data(&p_bytes);
-            drop(pb);
-            let merged = merge::merge_bodies(&p_bytes, &d_bytes).unwrap_or(d_bytes);
-            let mut parts = dparts;
-            strip_response_headers(&mut parts.headers);
-            parts.headers.remove(header::CONTENT_LENGTH);
-            parts.headers.remove(header::TRANSFER_ENCODING);
-            let url = db.worker().url.clone();
-            if let Ok(v) = HeaderValue::from_str(&url) {
-                parts.headers.insert(WORKER_HEADER, v);
-            }
-            record(self.endpoint.label(), false, parts.status, &url, true);
-            db.on_response_head(parts.status);
-            db.on_data(&merged);
-            crate::metrics::request_end::relayed(
-                self.endpoint.label(),
-                false,
-                self.started.elapsed().as_secs_f64(),
-                Some(db),
-            );
-            return Response::from_parts(parts, Either::Left(Full::new(merged)));
+            return self
+                .merged_whole(prefill, decode, prefill_booking, decode_booking, left)
+                .await;
         }
         let pw = prefill_booking.worker().clone();
         let (pparts, mut pbody) = prefill.into_parts();
@@ -596,19 +613,7 @@ impl PdAttempts<'_> {
         let mut first = BytesMut::new();
         if self.facts.return_logprob {
             // Streaming: the prefill's first event carries the prompt's logprobs.
-            let read_first = async {
-                while merge::event_end(&first).is_none() {
-                    match pbody.frame().await {
-                        Some(Ok(f)) => {
-                            if let Some(d) = f.data_ref() {
-                                first.extend_from_slice(d);
-                            }
-                        }
-                        _ => break,
-                    }
-                }
-            };
-            let _ = tokio::time::timeout(left, read_first).await;
+            first = first_event(&mut pbody, left).await;
             merge_list = merge::first_event_logprobs(&first);
         }
         let mut drained_booking = prefill_booking;
@@ -636,6 +641,46 @@ impl PdAttempts<'_> {
         };
         decode_booking.on_response_head(decode.status());
         self.relay(decode, decode_booking, Some(rewrite))
+    }
+
+    /// Non-streaming `return_logprob`: both bodies read whole (for at most `left`) and the
+    /// prefill's input logprobs merged into the decode response.
+    async fn merged_whole(
+        self,
+        prefill: Response<Incoming>,
+        decode: Response<Incoming>,
+        mut pb: Booking,
+        mut db: Booking,
+        left: Duration,
+    ) -> Response<RouterBody> {
+        let limit = self.state.config.max_payload_size.max(256 << 20);
+        pb.on_response_head(prefill.status());
+        let (dparts, dbody) = decode.into_parts();
+        let (p_bytes, d_bytes) = tokio::join!(
+            read_limited(prefill.into_body(), limit, left),
+            read_limited(dbody, limit, left)
+        );
+        pb.on_data(&p_bytes);
+        drop(pb);
+        let merged = merge::merge_bodies(&p_bytes, &d_bytes).unwrap_or(d_bytes);
+        let mut parts = dparts;
+        strip_response_headers(&mut parts.headers);
+        parts.headers.remove(header::CONTENT_LENGTH);
+        parts.headers.remove(header::TRANSFER_ENCODING);
+        let url = db.worker().url.clone();
+        if let Ok(v) = HeaderValue::from_str(&url) {
+            parts.headers.insert(WORKER_HEADER, v);
+        }
+        record(self.endpoint.label(), false, parts.status, &url, true);
+        db.on_response_head(parts.status);
+        db.on_data(&merged);
+        crate::metrics::request_end::relayed(
+            self.endpoint.label(),
+            false,
+            self.started.elapsed().as_secs_f64(),
+            Some(db),
+        );
+        Response::from_parts(parts, Either::Left(Full::new(merged)))
     }
 
     /// Relays a decode response (as the regular path does), optionally rewritten.
@@ -679,6 +724,25 @@ impl PdAttempts<'_> {
         }
         Response::from_parts(parts, Either::Right(body))
     }
+}
+
+/// A streamed body's first SSE event (what came of it within `within`).
+async fn first_event(body: &mut Incoming, within: Duration) -> BytesMut {
+    let mut first = BytesMut::new();
+    let read_first = async {
+        while merge::event_end(&first).is_none() {
+            match body.frame().await {
+                Some(Ok(f)) => {
+                    if let Some(d) = f.data_ref() {
+                        first.extend_from_slice(d);
+                    }
+                }
+                _ => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(within, read_first).await;
+    first
 }
 
 /// Reads a body whole, up to `limit` bytes and for at most `within` (what came until then).

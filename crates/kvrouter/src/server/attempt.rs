@@ -221,6 +221,98 @@ impl<'a> WorkerAttempts<'a> {
         }
     }
 
+    /// Forwards the request to `worker` and waits for the response head; the worker's
+    /// `rid`s are aborted if this future is dropped (the client left) or the worker stalled.
+    async fn send(
+        &self,
+        worker: &Arc<Worker>,
+        booking: &Booking,
+    ) -> Result<Response<Incoming>, ForwardError> {
+        let state = self.state;
+        let orphan = Orphan::new(&state.tasks);
+        let mut guard = AbortIfDropped {
+            state,
+            worker: Some(worker.clone()),
+            rids: self.rid_guard.clone(),
+            orphan: &orphan,
+        };
+        let (headers, body) = upstream_request(self.headers, self.bytes, booking);
+        // What is left of the request timeout (the backoff never starts an attempt past it).
+        let timeout = self
+            .deadline
+            .saturating_duration_since(tokio::time::Instant::now());
+        let path = self.endpoint.path();
+        let unhealthy = || !worker.is_healthy();
+        let watch = StallWatch {
+            idle: state.config.limits.stream_idle_timeout,
+            unhealthy: &unhealthy,
+        };
+        let result = forward(
+            &state.client,
+            Method::POST,
+            worker.as_ref().into(),
+            path,
+            &headers,
+            body,
+            HeadWait {
+                first_byte: timeout,
+                stall: Some(watch),
+                orphan: self.rid_guard.is_some().then_some(&orphan),
+            },
+        )
+        .await;
+        if matches!(result, Err(ForwardError::Stalled { .. })) {
+            // Abandoned: if the worker comes back, it should not keep generating for nobody.
+            ProxyMetrics::limit_tripped("stream_idle_timeout");
+            abort_isolated(&state.tasks, &state.client, worker, self.rid_guard.as_ref());
+        }
+        guard.worker = None;
+        drop(guard);
+        result
+    }
+
+    /// Notes `worker` as tried and tells its health and the metrics what it got back.
+    fn settle(
+        &mut self,
+        worker: Arc<Worker>,
+        booking: Booking,
+        result: Result<Response<Incoming>, ForwardError>,
+    ) -> Tried {
+        if !self.tried.contains(&worker.id) {
+            self.tried.push(worker.id);
+        }
+        self.last_worker = Some(worker.clone());
+        let failures = &ProxyMetrics::get().upstream_failures;
+        match result {
+            Ok(resp) => {
+                let status = resp.status();
+                crate::metrics::compat::upstream_response(self.endpoint.label(), status.as_u16());
+                worker.record_outcome(!counts_as_failure(status));
+                if status.is_server_error() {
+                    worker.record_failure();
+                    failures
+                        .with_label_values(&[worker.url.as_str(), status.as_str()])
+                        .inc();
+                } else {
+                    worker.record_success();
+                }
+                Tried::Answered { resp, booking }
+            }
+            Err(error) => {
+                worker.record_outcome(false);
+                worker.record_failure();
+                failures
+                    .with_label_values(&[worker.url.as_str(), error.kind()])
+                    .inc();
+                tracing::warn!(worker = %worker.url, %error, "upstream attempt failed");
+                if matches!(error, ForwardError::Connect { .. }) {
+                    self.last_error = ApiError::from(&error);
+                }
+                Tried::Failed { error, worker }
+            }
+        }
+    }
+
     fn relay(self, resp: Response<Incoming>, mut booking: Booking) -> Response<RouterBody> {
         let route = self.endpoint.label();
         let (mut parts, body) = resp.into_parts();
@@ -277,83 +369,8 @@ impl Attempts for WorkerAttempts<'_> {
                 .overhead
                 .observe(self.started.elapsed().as_secs_f64());
         }
-        let orphan = Orphan::new(&state.tasks);
-        let mut guard = AbortIfDropped {
-            state,
-            worker: Some(worker.clone()),
-            rids: self.rid_guard.clone(),
-            orphan: &orphan,
-        };
-        let (headers, body) = upstream_request(self.headers, self.bytes, &booking);
-        // What is left of the request timeout (the backoff never starts an attempt past it).
-        let timeout = self
-            .deadline
-            .saturating_duration_since(tokio::time::Instant::now());
-        let path = self.endpoint.path();
-        let unhealthy = || !worker.is_healthy();
-        let watch = StallWatch {
-            idle: state.config.limits.stream_idle_timeout,
-            unhealthy: &unhealthy,
-        };
-        let result = forward(
-            &state.client,
-            Method::POST,
-            worker.as_ref().into(),
-            path,
-            &headers,
-            body,
-            HeadWait {
-                first_byte: timeout,
-                stall: Some(watch),
-                orphan: self.rid_guard.is_some().then_some(&orphan),
-            },
-        )
-        .await;
-        if matches!(result, Err(ForwardError::Stalled { .. })) {
-            // Abandoned: if the worker comes back, it should not keep generating for nobody.
-            ProxyMetrics::limit_tripped("stream_idle_timeout");
-            abort_isolated(
-                &state.tasks,
-                &state.client,
-                &worker,
-                self.rid_guard.as_ref(),
-            );
-        }
-        guard.worker = None;
-        drop(guard);
-        if !self.tried.contains(&worker.id) {
-            self.tried.push(worker.id);
-        }
-        self.last_worker = Some(worker.clone());
-        let failures = &ProxyMetrics::get().upstream_failures;
-        match result {
-            Ok(resp) => {
-                let status = resp.status();
-                crate::metrics::compat::upstream_response(self.endpoint.label(), status.as_u16());
-                worker.record_outcome(!counts_as_failure(status));
-                if status.is_server_error() {
-                    worker.record_failure();
-                    failures
-                        .with_label_values(&[worker.url.as_str(), status.as_str()])
-                        .inc();
-                } else {
-                    worker.record_success();
-                }
-                Tried::Answered { resp, booking }
-            }
-            Err(error) => {
-                worker.record_outcome(false);
-                worker.record_failure();
-                failures
-                    .with_label_values(&[worker.url.as_str(), error.kind()])
-                    .inc();
-                tracing::warn!(worker = %worker.url, %error, "upstream attempt failed");
-                if matches!(error, ForwardError::Connect { .. }) {
-                    self.last_error = ApiError::from(&error);
-                }
-                Tried::Failed { error, worker }
-            }
-        }
+        let result = self.send(&worker, &booking).await;
+        self.settle(worker, booking, result)
     }
 
     /// Retried (sgl-router's rule): a 408/429/500/502/503/504 answer, a connect failure

@@ -42,20 +42,12 @@ pub async fn read_body(
     idle: Duration,
     budget: &BodyBudget,
 ) -> Result<(Bytes, BodyPermit), ApiError> {
-    let too_large = || {
-        ProxyMetrics::limit_tripped("max_payload_size");
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("request body exceeds max_payload_size ({limit} bytes)"),
-        )
-    };
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
-        return Err(too_large());
+        return Err(too_large(limit));
     }
     // Sized from `content-length` up to 1 MiB (a small body is one allocation, no copy at the
     // end); a larger one grows as its bytes arrive.
@@ -70,53 +62,71 @@ pub async fn read_body(
     let body = Limited::new(TimeoutBody::new(idle, body), limit);
     tokio::pin!(body);
     while let Some(frame) = body.frame().await {
-        match frame {
-            Ok(f) => {
-                if let Some(d) = f.data_ref() {
-                    if !rate.on_data(d.len()) {
-                        ProxyMetrics::limit_tripped("body_min_rate");
-                        return Err(ApiError::new(
-                            StatusCode::REQUEST_TIMEOUT,
-                            "body_min_rate",
-                            format!(
-                                "request body arriving slower than {} bytes/s over {} s",
-                                super::upload_rate::MIN_RATE,
-                                super::upload_rate::WINDOW.as_secs()
-                            ),
-                        ));
-                    }
-                    // The budget holds what the buffer allocates (its growth), not only the
-                    // bytes: RSS follows capacity.
-                    let before = buf.capacity();
-                    buf.extend_from_slice(d);
-                    let grown = buf.capacity().saturating_sub(before);
-                    if !permit.grow(grown) {
-                        ProxyMetrics::limit_tripped("max_inflight_body_bytes");
-                        return Err(over_budget(budget));
-                    }
-                }
+        let f = frame.map_err(|e| read_failed(&*e, limit, idle))?;
+        if let Some(d) = f.data_ref() {
+            if !rate.on_data(d.len()) {
+                return Err(too_slow());
             }
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
-            Err(e) if e.is::<TimeoutError>() => {
-                ProxyMetrics::limit_tripped("body_read_timeout");
-                return Err(ApiError::new(
-                    StatusCode::REQUEST_TIMEOUT,
-                    "body_read_timeout",
-                    format!(
-                        "no request body data for {} s (body_read_timeout_secs)",
-                        idle.as_secs_f64()
-                    ),
-                ));
-            }
-            Err(e) => {
-                return Err(ApiError::bad_request(
-                    "body_read_failed",
-                    format!("cannot read request body: {e}"),
-                ))
+            // The budget holds what the buffer allocates (its growth), not only the
+            // bytes: RSS follows capacity.
+            let before = buf.capacity();
+            buf.extend_from_slice(d);
+            let grown = buf.capacity().saturating_sub(before);
+            if !permit.grow(grown) {
+                ProxyMetrics::limit_tripped("max_inflight_body_bytes");
+                return Err(over_budget(budget));
             }
         }
     }
     Ok((buf.freeze(), permit))
+}
+
+/// 413 naming `max_payload_size`.
+fn too_large(limit: usize) -> ApiError {
+    ProxyMetrics::limit_tripped("max_payload_size");
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        format!("request body exceeds max_payload_size ({limit} bytes)"),
+    )
+}
+
+/// 408 `body_min_rate`: the upload fell under `upload_rate::MIN_RATE`.
+fn too_slow() -> ApiError {
+    ProxyMetrics::limit_tripped("body_min_rate");
+    ApiError::new(
+        StatusCode::REQUEST_TIMEOUT,
+        "body_min_rate",
+        format!(
+            "request body arriving slower than {} bytes/s over {} s",
+            super::upload_rate::MIN_RATE,
+            super::upload_rate::WINDOW.as_secs()
+        ),
+    )
+}
+
+/// The answer to a body that failed to read: past `limit` (413), idle for `idle` (408), or
+/// broken (400).
+fn read_failed(
+    e: &(dyn std::error::Error + Send + Sync + 'static),
+    limit: usize,
+    idle: Duration,
+) -> ApiError {
+    if e.is::<http_body_util::LengthLimitError>() {
+        return too_large(limit);
+    }
+    if e.is::<TimeoutError>() {
+        ProxyMetrics::limit_tripped("body_read_timeout");
+        return ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_read_timeout",
+            format!(
+                "no request body data for {} s (body_read_timeout_secs)",
+                idle.as_secs_f64()
+            ),
+        );
+    }
+    ApiError::bad_request("body_read_failed", format!("cannot read request body: {e}"))
 }
 
 /// 503 naming `--max-inflight-body-bytes`.

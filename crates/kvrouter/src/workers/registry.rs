@@ -16,6 +16,7 @@ use tokio::sync::{broadcast, watch};
 use super::breaker::BreakerConfig;
 use super::health::{self, CheckedFleet, HealthConfig, HealthState};
 use super::http::{authorization, new_client, HttpClient};
+use super::info::WorkerInfo;
 use super::job::{Job, JobStatus};
 use super::metrics::FleetMetrics;
 use super::probe::{probe_worker, read_info, AddWorkerError, PageSizeRule, ProbeTimeouts};
@@ -112,6 +113,20 @@ const FAILED_JOBS_KEPT: usize = 64;
 struct Jobs {
     pending: Vec<Job>,
     failed: VecDeque<Job>,
+}
+
+impl Jobs {
+    /// Keeps `job` as failed with `err` (the latest per URL, at most [`FAILED_JOBS_KEPT`]).
+    fn keep_failed(&mut self, job: Job, err: &AddWorkerError) {
+        let mut failed = job;
+        failed.status = JobStatus::Failed(err.to_string());
+        failed.since = SystemTime::now();
+        self.failed.retain(|j| j.url != failed.url);
+        if self.failed.len() >= FAILED_JOBS_KEPT {
+            self.failed.pop_front();
+        }
+        self.failed.push_back(failed);
+    }
 }
 
 /// Shared state behind every `Registry` clone.
@@ -518,29 +533,7 @@ impl Inner {
 
     /// Probes a pending job and registers (or fails) it.
     async fn finish_add(self: &Arc<Self>, job: Job) -> Result<Arc<Worker>, AddWorkerError> {
-        let timeouts = ProbeTimeouts {
-            request: self.config.probe_timeout,
-            startup: self.config.startup_timeout,
-        };
-        let probed = match self.check_resolved(&job.url).await {
-            Ok(()) => {
-                let auth = authorization(job.spec.api_key.as_deref(), job.credentials.as_ref());
-                let probe = probe_worker(
-                    &self.client,
-                    &job.url,
-                    auth.as_deref(),
-                    self.config.page_size,
-                    timeouts,
-                );
-                tokio::select! {
-                    r = probe => r,
-                    () = job.cancel.cancelled() => Err(AddWorkerError::Cancelled {
-                        url: job.url.clone(),
-                    }),
-                }
-            }
-            Err(e) => Err(e),
-        };
+        let probed = self.probe_job(&job).await;
         let _w = self.write.lock();
         let mut jobs = self.jobs.lock();
         let Some(pos) = jobs.pending.iter().position(|j| j.id == job.id) else {
@@ -549,23 +542,7 @@ impl Inner {
         let job = jobs.pending.remove(pos);
         match probed {
             Ok(info) => {
-                let host = normalize_url(&job.url).map(|a| a.host).unwrap_or_default();
-                let health = HealthState::new(
-                    self.config.health.failure_threshold,
-                    self.config.health.success_threshold,
-                );
-                let worker = Arc::new(Worker::from_parts(NewWorker {
-                    id: job.id,
-                    public_id: job.public_id,
-                    url: job.url.clone(),
-                    host,
-                    credentials: job.credentials,
-                    spec: job.spec,
-                    info,
-                    health,
-                    gauges: self.metrics.worker_gauges(&job.url),
-                    circuit: (self.config.breaker, self.metrics.circuit_gauge(&job.url)),
-                }));
+                let worker = self.new_worker(job, info);
                 let snap = self.snapshot();
                 self.hold_if_behind(&snap, &worker);
                 let mut next = snap.as_ref().clone();
@@ -590,17 +567,56 @@ impl Inner {
                     // Page-size refusals were already logged at error level.
                     tracing::warn!(worker = %job.url, error = %err, "worker registration failed");
                 }
-                let mut failed = job;
-                failed.status = JobStatus::Failed(err.to_string());
-                failed.since = SystemTime::now();
-                jobs.failed.retain(|j| j.url != failed.url);
-                if jobs.failed.len() >= FAILED_JOBS_KEPT {
-                    jobs.failed.pop_front();
-                }
-                jobs.failed.push_back(failed);
+                jobs.keep_failed(job, &err);
                 Err(err)
             }
         }
+    }
+
+    /// Checks that the job's URL resolves to an allowed address, then probes the worker
+    /// (unless the job is cancelled first).
+    async fn probe_job(&self, job: &Job) -> Result<WorkerInfo, AddWorkerError> {
+        let timeouts = ProbeTimeouts {
+            request: self.config.probe_timeout,
+            startup: self.config.startup_timeout,
+        };
+        self.check_resolved(&job.url).await?;
+        let auth = authorization(job.spec.api_key.as_deref(), job.credentials.as_ref());
+        let probe = probe_worker(
+            &self.client,
+            &job.url,
+            auth.as_deref(),
+            self.config.page_size,
+            timeouts,
+        );
+        tokio::select! {
+            r = probe => r,
+            () = job.cancel.cancelled() => Err(AddWorkerError::Cancelled {
+                url: job.url.clone(),
+            }),
+        }
+    }
+
+    /// The worker of a probed job: healthy by the configured thresholds, its gauges and
+    /// circuit breaker attached.
+    fn new_worker(&self, job: Job, info: WorkerInfo) -> Arc<Worker> {
+        let host = normalize_url(&job.url).map(|a| a.host).unwrap_or_default();
+        let health = HealthState::new(
+            self.config.health.failure_threshold,
+            self.config.health.success_threshold,
+        );
+        Arc::new(Worker::from_parts(NewWorker {
+            id: job.id,
+            public_id: job.public_id,
+            url: job.url.clone(),
+            host,
+            credentials: job.credentials,
+            spec: job.spec,
+            info,
+            health,
+            gauges: self.metrics.worker_gauges(&job.url),
+            circuit: (self.config.breaker, self.metrics.circuit_gauge(&job.url)),
+        }))
     }
 
     /// With `hold_version_mismatch`, marks `w` awaiting refit when its version differs

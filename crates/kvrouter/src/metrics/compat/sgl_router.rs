@@ -16,16 +16,8 @@ use super::derive::{raise_to, Fleet};
 use super::{route_path, DURATION_BUCKETS};
 
 pub(super) struct Series {
-    requests: IntCounterVec,
-    errors: IntCounterVec,
-    duration: HistogramVec,
-    generate_duration: Histogram,
-    retries: IntCounterVec,
-    decisions: IntCounterVec,
-    processed: IntCounterVec,
-    running: IntGaugeVec,
-    health: IntGaugeVec,
-    active_workers: IntGauge,
+    route: RouteSeries,
+    workers: WorkerSeries,
     cache_hits: IntCounter,
     cache_misses: IntCounter,
     upstream: IntCounterVec,
@@ -38,19 +30,96 @@ pub(super) struct Series {
     circuit: circuit::Series,
 }
 
+/// Requests, errors, durations and retries by route.
+struct RouteSeries {
+    requests: IntCounterVec,
+    errors: IntCounterVec,
+    duration: HistogramVec,
+    generate_duration: Histogram,
+    retries: IntCounterVec,
+}
+
+/// Policy decisions, running requests and health by worker.
+struct WorkerSeries {
+    decisions: IntCounterVec,
+    processed: IntCounterVec,
+    running: IntGaugeVec,
+    health: IntGaugeVec,
+    active_workers: IntGauge,
+}
+
+/// sgl-router's circuit-breaker family names.
+const CIRCUIT: circuit::Names = circuit::Names {
+    state: "sgl_router_cb_state",
+    transitions: "sgl_router_cb_state_transitions_total",
+    outcomes: "sgl_router_cb_outcomes_total",
+    consecutive: None,
+};
+
 #[allow(clippy::expect_used)] // constant, valid metric declarations
 impl Series {
+    /// Declares every family on `r`, in sgl-router's order.
     pub(super) fn new(r: &Registry) -> Series {
         let d = Declare(r);
-        let counter = |name: &str, help: &str, labels: &[&str]| d.counter(name, help, labels);
-        let gauge = |name: &str, help: &str, labels: &[&str]| d.gauge(name, help, labels);
         Series {
-            requests: counter(
+            route: RouteSeries::new(&d),
+            workers: WorkerSeries::new(&d),
+            cache_hits: d.reg(
+                IntCounter::new("sgl_router_cache_hits_total", "Total cache hits")
+                    .expect("valid metric"),
+            ),
+            cache_misses: d.reg(
+                IntCounter::new("sgl_router_cache_misses_total", "Total cache misses")
+                    .expect("valid metric"),
+            ),
+            upstream: d.counter(
+                "sgl_router_upstream_http_responses_total",
+                "Total number of upstream engine HTTP responses by status code",
+                &["route", "status_code"],
+            ),
+            retries_exhausted: d.counter(
+                "sgl_router_retries_exhausted_total",
+                "Total number of requests that exhausted retries by route",
+                &["route"],
+            ),
+            backoff: d.histogram(
+                "sgl_router_retry_backoff_duration_seconds",
+                "Backoff duration in seconds by attempt index",
+                &["attempt"],
+            ),
+            http_requests: d.reg(
+                IntCounter::new(
+                    "sgl_router_http_requests_total",
+                    "Total number of HTTP requests",
+                )
+                .expect("valid metric"),
+            ),
+            http_responses: d.counter(
+                "sgl_router_http_responses_total",
+                "Total number of HTTP responses by status code",
+                &["status_code"],
+            ),
+            max_load: d.reg(
+                IntGauge::new("sgl_router_max_load", "Maximum worker load").expect("valid metric"),
+            ),
+            min_load: d.reg(
+                IntGauge::new("sgl_router_min_load", "Minimum worker load").expect("valid metric"),
+            ),
+            circuit: circuit::Series::new(&d, &CIRCUIT),
+        }
+    }
+}
+
+#[allow(clippy::expect_used)] // constant, valid metric declarations
+impl RouteSeries {
+    fn new(d: &Declare) -> RouteSeries {
+        RouteSeries {
+            requests: d.counter(
                 "sgl_router_requests_total",
                 "Total number of requests by route and method",
                 &["route"],
             ),
-            errors: counter(
+            errors: d.counter(
                 "sgl_router_request_errors_total",
                 "Total number of request errors by route and error type",
                 &["route", "error_type"],
@@ -70,27 +139,35 @@ impl Series {
                 )
                 .expect("valid metric"),
             ),
-            retries: counter(
+            retries: d.counter(
                 "sgl_router_retries_total",
                 "Total number of request retries by route",
                 &["route"],
             ),
-            decisions: counter(
+        }
+    }
+}
+
+#[allow(clippy::expect_used)] // constant, valid metric declarations
+impl WorkerSeries {
+    fn new(d: &Declare) -> WorkerSeries {
+        WorkerSeries {
+            decisions: d.counter(
                 "sgl_router_policy_decisions_total",
                 "Total routing policy decisions by policy and worker",
                 &["policy", "worker"],
             ),
-            processed: counter(
+            processed: d.counter(
                 "sgl_router_processed_requests_total",
                 "Total requests processed by each worker",
                 &["worker"],
             ),
-            running: gauge(
+            running: d.gauge(
                 "sgl_router_running_requests",
                 "Number of running requests per worker",
                 &["worker"],
             ),
-            health: gauge(
+            health: d.gauge(
                 "sgl_router_worker_health",
                 "Worker health status (1=healthy, 0=unhealthy)",
                 &["worker"],
@@ -102,59 +179,11 @@ impl Series {
                 )
                 .expect("valid metric"),
             ),
-            cache_hits: d.reg(
-                IntCounter::new("sgl_router_cache_hits_total", "Total cache hits")
-                    .expect("valid metric"),
-            ),
-            cache_misses: d.reg(
-                IntCounter::new("sgl_router_cache_misses_total", "Total cache misses")
-                    .expect("valid metric"),
-            ),
-            upstream: counter(
-                "sgl_router_upstream_http_responses_total",
-                "Total number of upstream engine HTTP responses by status code",
-                &["route", "status_code"],
-            ),
-            retries_exhausted: counter(
-                "sgl_router_retries_exhausted_total",
-                "Total number of requests that exhausted retries by route",
-                &["route"],
-            ),
-            backoff: d.histogram(
-                "sgl_router_retry_backoff_duration_seconds",
-                "Backoff duration in seconds by attempt index",
-                &["attempt"],
-            ),
-            http_requests: d.reg(
-                IntCounter::new(
-                    "sgl_router_http_requests_total",
-                    "Total number of HTTP requests",
-                )
-                .expect("valid metric"),
-            ),
-            http_responses: counter(
-                "sgl_router_http_responses_total",
-                "Total number of HTTP responses by status code",
-                &["status_code"],
-            ),
-            max_load: d.reg(
-                IntGauge::new("sgl_router_max_load", "Maximum worker load").expect("valid metric"),
-            ),
-            min_load: d.reg(
-                IntGauge::new("sgl_router_min_load", "Minimum worker load").expect("valid metric"),
-            ),
-            circuit: circuit::Series::new(
-                &d,
-                &circuit::Names {
-                    state: "sgl_router_cb_state",
-                    transitions: "sgl_router_cb_state_transitions_total",
-                    outcomes: "sgl_router_cb_outcomes_total",
-                    consecutive: None,
-                },
-            ),
         }
     }
+}
 
+impl Series {
     pub(super) fn request_done(&self, route: &str, status: u16, from_worker: bool, worker: &str) {
         let path = route_path(route);
         self.http_requests.inc();
@@ -165,23 +194,28 @@ impl Series {
             self.circuit.outcome(worker, (200..300).contains(&status));
         }
         if (200..300).contains(&status) {
-            self.requests.with_label_values(&[path]).inc();
+            self.route.requests.with_label_values(&[path]).inc();
         } else if !matches!(status, 502 | 503) {
-            self.errors
+            self.route
+                .errors
                 .with_label_values(&[path, "non_retryable_error"])
                 .inc();
         }
     }
 
     pub(super) fn duration(&self, route: &str, secs: f64) {
-        self.duration
+        self.route
+            .duration
             .with_label_values(&[route_path(route)])
             .observe(secs);
-        self.generate_duration.observe(secs);
+        self.route.generate_duration.observe(secs);
     }
 
     pub(super) fn retry(&self, route: &str, attempt: u32, secs: f64) {
-        self.retries.with_label_values(&[route_path(route)]).inc();
+        self.route
+            .retries
+            .with_label_values(&[route_path(route)])
+            .inc();
         self.backoff
             .with_label_values(&[attempt.to_string().as_str()])
             .observe(secs);
@@ -208,19 +242,22 @@ impl Series {
     }
 
     pub(super) fn selection(&self, policy: &str, worker: &str) {
-        self.decisions.with_label_values(&[policy, worker]).inc();
-        self.processed.with_label_values(&[worker]).inc();
+        self.workers
+            .decisions
+            .with_label_values(&[policy, worker])
+            .inc();
+        self.workers.processed.with_label_values(&[worker]).inc();
     }
 
     pub(super) fn refresh(&self, fleet: &Fleet) {
-        self.active_workers.set(fleet.workers as i64);
-        self.running.reset();
+        self.workers.active_workers.set(fleet.workers as i64);
+        self.workers.running.reset();
         for (w, v) in &fleet.in_flight {
-            self.running.with_label_values(&[w]).set(*v as i64);
+            self.workers.running.with_label_values(&[w]).set(*v as i64);
         }
-        self.health.reset();
+        self.workers.health.reset();
         for (w, v) in &fleet.healthy {
-            self.health.with_label_values(&[w]).set(*v as i64);
+            self.workers.health.with_label_values(&[w]).set(*v as i64);
         }
         if let Some((hits, misses)) = fleet.cache {
             raise_to(&self.cache_hits, hits);

@@ -59,113 +59,159 @@ pub(super) const CIRCUIT: circuit::Names = circuit::Names {
 };
 
 pub(super) struct Series {
-    http_requests: IntCounterVec,
-    http_duration: HistogramVec,
-    http_responses: IntCounterVec,
-    http_connections: IntGauge,
+    http: HttpSeries,
+    router: RouterSeries,
+    worker: WorkerSeries,
+    circuit: circuit::Series,
+    helm: HelmSeries,
+}
+
+/// SMG's HTTP layer (`smg_http_*`).
+struct HttpSeries {
+    requests: IntCounterVec,
+    duration: HistogramVec,
+    responses: IntCounterVec,
+    connections: IntGauge,
     rate_limit: IntCounterVec,
+}
+
+/// SMG's router layer (`smg_router_*`).
+struct RouterSeries {
     requests: IntCounterVec,
     duration: HistogramVec,
     errors: IntCounterVec,
     upstream: IntCounterVec,
     ttft: HistogramVec,
     tokens: IntCounterVec,
+}
+
+/// SMG's worker layer (`smg_worker_*`).
+struct WorkerSeries {
     retries: IntCounterVec,
     retries_exhausted: IntCounterVec,
     backoff: HistogramVec,
     selections: IntCounterVec,
-    worker_errors: IntCounterVec,
+    errors: IntCounterVec,
     requests_active: IntGaugeVec,
     health: IntGaugeVec,
     health_checks: IntCounterVec,
     pool_size: IntGaugeVec,
-    circuit: circuit::Series,
-    /// The SMG Helm chart's dashboard (`deploy/helm/smg/templates/grafana-dashboard.yaml`)
-    /// queries these names, which SMG itself does not emit.
-    helm_requests: IntCounterVec,
-    helm_duration: HistogramVec,
-    helm_active_workers: IntGauge,
+}
+
+/// The SMG Helm chart's dashboard (`deploy/helm/smg/templates/grafana-dashboard.yaml`)
+/// queries these names, which SMG itself does not emit.
+struct HelmSeries {
+    requests: IntCounterVec,
+    duration: HistogramVec,
+    active_workers: IntGauge,
+}
+
+/// The labels of most `smg_router_*` series.
+const ROUTER: &[&str] = &[
+    "router_type",
+    "backend_type",
+    "connection_mode",
+    "model",
+    "endpoint",
+];
+/// [`ROUTER`] without `connection_mode` (TTFT, tokens).
+const SHORT: &[&str] = &["router_type", "backend_type", "model", "endpoint"];
+
+impl Series {
+    /// Declares every family on `r`, in SMG's order: HTTP, router, worker, circuit, Helm.
+    pub(super) fn new(r: &Registry) -> Series {
+        let d = Declare(r);
+        Series {
+            http: HttpSeries::new(&d),
+            router: RouterSeries::new(&d),
+            worker: WorkerSeries::new(&d),
+            circuit: circuit::Series::new(&d, &CIRCUIT),
+            helm: HelmSeries::new(&d),
+        }
+    }
 }
 
 #[allow(clippy::expect_used)] // constant, valid metric declarations
-impl Series {
-    pub(super) fn new(r: &Registry) -> Series {
-        let d = Declare(r);
-        let counter = |name: &str, help: &str, labels: &[&str]| d.counter(name, help, labels);
-        let gauge = |name: &str, help: &str, labels: &[&str]| d.gauge(name, help, labels);
-        let histogram = |name: &str, help: &str, labels: &[&str]| d.histogram(name, help, labels);
-        const ROUTER: &[&str] = &[
-            "router_type",
-            "backend_type",
-            "connection_mode",
-            "model",
-            "endpoint",
-        ];
-        const SHORT: &[&str] = &["router_type", "backend_type", "model", "endpoint"];
-        Series {
-            http_requests: counter(
+impl HttpSeries {
+    fn new(d: &Declare) -> HttpSeries {
+        HttpSeries {
+            requests: d.counter(
                 "smg_http_requests_total",
                 "Total HTTP requests by method and path",
                 &["method", "path"],
             ),
-            http_duration: histogram(
+            duration: d.histogram(
                 "smg_http_request_duration_seconds",
                 "HTTP request duration by method and path",
                 &["method", "path"],
             ),
-            http_responses: counter(
+            responses: d.counter(
                 "smg_http_responses_total",
                 "HTTP responses by path, status code and error code",
                 &["path", "status_code", "error_code"],
             ),
-            http_connections: d.reg(
+            connections: d.reg(
                 IntGauge::new(
                     "smg_http_connections_active",
                     "Data-plane HTTP requests in flight",
                 )
                 .expect("valid metric"),
             ),
-            rate_limit: counter(
+            rate_limit: d.counter(
                 "smg_http_rate_limit_total",
                 "Requests refused by the concurrency limit (--max-concurrent-requests)",
                 &["result"],
             ),
-            requests: counter(
+        }
+    }
+}
+
+impl RouterSeries {
+    fn new(d: &Declare) -> RouterSeries {
+        RouterSeries {
+            requests: d.counter(
                 "smg_router_requests_total",
                 "Total routed requests by router_type, backend_type, connection_mode, model, endpoint, streaming",
                 &[ROUTER, &["streaming"]].concat(),
             ),
-            duration: histogram(
+            duration: d.histogram(
                 "smg_router_request_duration_seconds",
                 "Router request duration by router_type, backend_type, connection_mode, model, endpoint",
                 ROUTER,
             ),
-            errors: counter(
+            errors: d.counter(
                 "smg_router_request_errors_total",
                 "Router errors by router_type, backend_type, connection_mode, model, endpoint, error_type",
                 &[ROUTER, &["error_type"]].concat(),
             ),
-            upstream: counter(
+            upstream: d.counter(
                 "smg_router_upstream_responses_total",
                 "Worker responses to each attempt by router_type, status_code, error_code",
                 &["router_type", "status_code", "error_code"],
             ),
-            ttft: histogram(
+            ttft: d.histogram(
                 "smg_router_ttft_seconds",
                 "Time to first token by router_type, backend_type, model, endpoint",
                 SHORT,
             ),
-            tokens: counter(
+            tokens: d.counter(
                 "smg_router_tokens_total",
                 "Tokens by router_type, backend_type, model, endpoint, token_type (KV mode)",
                 &[SHORT, &["token_type"]].concat(),
             ),
-            retries: counter(
+        }
+    }
+}
+
+impl WorkerSeries {
+    fn new(d: &Declare) -> WorkerSeries {
+        WorkerSeries {
+            retries: d.counter(
                 "smg_worker_retries_total",
                 "Total retry attempts by worker_type and endpoint",
                 &["worker_type", "endpoint"],
             ),
-            retries_exhausted: counter(
+            retries_exhausted: d.counter(
                 "smg_worker_retries_exhausted_total",
                 "Requests whose every allowed attempt asked for a retry",
                 &["worker_type", "endpoint"],
@@ -175,51 +221,55 @@ impl Series {
                 "Backoff before each retry by attempt",
                 &["attempt"],
             ),
-            selections: counter(
+            selections: d.counter(
                 "smg_worker_selection_total",
                 "Worker selection events by worker_type, connection_mode, model, policy",
                 &["worker_type", "connection_mode", "model", "policy"],
             ),
-            worker_errors: counter(
+            errors: d.counter(
                 "smg_worker_errors_total",
                 "Worker 5xx answers by worker_type, connection_mode, error_type",
                 &["worker_type", "connection_mode", "error_type"],
             ),
-            requests_active: gauge(
+            requests_active: d.gauge(
                 "smg_worker_requests_active",
                 "Currently running requests per worker",
                 &["worker"],
             ),
-            health: gauge(
+            health: d.gauge(
                 "smg_worker_health",
                 "Worker health status (1=healthy, 0=unhealthy)",
                 &["worker"],
             ),
-            health_checks: counter(
+            health_checks: d.counter(
                 "smg_worker_health_checks_total",
                 "Periodic health checks by worker_type and result",
                 &["worker_type", "result"],
             ),
-            pool_size: gauge(
+            pool_size: d.gauge(
                 "smg_worker_pool_size",
                 "Current worker pool size by worker_type, connection_mode, model",
                 &["worker_type", "connection_mode", "model"],
             ),
-            circuit: circuit::Series::new(
-                &d,
-                &CIRCUIT,
-            ),
-            helm_requests: counter(
+        }
+    }
+}
+
+#[allow(clippy::expect_used)] // constant, valid metric declarations
+impl HelmSeries {
+    fn new(d: &Declare) -> HelmSeries {
+        HelmSeries {
+            requests: d.counter(
                 "smg_requests_total",
                 "Requests by method and status (the SMG Helm chart dashboard's name)",
                 &["method", "status"],
             ),
-            helm_duration: histogram(
+            duration: d.histogram(
                 "smg_request_duration_seconds",
                 "Request duration (the SMG Helm chart dashboard's name)",
                 &["method"],
             ),
-            helm_active_workers: d.reg(
+            active_workers: d.reg(
                 IntGauge::new(
                     "smg_active_workers",
                     "Healthy workers (the SMG Helm chart dashboard's name)",
@@ -228,7 +278,9 @@ impl Series {
             ),
         }
     }
+}
 
+impl Series {
     pub(super) fn request_done(
         &self,
         route: &str,
@@ -243,22 +295,25 @@ impl Series {
         let path = route_path(route);
         let code = status.to_string();
         let code = code.as_str();
-        self.http_requests.with_label_values(&["POST", path]).inc();
-        self.helm_requests.with_label_values(&["POST", code]).inc();
+        self.http.requests.with_label_values(&["POST", path]).inc();
+        self.helm.requests.with_label_values(&["POST", code]).inc();
         let error_code = match status {
             200..=299 => "",
             _ if from_worker => "",
             _ => error_type(status, false),
         };
-        self.http_responses
+        self.http
+            .responses
             .with_label_values(&[path, code, error_code])
             .inc();
         let streaming = if stream { "true" } else { "false" };
-        self.requests
+        self.router
+            .requests
             .with_label_values(&[HTTP, REGULAR, HTTP, model, ep, streaming])
             .inc();
         if !(200..300).contains(&status) {
-            self.errors
+            self.router
+                .errors
                 .with_label_values(&[
                     HTTP,
                     REGULAR,
@@ -272,7 +327,8 @@ impl Series {
         if from_worker && !worker.is_empty() {
             self.circuit.outcome(worker, (200..300).contains(&status));
             if status >= 500 {
-                self.worker_errors
+                self.worker
+                    .errors
                     .with_label_values(&[REGULAR, HTTP, worker_error_type(status)])
                     .inc();
             }
@@ -280,7 +336,8 @@ impl Series {
     }
 
     pub(super) fn upstream_response(&self, status: u16) {
-        self.upstream
+        self.router
+            .upstream
             .with_label_values(&[HTTP, status.to_string().as_str(), ""])
             .inc();
     }
@@ -288,13 +345,16 @@ impl Series {
     pub(super) fn duration(&self, route: &str, secs: f64) {
         let model = model::current();
         let model = &*model;
-        self.http_duration
+        self.http
+            .duration
             .with_label_values(&["POST", route_path(route)])
             .observe(secs);
-        self.helm_duration
+        self.helm
+            .duration
             .with_label_values(&["POST"])
             .observe(secs);
-        self.duration
+        self.router
+            .duration
             .with_label_values(&[HTTP, REGULAR, HTTP, model, endpoint(route)])
             .observe(secs);
     }
@@ -302,7 +362,8 @@ impl Series {
     pub(super) fn ttft(&self, route: &str, secs: f64) {
         let model = model::current();
         let model = &*model;
-        self.ttft
+        self.router
+            .ttft
             .with_label_values(&[HTTP, REGULAR, model, endpoint(route)])
             .observe(secs);
     }
@@ -311,27 +372,32 @@ impl Series {
         let model = model::current();
         let model = &*model;
         let ep = endpoint(route);
-        self.tokens
+        self.router
+            .tokens
             .with_label_values(&[HTTP, REGULAR, model, ep, "input"])
             .inc_by(input);
         if let Some(out) = output {
-            self.tokens
+            self.router
+                .tokens
                 .with_label_values(&[HTTP, REGULAR, model, ep, "output"])
                 .inc_by(out);
         }
     }
 
     pub(super) fn retry(&self, route: &str, attempt: u32, secs: f64) {
-        self.retries
+        self.worker
+            .retries
             .with_label_values(&[REGULAR, endpoint(route)])
             .inc();
-        self.backoff
+        self.worker
+            .backoff
             .with_label_values(&[attempt.to_string().as_str()])
             .observe(secs);
     }
 
     pub(super) fn retries_exhausted(&self, route: &str) {
-        self.retries_exhausted
+        self.worker
+            .retries_exhausted
             .with_label_values(&[REGULAR, endpoint(route)])
             .inc();
     }
@@ -339,7 +405,8 @@ impl Series {
     pub(super) fn selection(&self, policy: &str) {
         let model = model::current();
         let model = &*model;
-        self.selections
+        self.worker
+            .selections
             .with_label_values(&[REGULAR, HTTP, model, policy])
             .inc();
     }
@@ -355,31 +422,42 @@ impl Series {
     pub(super) fn refresh(&self, fleet: &Fleet) {
         let model = model::current();
         let model = &*model;
-        self.pool_size.reset();
-        self.pool_size
+        self.worker.pool_size.reset();
+        self.worker
+            .pool_size
             .with_label_values(&[REGULAR, HTTP, model])
             .set(fleet.workers as i64);
-        self.requests_active.reset();
+        self.worker.requests_active.reset();
         for (w, v) in &fleet.in_flight {
-            self.requests_active.with_label_values(&[w]).set(*v as i64);
+            self.worker
+                .requests_active
+                .with_label_values(&[w])
+                .set(*v as i64);
         }
-        self.health.reset();
+        self.worker.health.reset();
         for (w, v) in &fleet.healthy {
-            self.health.with_label_values(&[w]).set(*v as i64);
+            self.worker.health.with_label_values(&[w]).set(*v as i64);
         }
-        self.helm_active_workers
+        self.helm
+            .active_workers
             .set(fleet.healthy.iter().filter(|(_, v)| *v > 0.0).count() as i64);
-        self.http_connections.set(fleet.in_flight_total());
+        self.http.connections.set(fleet.in_flight_total());
         let (ok, failed) = fleet.health_checks;
         raise_to(
-            &self.health_checks.with_label_values(&[REGULAR, "success"]),
+            &self
+                .worker
+                .health_checks
+                .with_label_values(&[REGULAR, "success"]),
             ok,
         );
         raise_to(
-            &self.health_checks.with_label_values(&[REGULAR, "failure"]),
+            &self
+                .worker
+                .health_checks
+                .with_label_values(&[REGULAR, "failure"]),
             failed,
         );
-        let rejected: IntCounter = self.rate_limit.with_label_values(&["rejected"]);
+        let rejected: IntCounter = self.http.rate_limit.with_label_values(&["rejected"]);
         raise_to(&rejected, fleet.admission_refused);
         self.circuit.refresh(&fleet.worker_urls());
     }

@@ -43,56 +43,13 @@ pub(super) fn scan(body: &[u8]) -> Option<(Fields<'_>, Option<Vec<u32>>)> {
                 return None;
             }
             p = skip_ws(body, p + 1);
-            let slot = match key {
-                b"input_ids" => 0,
-                b"text" => 1,
-                b"prompt" => 2,
-                b"messages" => 3,
-                b"input_embeds" => 4,
-                b"stream" => 5,
-                b"rid" => 6,
-                b"cache_salt" => 7,
-                b"extra_key" => 8,
-                b"lora_path" => 9,
-                b"model" => 10,
-                _ => usize::MAX,
-            };
-            if slot == usize::MAX {
-                p = skip_value(body, p)?;
-            } else {
-                if std::mem::replace(&mut seen[slot], true) {
-                    return None; // serde reports the duplicate field
-                }
-                let rest = &body[p..];
-                if slot == 0 && rest.first() == Some(&b'[') {
-                    if let Some((decoded, len)) = decode_u32_array(rest) {
-                        fields.input_ids = Some(std::str::from_utf8(&rest[..len]).ok()?);
-                        ids = Some(decoded);
-                        p += len;
-                    } else {
-                        return None;
+            match slot(key) {
+                None => p = skip_value(body, p)?,
+                Some(slot) => {
+                    if std::mem::replace(&mut seen[slot], true) {
+                        return None; // serde reports the duplicate field
                     }
-                } else {
-                    let (raw, len) = raw_value(rest)?;
-                    // serde reads `null` into an absent `Option<&RawValue>`.
-                    let raw = Some(raw).filter(|r| *r != "null");
-                    match slot {
-                        0 => fields.input_ids = raw,
-                        1 => fields.text = raw,
-                        2 => fields.prompt = raw,
-                        3 => fields.messages = raw,
-                        4 => fields.input_embeds = raw,
-                        5 => {
-                            fields.stream =
-                                serde_json::from_str::<Option<bool>>(raw.unwrap_or("null")).ok()?
-                        }
-                        6 => fields.rid = raw,
-                        7 => fields.cache_salt = raw,
-                        8 => fields.extra_key = raw,
-                        9 => fields.lora_path = raw,
-                        _ => fields.model = raw,
-                    }
-                    p += len;
+                    p += read_value(&mut fields, &mut ids, slot, &body[p..])?;
                 }
             }
             p = skip_ws(body, p);
@@ -107,6 +64,60 @@ pub(super) fn scan(body: &[u8]) -> Option<(Fields<'_>, Option<Vec<u32>>)> {
         }
     }
     (skip_ws(body, p) == body.len()).then_some((fields, ids))
+}
+
+/// The slot of a routing key (its index in `scan`'s `seen`; `input_ids` is 0), `None` for
+/// any other key.
+#[inline]
+fn slot(key: &[u8]) -> Option<usize> {
+    Some(match key {
+        b"input_ids" => 0,
+        b"text" => 1,
+        b"prompt" => 2,
+        b"messages" => 3,
+        b"input_embeds" => 4,
+        b"stream" => 5,
+        b"rid" => 6,
+        b"cache_salt" => 7,
+        b"extra_key" => 8,
+        b"lora_path" => 9,
+        b"model" => 10,
+        _ => return None,
+    })
+}
+
+/// Reads the value of routing field `slot` at the start of `rest` into `fields` (a plain
+/// `input_ids` array also decoded into `ids`); the value's length.
+#[inline]
+fn read_value<'a>(
+    fields: &mut Fields<'a>,
+    ids: &mut Option<Vec<u32>>,
+    slot: usize,
+    rest: &'a [u8],
+) -> Option<usize> {
+    if slot == 0 && rest.first() == Some(&b'[') {
+        let (decoded, len) = decode_u32_array(rest)?;
+        fields.input_ids = Some(std::str::from_utf8(&rest[..len]).ok()?);
+        *ids = Some(decoded);
+        return Some(len);
+    }
+    let (raw, len) = raw_value(rest)?;
+    // serde reads `null` into an absent `Option<&RawValue>`.
+    let raw = Some(raw).filter(|r| *r != "null");
+    match slot {
+        0 => fields.input_ids = raw,
+        1 => fields.text = raw,
+        2 => fields.prompt = raw,
+        3 => fields.messages = raw,
+        4 => fields.input_embeds = raw,
+        5 => fields.stream = serde_json::from_str::<Option<bool>>(raw.unwrap_or("null")).ok()?,
+        6 => fields.rid = raw,
+        7 => fields.cache_salt = raw,
+        8 => fields.extra_key = raw,
+        9 => fields.lora_path = raw,
+        _ => fields.model = raw,
+    }
+    Some(len)
 }
 
 /// A key of plain ASCII without escapes, and the offset after its closing quote.

@@ -174,12 +174,12 @@ impl Drop for KvAttachment {
         let m = KvMetrics::get();
         match self.scan.cached_tokens() {
             Some(actual) => {
-                m.predicted_hit_tokens.inc_by(predicted);
-                m.actual_hit_tokens.inc_by(actual);
-                m.prompt_tokens.inc_by(prompt);
-                m.hit_reports.with_label_values(&["reported"]).inc();
+                m.hits.predicted_hit_tokens.inc_by(predicted);
+                m.hits.actual_hit_tokens.inc_by(actual);
+                m.hits.prompt_tokens.inc_by(prompt);
+                m.hits.hit_reports.with_label_values(&["reported"]).inc();
             }
-            None => m.hit_reports.with_label_values(&["missing"]).inc(),
+            None => m.hits.hit_reports.with_label_values(&["missing"]).inc(),
         }
     }
 }

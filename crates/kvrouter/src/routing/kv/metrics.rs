@@ -54,6 +54,25 @@ pub struct KvMetrics {
     pub request_blocks: Histogram,
     /// `kvrouter_kv_overlap_ratio`: chosen unit's cached blocks / request blocks.
     pub overlap_ratio: Histogram,
+    /// Predicted vs worker-reported prefix hits.
+    pub hits: HitMetrics,
+    /// `kvrouter_kv_no_tokens_total{reason}`: routed by load (no token ids).
+    pub no_tokens: IntCounterVec,
+    /// `kvrouter_routing_input_total{source}`: what each KV decision hashed, the handles of
+    /// [`InputSource::ALL`] in order.
+    pub input_source: [IntCounter; 4],
+    /// `kvrouter_kv_sticky_total{result=kept|yielded}`.
+    pub sticky: IntCounterVec,
+    /// The per-unit rates, speed factors and prediction calibration.
+    pub units: UnitMetrics,
+    /// `kvrouter_kv_blind_total{result=first|spilled}`: blind placements (`blind.rs`),
+    /// the handles of `[first, spilled]`.
+    pub blind: [IntCounter; 2],
+}
+
+/// Prefix hits the router expected against those the workers reported.
+#[derive(Clone)]
+pub struct HitMetrics {
     /// `kvrouter_kv_predicted_hit_tokens_total`: cached tokens the router expected.
     pub predicted_hit_tokens: IntCounter,
     /// `kvrouter_kv_actual_hit_tokens_total`: `cached_tokens` the workers reported.
@@ -62,13 +81,11 @@ pub struct KvMetrics {
     pub prompt_tokens: IntCounter,
     /// `kvrouter_kv_hit_reports_total{result=reported|missing}`.
     pub hit_reports: IntCounterVec,
-    /// `kvrouter_kv_no_tokens_total{reason}`: routed by load (no token ids).
-    pub no_tokens: IntCounterVec,
-    /// `kvrouter_routing_input_total{source}`: what each KV decision hashed, the handles of
-    /// [`InputSource::ALL`] in order.
-    pub input_source: [IntCounter; 4],
-    /// `kvrouter_kv_sticky_total{result=kept|yielded}`.
-    pub sticky: IntCounterVec,
+}
+
+/// Per-(worker, rank) series learned online (`rates.rs`, the index's calibration).
+#[derive(Clone)]
+pub struct UnitMetrics {
     /// `kvrouter_kv_unit_prefill_seconds_per_block{worker,rank}` (learned).
     pub prefill_rate: GaugeVec,
     /// `kvrouter_kv_unit_decode_seconds_per_token{worker,rank}` (learned).
@@ -83,184 +100,151 @@ pub struct KvMetrics {
     /// `kvrouter_kv_unit_speed_factor_changes_total`: a unit became or stopped being scaled (0
     /// on a homogeneous fleet: the block-count model's decisions throughout).
     pub speed_changes: IntCounter,
-    /// `kvrouter_kv_blind_total{result=first|spilled}`: blind placements (`blind.rs`),
-    /// the handles of `[first, spilled]`.
-    pub blind: [IntCounter; 2],
+}
+
+/// Registers a histogram with `buckets`.
+fn histogram(name: &str, help: &str, buckets: Vec<f64>) -> Histogram {
+    register(
+        Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets))
+            .expect("valid metric"),
+    )
+}
+
+/// Registers a counter.
+fn counter(name: &str, help: &str) -> IntCounter {
+    register(IntCounter::new(name, help).expect("valid metric"))
+}
+
+/// Registers a counter family with `labels`.
+fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    register(IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric"))
+}
+
+/// Registers a gauge family with `labels`.
+fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> GaugeVec {
+    register(GaugeVec::new(Opts::new(name, help), labels).expect("valid metric"))
 }
 
 impl KvMetrics {
     pub fn get() -> &'static KvMetrics {
         static M: OnceLock<KvMetrics> = OnceLock::new();
-        M.get_or_init(|| {
-            let buckets = vec![
-                1e-7, 2.5e-7, 5e-7, 1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3,
-            ];
-            let stage = register(
-                HistogramVec::new(
-                    HistogramOpts::new(
-                        "kvrouter_kv_decision_seconds",
-                        "Time per KV routing decision stage (hash, match, score)",
-                    )
-                    .buckets(buckets),
-                    &["stage"],
+        M.get_or_init(KvMetrics::register)
+    }
+
+    /// Registers every family, in the order `/metrics` has always seen them registered.
+    fn register() -> KvMetrics {
+        let buckets = vec![
+            1e-7, 2.5e-7, 5e-7, 1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3,
+        ];
+        let stage = register(
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "kvrouter_kv_decision_seconds",
+                    "Time per KV routing decision stage (hash, match, score)",
                 )
-                .expect("valid metric"),
-            );
-            let blind = register(
-                IntCounterVec::new(
-                    Opts::new(
-                        "kvrouter_kv_blind_total",
-                        "Blind requests in KV mode (overlaps too alike to choose) placed by rendezvous hashing: on the prompt's first unit, or spilled past units over the load bound",
-                    ),
-                    &["result"],
-                )
-                .expect("valid metric"),
-            );
-            let input_source = register(
-                IntCounterVec::new(
-                    Opts::new(
-                        "kvrouter_routing_input_total",
-                        "KV-mode routing decisions by what they hashed: token ids in the request (tokens), ids from the model's tokenizer (tokenizer), text pages without a tokenizer (text_approx), nothing (none: routed by load)",
-                    ),
-                    &["source"],
-                )
-                .expect("valid metric"),
-            );
-            KvMetrics {
-                input_source: InputSource::ALL.map(|s| input_source.with_label_values(&[s.label()])),
-                stages: ["hash", "match", "score"].map(|s| stage.with_label_values(&[s])),
-                stage,
-                request_blocks: register(
-                    Histogram::with_opts(
-                        HistogramOpts::new(
-                            "kvrouter_kv_request_blocks",
-                            "Full KV pages per request routed in KV mode",
-                        )
-                        .buckets(prometheus::exponential_buckets(1.0, 2.0, 14).expect("buckets")),
-                    )
-                    .expect("valid metric"),
-                ),
-                overlap_ratio: register(
-                    Histogram::with_opts(
-                        HistogramOpts::new(
-                            "kvrouter_kv_overlap_ratio",
-                            "Cached (confirmed or predicted) fraction of the request on the chosen unit",
-                        )
-                        .buckets(vec![0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0]),
-                    )
-                    .expect("valid metric"),
-                ),
-                predicted_hit_tokens: register(
-                    IntCounter::new(
-                        "kvrouter_kv_predicted_hit_tokens_total",
-                        "Prefix-hit tokens the router expected on the chosen unit (responses that reported cached_tokens)",
-                    )
-                    .expect("valid metric"),
-                ),
-                actual_hit_tokens: register(
-                    IntCounter::new(
-                        "kvrouter_kv_actual_hit_tokens_total",
-                        "Prefix-hit tokens the workers reported (cached_tokens) for the same responses",
-                    )
-                    .expect("valid metric"),
-                ),
-                prompt_tokens: register(
-                    IntCounter::new(
-                        "kvrouter_kv_prompt_tokens_total",
-                        "Prompt tokens of the responses counted in the hit counters",
-                    )
-                    .expect("valid metric"),
-                ),
-                hit_reports: register(
-                    IntCounterVec::new(
-                        Opts::new(
-                            "kvrouter_kv_hit_reports_total",
-                            "KV-routed responses with (reported) or without (missing) cached_tokens",
-                        ),
-                        &["result"],
-                    )
-                    .expect("valid metric"),
-                ),
-                no_tokens: register(
-                    IntCounterVec::new(
-                        Opts::new(
-                            "kvrouter_kv_no_tokens_total",
-                            "Requests routed by load in KV mode because they carry no token ids",
-                        ),
-                        &["reason"],
-                    )
-                    .expect("valid metric"),
-                ),
-                sticky: register(
-                    IntCounterVec::new(
-                        Opts::new(
-                            "kvrouter_kv_sticky_total",
-                            "Sticky-key requests in KV mode: kept on their worker, or yielded to the cost model",
-                        ),
-                        &["result"],
-                    )
-                    .expect("valid metric"),
-                ),
-                prefill_rate: register(
-                    GaugeVec::new(
-                        Opts::new(
-                            "kvrouter_kv_unit_prefill_seconds_per_block",
-                            "Learned prefill seconds per uncached block of each (worker, rank)",
-                        ),
-                        &["worker", "rank"],
-                    )
-                    .expect("valid metric"),
-                ),
-                decode_rate: register(
-                    GaugeVec::new(
-                        Opts::new(
-                            "kvrouter_kv_unit_decode_seconds_per_token",
-                            "Learned decode seconds per output token of each (worker, rank)",
-                        ),
-                        &["worker", "rank"],
-                    )
-                    .expect("valid metric"),
-                ),
-                speed: register(
-                    GaugeVec::new(
-                        Opts::new(
-                            "kvrouter_kv_unit_speed_factor",
-                            "Factor the KV cost scales a unit's prefill / decode terms by (1 = the fleet's reference)",
-                        ),
-                        &["worker", "rank", "kind"],
-                    )
-                    .expect("valid metric"),
-                ),
-                prediction_ratio: register(
-                    GaugeVec::new(
-                        Opts::new(
-                            "kvrouter_kv_unit_prediction_confirm_ratio",
-                            "Recent share of a unit's predicted blocks that its own BlockStored events confirmed",
-                        ),
-                        &["worker", "rank"],
-                    )
-                    .expect("valid metric"),
-                ),
-                prediction_ttl: register(
-                    GaugeVec::new(
-                        Opts::new(
-                            "kvrouter_kv_unit_prediction_ttl_seconds",
-                            "TTL learned from a unit's confirmation delays (mean + 3 deviations), before the --predict-ttl-secs cap",
-                        ),
-                        &["worker", "rank"],
-                    )
-                    .expect("valid metric"),
-                ),
-                speed_changes: register(
-                    IntCounter::new(
-                        "kvrouter_kv_unit_speed_factor_changes_total",
-                        "Times a unit's prefill or decode speed factor went from 1 to scaled or back",
-                    )
-                    .expect("valid metric"),
-                ),
-                blind: ["first", "spilled"].map(|r| blind.with_label_values(&[r])),
-            }
-        })
+                .buckets(buckets),
+                &["stage"],
+            )
+            .expect("valid metric"),
+        );
+        let blind = counter_vec(
+            "kvrouter_kv_blind_total",
+            "Blind requests in KV mode (overlaps too alike to choose) placed by rendezvous hashing: on the prompt's first unit, or spilled past units over the load bound",
+            &["result"],
+        );
+        let input_source = counter_vec(
+            "kvrouter_routing_input_total",
+            "KV-mode routing decisions by what they hashed: token ids in the request (tokens), ids from the model's tokenizer (tokenizer), text pages without a tokenizer (text_approx), nothing (none: routed by load)",
+            &["source"],
+        );
+        KvMetrics {
+            input_source: InputSource::ALL.map(|s| input_source.with_label_values(&[s.label()])),
+            stages: ["hash", "match", "score"].map(|s| stage.with_label_values(&[s])),
+            stage,
+            request_blocks: histogram(
+                "kvrouter_kv_request_blocks",
+                "Full KV pages per request routed in KV mode",
+                prometheus::exponential_buckets(1.0, 2.0, 14).expect("buckets"),
+            ),
+            overlap_ratio: histogram(
+                "kvrouter_kv_overlap_ratio",
+                "Cached (confirmed or predicted) fraction of the request on the chosen unit",
+                vec![0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0],
+            ),
+            hits: HitMetrics::register(),
+            no_tokens: counter_vec(
+                "kvrouter_kv_no_tokens_total",
+                "Requests routed by load in KV mode because they carry no token ids",
+                &["reason"],
+            ),
+            sticky: counter_vec(
+                "kvrouter_kv_sticky_total",
+                "Sticky-key requests in KV mode: kept on their worker, or yielded to the cost model",
+                &["result"],
+            ),
+            units: UnitMetrics::register(),
+            blind: ["first", "spilled"].map(|r| blind.with_label_values(&[r])),
+        }
+    }
+}
+
+impl HitMetrics {
+    fn register() -> HitMetrics {
+        HitMetrics {
+            predicted_hit_tokens: counter(
+                "kvrouter_kv_predicted_hit_tokens_total",
+                "Prefix-hit tokens the router expected on the chosen unit (responses that reported cached_tokens)",
+            ),
+            actual_hit_tokens: counter(
+                "kvrouter_kv_actual_hit_tokens_total",
+                "Prefix-hit tokens the workers reported (cached_tokens) for the same responses",
+            ),
+            prompt_tokens: counter(
+                "kvrouter_kv_prompt_tokens_total",
+                "Prompt tokens of the responses counted in the hit counters",
+            ),
+            hit_reports: counter_vec(
+                "kvrouter_kv_hit_reports_total",
+                "KV-routed responses with (reported) or without (missing) cached_tokens",
+                &["result"],
+            ),
+        }
+    }
+}
+
+impl UnitMetrics {
+    fn register() -> UnitMetrics {
+        UnitMetrics {
+            prefill_rate: gauge_vec(
+                "kvrouter_kv_unit_prefill_seconds_per_block",
+                "Learned prefill seconds per uncached block of each (worker, rank)",
+                &["worker", "rank"],
+            ),
+            decode_rate: gauge_vec(
+                "kvrouter_kv_unit_decode_seconds_per_token",
+                "Learned decode seconds per output token of each (worker, rank)",
+                &["worker", "rank"],
+            ),
+            speed: gauge_vec(
+                "kvrouter_kv_unit_speed_factor",
+                "Factor the KV cost scales a unit's prefill / decode terms by (1 = the fleet's reference)",
+                &["worker", "rank", "kind"],
+            ),
+            prediction_ratio: gauge_vec(
+                "kvrouter_kv_unit_prediction_confirm_ratio",
+                "Recent share of a unit's predicted blocks that its own BlockStored events confirmed",
+                &["worker", "rank"],
+            ),
+            prediction_ttl: gauge_vec(
+                "kvrouter_kv_unit_prediction_ttl_seconds",
+                "TTL learned from a unit's confirmation delays (mean + 3 deviations), before the --predict-ttl-secs cap",
+                &["worker", "rank"],
+            ),
+            speed_changes: counter(
+                "kvrouter_kv_unit_speed_factor_changes_total",
+                "Times a unit's prefill or decode speed factor went from 1 to scaled or back",
+            ),
+        }
     }
 }
 
@@ -309,11 +293,13 @@ pub fn set_prediction_gauges(
             }
             let rank = rank.to_string();
             let labels = [w.url.as_str(), rank.as_str()];
-            m.prediction_ratio
+            m.units
+                .prediction_ratio
                 .with_label_values(&labels)
                 .set(c.confirm_ratio);
             if let Some(ttl) = c.learned_ttl {
-                m.prediction_ttl
+                m.units
+                    .prediction_ttl
                     .with_label_values(&labels)
                     .set(ttl.as_secs_f64());
             }
@@ -321,8 +307,8 @@ pub fn set_prediction_gauges(
         }
     }
     for (url, rank) in shown.difference(&seen) {
-        let _ = m.prediction_ratio.remove_label_values(&[url, rank]);
-        let _ = m.prediction_ttl.remove_label_values(&[url, rank]);
+        let _ = m.units.prediction_ratio.remove_label_values(&[url, rank]);
+        let _ = m.units.prediction_ttl.remove_label_values(&[url, rank]);
     }
     *shown = seen;
 }

@@ -285,20 +285,22 @@ impl UnitRates {
                 .store(new.decode.to_bits(), Ordering::Relaxed);
             let scaled = |s: Speed| (s.prefill != 1.0, s.decode != 1.0);
             if scaled(new) != scaled(old) {
-                m.speed_changes.inc();
+                m.units.speed_changes.inc();
                 tracing::info!(worker = %u.url, rank = u.rank, prefill = new.prefill,
                     decode = new.decode, "KV unit speed factors changed");
             }
             if let Some(p) = p {
-                m.prefill_rate.with_label_values(&labels).set(p);
+                m.units.prefill_rate.with_label_values(&labels).set(p);
             }
             if let Some(d) = d {
-                m.decode_rate.with_label_values(&labels).set(d);
+                m.units.decode_rate.with_label_values(&labels).set(d);
             }
-            m.speed
+            m.units
+                .speed
                 .with_label_values(&[labels[0], labels[1], "prefill"])
                 .set(new.prefill);
-            m.speed
+            m.units
+                .speed
                 .with_label_values(&[labels[0], labels[1], "decode"])
                 .set(new.decode);
         }
@@ -351,10 +353,10 @@ impl UnitRates {
                 return true;
             }
             let rank = u.rank.to_string();
-            let _ = m.prefill_rate.remove_label_values(&[&u.url, &rank]);
-            let _ = m.decode_rate.remove_label_values(&[&u.url, &rank]);
+            let _ = m.units.prefill_rate.remove_label_values(&[&u.url, &rank]);
+            let _ = m.units.decode_rate.remove_label_values(&[&u.url, &rank]);
             for kind in ["prefill", "decode"] {
-                let _ = m.speed.remove_label_values(&[&u.url, &rank, kind]);
+                let _ = m.units.speed.remove_label_values(&[&u.url, &rank, kind]);
             }
             false
         });
