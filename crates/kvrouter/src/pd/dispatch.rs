@@ -24,15 +24,14 @@ use crate::proxy::abort::abort_isolated;
 use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
 use crate::proxy::metrics::ProxyMetrics;
 use crate::proxy::retry::{self, is_retryable_status, Attempts, RetryHooks, RetryPolicy};
-use crate::proxy::{
-    forward, ForwardError, FrameRewrite, HeadWait, RelayBody, RelayContext, StallWatch,
-};
+use crate::proxy::{forward, ForwardError, FrameRewrite, HeadWait, StallWatch};
 use crate::refit::rids::RidGuard;
 use crate::routing::{Booking, Endpoint, RoutingInput};
 use crate::server::body::RouterBody;
 use crate::server::data_plane::{admit, error, record, worker_error};
 use crate::server::error::ApiError;
 use crate::server::state::AppState;
+use crate::server::{relay_response, RelayFrom};
 use crate::workers::{Worker, WorkerId};
 
 /// Which leg.
@@ -687,42 +686,17 @@ impl PdAttempts<'_> {
     fn relay(
         self,
         resp: Response<Incoming>,
-        mut booking: Booking,
+        booking: Booking,
         rewrite: Option<Box<dyn FrameRewrite>>,
     ) -> Response<RouterBody> {
-        let route = self.endpoint.label();
-        let (mut parts, body) = resp.into_parts();
-        strip_response_headers(&mut parts.headers);
-        let rewrites = rewrite.as_ref().is_some_and(|r| !r.passthrough());
-        if rewrites {
-            parts.headers.remove(header::CONTENT_LENGTH);
-        }
-        let url = booking.worker().url.clone();
-        if let Ok(v) = HeaderValue::from_str(&url) {
-            parts.headers.insert(WORKER_HEADER, v);
-        }
-        let sse = parts
-            .headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"))
-            && !parts.headers.contains_key(header::CONTENT_LENGTH);
-        record(route, self.input.stream, parts.status, &url, true);
-        booking.on_response_head(parts.status);
-        let ctx = RelayContext {
-            route,
+        let from = RelayFrom {
+            state: self.state,
+            endpoint: self.endpoint,
             stream: self.input.stream,
             started: self.started,
-            client: self.state.client.clone(),
             rids: self.rid_guard,
-            stream_idle_timeout: self.state.config.limits.stream_idle_timeout,
-            tasks: self.state.tasks.clone(),
         };
-        let mut body = RelayBody::new(body, booking, sse, ctx);
-        if let Some(rw) = rewrite {
-            body = body.with_rewrite(rw);
-        }
-        Response::from_parts(parts, Either::Right(body))
+        relay_response(from, resp, booking, rewrite)
     }
 }
 

@@ -19,7 +19,9 @@ use crate::proxy::forward::Orphan;
 use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
 use crate::proxy::metrics::ProxyMetrics;
 use crate::proxy::retry::{is_retryable_status, Attempts, RetryHooks};
-use crate::proxy::{forward, ForwardError, HeadWait, RelayBody, RelayContext, StallWatch};
+use crate::proxy::{
+    forward, ForwardError, FrameRewrite, HeadWait, RelayBody, RelayContext, StallWatch,
+};
 use crate::refit::rids::RidGuard;
 use crate::routing::{Booking, Endpoint, RoutingInput};
 use crate::workers::{Worker, WorkerId};
@@ -313,36 +315,15 @@ impl<'a> WorkerAttempts<'a> {
         }
     }
 
-    fn relay(self, resp: Response<Incoming>, mut booking: Booking) -> Response<RouterBody> {
-        let route = self.endpoint.label();
-        let (mut parts, body) = resp.into_parts();
-        strip_response_headers(&mut parts.headers);
-        let url = booking.worker().url.clone();
-        if let Ok(v) = HeaderValue::from_str(&url) {
-            parts.headers.insert(WORKER_HEADER, v);
-        }
-        let sse = parts
-            .headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"))
-            // A final error event can only be appended to a stream without a declared length.
-            && !parts.headers.contains_key(header::CONTENT_LENGTH);
-        record(route, self.input.stream, parts.status, &url, true);
-        booking.on_response_head(parts.status);
-        let ctx = RelayContext {
-            route,
+    fn relay(self, resp: Response<Incoming>, booking: Booking) -> Response<RouterBody> {
+        let from = RelayFrom {
+            state: self.state,
+            endpoint: self.endpoint,
             stream: self.input.stream,
             started: self.started,
-            client: self.state.client.clone(),
             rids: self.rid_guard,
-            stream_idle_timeout: self.state.config.limits.stream_idle_timeout,
-            tasks: self.state.tasks.clone(),
         };
-        Response::from_parts(
-            parts,
-            Either::Right(RelayBody::new(body, booking, sse, ctx)),
-        )
+        relay_response(from, resp, booking, None)
     }
 }
 
@@ -425,6 +406,59 @@ fn upstream_request<'h>(
         }
         None => (Cow::Borrowed(headers), bytes.clone()),
     }
+}
+
+/// What relaying one worker response needs besides the response and its booking.
+pub(crate) struct RelayFrom<'a> {
+    pub(crate) state: &'a AppState,
+    pub(crate) endpoint: Endpoint,
+    pub(crate) stream: bool,
+    pub(crate) started: Instant,
+    pub(crate) rids: Option<RidGuard>,
+}
+
+/// Relays a worker's response to the client (the regular path and a PD decode): hop headers
+/// stripped (and the length when `rewrite` changes the body), the worker named, the head
+/// reported to the booking, the body relayed through [`RelayBody`] (rewritten if asked).
+pub(crate) fn relay_response(
+    from: RelayFrom<'_>,
+    resp: Response<Incoming>,
+    mut booking: Booking,
+    rewrite: Option<Box<dyn FrameRewrite>>,
+) -> Response<RouterBody> {
+    let route = from.endpoint.label();
+    let (mut parts, body) = resp.into_parts();
+    strip_response_headers(&mut parts.headers);
+    if rewrite.as_ref().is_some_and(|r| !r.passthrough()) {
+        parts.headers.remove(header::CONTENT_LENGTH);
+    }
+    let url = booking.worker().url.clone();
+    if let Ok(v) = HeaderValue::from_str(&url) {
+        parts.headers.insert(WORKER_HEADER, v);
+    }
+    let sse = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
+        // A final error event can only be appended to a stream without a declared length.
+        && !parts.headers.contains_key(header::CONTENT_LENGTH);
+    record(route, from.stream, parts.status, &url, true);
+    booking.on_response_head(parts.status);
+    let ctx = RelayContext {
+        route,
+        stream: from.stream,
+        started: from.started,
+        client: from.state.client.clone(),
+        rids: from.rids,
+        stream_idle_timeout: from.state.config.limits.stream_idle_timeout,
+        tasks: from.state.tasks.clone(),
+    };
+    let mut body = RelayBody::new(body, booking, sse, ctx);
+    if let Some(rw) = rewrite {
+        body = body.with_rewrite(rw);
+    }
+    Response::from_parts(parts, Either::Right(body))
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ use std::time::Duration;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
+pub(crate) use attempt::{relay_response, RelayFrom};
 pub use error::ApiError;
 pub use state::AppState;
 
