@@ -131,7 +131,7 @@ impl KvMetrics {
         M.get_or_init(KvMetrics::register)
     }
 
-    /// Registers every family, in the order `/metrics` has always seen them registered.
+    /// Registers every family (decision, hits, then the per-unit series).
     fn register() -> KvMetrics {
         let buckets = vec![
             1e-7, 2.5e-7, 5e-7, 1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3,
