@@ -96,6 +96,7 @@ impl KvPolicy {
             pressure: None,
             board: UnitBoard::default(),
             weights: settings.weights,
+            weigh_predictions: settings.predict_credit == PredictCredit::Learned,
             sweep: AtomicUsize::new(0),
         };
         KvPolicy {

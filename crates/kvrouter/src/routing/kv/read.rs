@@ -51,7 +51,8 @@ pub struct UnitRow {
     pub speed: Speed,
     pub turnover: Option<Turnover>,
     /// Share of the unit's recent predictions its store events confirmed (1 when the row has
-    /// no predicted block past what is held, or the unit has no event feed to confirm them).
+    /// no predicted block past what is held, the unit has no event feed to confirm them, or
+    /// the credit is `full`, which does not weigh it).
     pub confirm_ratio: f64,
 }
 
@@ -83,6 +84,8 @@ pub struct UnitReader {
     pub board: UnitBoard,
     /// The weights of the wait terms (prefill, decode, queue).
     pub weights: CostWeights,
+    /// Read each unit's prediction confirm ratio (only `--predict-credit learned` weighs it).
+    pub weigh_predictions: bool,
     /// The board sweep's cursor over the candidates.
     pub sweep: AtomicUsize,
 }
@@ -111,7 +114,7 @@ impl UnitReader {
                 .map_or(Speed::UNIT, |r| r.speed(worker.id, rank)),
             turnover: self.pressure.as_ref().map(|p| p.view(worker.id, rank)),
             confirm_ratio: match overlap {
-                Some(o) if o.predicted > o.confirmed.max(o.inflight) => {
+                Some(o) if self.weigh_predictions && o.predicted > o.confirmed.max(o.inflight) => {
                     self.index
                         .prediction_calibration(worker.id, rank, Instant::now())
                         .confirm_ratio
