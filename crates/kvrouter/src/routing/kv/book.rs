@@ -69,9 +69,9 @@ pub fn book(p: &BookParams<'_>, scored: &[Scored], decision: &Decision) -> Choic
         _ => None,
     };
     if !p.input.stream {
-        // A non-streaming response's first byte is its end: the in-flight mark would count
-        // the whole request as queued prefill. End it now; the prediction (which siblings
-        // see as cached) stays, and a failure before the first byte still cancels it.
+        // A non-streaming response's first byte is its end, so it cannot tell when the
+        // prefill ended: the in-flight mark ends now; the prediction (which siblings see as
+        // cached) stays, and a failure before the first byte still cancels it.
         if let Some(b) = booking.as_mut() {
             b.prefill_done();
         }

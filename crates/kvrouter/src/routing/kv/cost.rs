@@ -5,9 +5,7 @@
 //! ```text
 //! usable          = max(cached - lost, inflight_depth)              // prefix still there when it runs
 //! new_prefill     = request_blocks - usable                         // blocks this request would prefill
-//! queued_prefill  = unit_inflight_prefill - inflight_depth          // others' prefill ahead of it
-//! wait = s_prefill * w_prefill * queued_prefill
-//!      + s_decode  * (w_decode * active_blocks                      // context of requests in flight
+//! wait = s_decode  * (w_decode * active_blocks                      // context of requests in flight
 //!                   + w_queue  * active_requests)
 //! computed        = new_prefill - lower_tier                        // pages loaded back from host / disk
 //! cost = wait
@@ -27,11 +25,23 @@
 //! again. With every factor 1 (a homogeneous fleet), `w_stall = 0` and no pressure this is the
 //! block-count model exactly.
 //!
+//! Others' prefill in flight on the unit is load like the rest of their context (in
+//! `active_blocks` at `w_decode` and `active_requests`), not a separate term at the prefill
+//! weight. Such a term (the prefill blocks in flight ahead of the request, at `w_prefill`) was
+//! measured and removed (issue 28): it is this request's exact first-token wait under FCFS,
+//! but it sends a request away from the unit that holds its prefix whenever that unit's queue
+//! is deeper by more than the prefix, so a popular prefix is prefilled again elsewhere, evicts
+//! there, and the fleet does more prefill in total. On the pressure suite's trace it cost 1-3
+//! points of hit rate and raised TTFT p50 and p99 against `--no-predict` (whose bookings made
+//! no in-flight marks, hence no such term); without it predictions match `--no-predict` there
+//! and keep their lead on sibling bursts (docs/kv-routing.md, "Predictions: measured and
+//! weighed").
+//!
 //! Unlike Dynamo's `w*prefill_blocks + decode_blocks` (where a shared system prompt is counted
 //! once in the decode term, so every request piles onto its holder: Dynamo #737), the load
 //! terms here count every in-flight request's whole context, so a unit's cost grows with each
 //! request sent to it even when they share blocks; siblings still share one prefill because
-//! their own in-flight blocks are not "queued" work for them.
+//! the blocks in flight for their prompt count as usable (nothing new to prefill).
 
 use rand::Rng;
 
@@ -59,8 +69,6 @@ pub struct UnitInputs {
     pub cached: u32,
     /// Leading request blocks whose prefill is in flight there.
     pub inflight_depth: u32,
-    /// Distinct blocks in prefill on the unit (all requests; siblings counted once).
-    pub unit_inflight_prefill: u64,
     /// Sum of the request blocks of the requests in flight on the unit whose prompt differs
     /// from this one (identical siblings share KV and a prefill; they cost only a slot).
     pub active_blocks: u64,
@@ -95,12 +103,6 @@ impl UnitInputs {
         (new - self.lower_tier.clamp(0.0, new)).max(0.0)
     }
 
-    /// Prefill work of other requests already in flight on the unit.
-    pub fn queued_prefill(&self) -> u64 {
-        self.unit_inflight_prefill
-            .saturating_sub(u64::from(self.inflight_depth))
-    }
-
     /// The overlap used for tie-breaking.
     pub fn overlap(&self) -> u32 {
         self.cached.max(self.inflight_depth)
@@ -111,7 +113,7 @@ impl UnitInputs {
 pub fn wait(w: &CostWeights, u: &UnitInputs, speed: Speed) -> f64 {
     let busy = u.active_requests as f64;
     let decode = w.decode * u.active_blocks as f64 + w.queue * busy;
-    speed.prefill * w.prefill * u.queued_prefill() as f64 + speed.decode * decode
+    speed.decode * decode
 }
 
 /// Cost of sending the request to this unit (lower is better) at the unit's `speed`.
@@ -184,7 +186,6 @@ mod tests {
     fn inputs(
         cached: u32,
         inflight_depth: u32,
-        unit_inflight: u64,
         siblings: u64,
         others: u64,
     ) -> UnitInputs {
@@ -192,7 +193,6 @@ mod tests {
             request_blocks: 64,
             cached,
             inflight_depth,
-            unit_inflight_prefill: unit_inflight,
             active_blocks: others * 64,
             active_requests: siblings + others,
             lost: 0,
@@ -203,44 +203,43 @@ mod tests {
 
     #[test]
     fn terms() {
-        let u = inputs(16, 0, 10, 0, 2);
+        let u = inputs(16, 0, 0, 2);
         assert_eq!(u.new_prefill(), 48);
-        assert_eq!(u.queued_prefill(), 10);
-        assert_eq!(cost(&W, &u, S), 48.0 + 10.0 + 16.0 + 1.0);
+        assert_eq!(cost(&W, &u, S), 48.0 + 16.0 + 1.0);
     }
 
     #[test]
     fn a_sibling_joins_the_inflight_prefill_instead_of_starting_another() {
         // First sibling is prefilling all 64 blocks on A; B is idle and cold.
-        let a = inputs(64, 64, 64, 1, 0);
-        let b = inputs(0, 0, 0, 0, 0);
+        let a = inputs(64, 64, 1, 0);
+        let b = inputs(0, 0, 0, 0);
         assert!(cost(&W, &a, S) < cost(&W, &b, S));
     }
 
     #[test]
     fn thirty_two_siblings_stay_but_a_new_group_goes_elsewhere() {
-        let a31 = inputs(64, 64, 64, 31, 0);
-        let b = inputs(16, 0, 0, 0, 0); // cold except the shared system prefix
+        let a31 = inputs(64, 64, 31, 0);
+        let b = inputs(16, 0, 0, 0); // cold except the shared system prefix
         assert!(cost(&W, &a31, S) < cost(&W, &b, S));
         // A new group sharing only the system prefix with A's busy group: B wins.
-        let a_new_group = inputs(16, 16, 64, 0, 32);
+        let a_new_group = inputs(16, 16, 0, 32);
         assert!(cost(&W, &a_new_group, S) > cost(&W, &b, S));
     }
 
     #[test]
     fn shared_system_prompt_does_not_hot_spot() {
         // Every session shares a 16-block prefix cached on A only; A already runs 4 sessions.
-        let a = inputs(16, 0, 0, 0, 4);
-        let b = inputs(0, 0, 0, 0, 0);
+        let a = inputs(16, 0, 0, 4);
+        let b = inputs(0, 0, 0, 0);
         assert!(cost(&W, &a, S) > cost(&W, &b, S));
         // With no load, the cached prefix wins.
-        assert!(cost(&W, &inputs(16, 0, 0, 0, 0), S) < cost(&W, &b, S));
+        assert!(cost(&W, &inputs(16, 0, 0, 0), S) < cost(&W, &b, S));
     }
 
     #[test]
     fn unit_speed_keeps_the_order_and_a_slow_unit_pays_its_factor() {
         // Equal factors scale every cost alike: the same order as the block model.
-        let (a, b) = (inputs(16, 0, 10, 0, 2), inputs(0, 0, 0, 0, 1));
+        let (a, b) = (inputs(16, 0, 0, 2), inputs(0, 0, 0, 1));
         let two = Speed {
             prefill: 2.0,
             decode: 2.0,
@@ -251,8 +250,8 @@ mod tests {
         );
         assert_eq!(cost(&W, &a, two), 2.0 * cost(&W, &a, S));
         // A 2x slower idle cold unit loses to a busy holder it would beat at equal speed.
-        let holder = inputs(48, 0, 0, 0, 6);
-        let cold = inputs(0, 0, 0, 0, 0);
+        let holder = inputs(48, 0, 0, 6);
+        let cold = inputs(0, 0, 0, 0);
         assert!(cost(&W, &cold, S) < cost(&W, &holder, S));
         let slow = Speed {
             prefill: 2.0,
@@ -264,16 +263,16 @@ mod tests {
     #[test]
     fn stall_term_charges_new_prefill_per_request_in_flight() {
         let w = CostWeights { stall: 0.25, ..W };
-        let u = inputs(16, 0, 0, 0, 2);
+        let u = inputs(16, 0, 0, 2);
         assert_eq!(cost(&w, &u, S) - cost(&W, &u, S), 0.25 * 48.0 * 2.0);
         // Nothing new to prefill (a sibling joining): no stall.
-        let sib = inputs(64, 64, 64, 3, 0);
+        let sib = inputs(64, 64, 3, 0);
         assert_eq!(cost(&w, &sib, S), cost(&W, &sib, S));
     }
 
     #[test]
     fn blocks_lost_before_the_prefill_are_prefilled_again() {
-        let u = inputs(48, 0, 0, 0, 0);
+        let u = inputs(48, 0, 0, 0);
         let lossy = UnitInputs { lost: 16, ..u };
         assert_eq!(lossy.new_prefill(), 32);
         assert_eq!(cost(&W, &lossy, S) - cost(&W, &u, S), 16.0);
@@ -290,7 +289,7 @@ mod tests {
         let w = CostWeights { evict: 0.5, ..W };
         let u = UnitInputs {
             displaced: 40,
-            ..inputs(16, 0, 0, 0, 0)
+            ..inputs(16, 0, 0, 0)
         };
         assert_eq!(cost(&w, &u, S) - cost(&W, &u, S), 20.0);
         assert_eq!(wait(&w, &u, S), wait(&W, &u, S));
@@ -299,7 +298,7 @@ mod tests {
     #[test]
     fn lower_tier_pages_save_their_credit_of_a_prefill() {
         // 64 blocks, none on the GPU, 32 in host memory at 0.75: 24 blocks saved.
-        let cold = inputs(0, 0, 0, 0, 0);
+        let cold = inputs(0, 0, 0, 0);
         let host = UnitInputs {
             lower_tier: 24.0,
             ..cold
@@ -308,7 +307,7 @@ mod tests {
         assert_eq!(host.new_prefill(), 64, "loading back still takes GPU pages");
         assert_eq!(cost(&W, &cold, S) - cost(&W, &host, S), 24.0);
         // A GPU holder of those 32 blocks beats the host holder.
-        let gpu = inputs(32, 0, 0, 0, 0);
+        let gpu = inputs(32, 0, 0, 0);
         assert!(cost(&W, &gpu, S) < cost(&W, &host, S));
         // The credit never makes the prefill negative.
         let over = UnitInputs {
@@ -320,9 +319,9 @@ mod tests {
         let w = CostWeights { stall: 0.25, ..W };
         let busy = UnitInputs {
             lower_tier: 24.0,
-            ..inputs(0, 0, 0, 0, 2)
+            ..inputs(0, 0, 0, 2)
         };
-        let plain = inputs(0, 0, 0, 0, 2);
+        let plain = inputs(0, 0, 0, 2);
         assert_eq!(
             cost(&w, &plain, S) - cost(&w, &busy, S),
             24.0 + 0.25 * 24.0 * 2.0

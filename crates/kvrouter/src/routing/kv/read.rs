@@ -46,8 +46,6 @@ pub struct UnitRow {
     pub capacity: Option<u64>,
     pub overlap: Option<UnitOverlap>,
     pub load: LoadView,
-    /// Distinct blocks in prefill on the unit.
-    pub inflight_prefill: u64,
     pub speed: Speed,
     pub turnover: Option<Turnover>,
     /// Share of the unit's recent predictions its store events confirmed (1 when the row has
@@ -64,7 +62,6 @@ impl UnitRow {
             request_blocks,
             cached: ov.map_or(0, |o| o.cached()),
             inflight_depth: ov.map_or(0, |o| o.inflight),
-            unit_inflight_prefill: self.inflight_prefill,
             active_blocks: self.load.other_blocks,
             active_requests: self.load.requests,
             lost: 0,
@@ -107,7 +104,6 @@ impl UnitReader {
             capacity: worker.info.max_total_num_tokens.map(|t| t / page),
             overlap,
             load: self.loads.view(worker.id, rank, prompt),
-            inflight_prefill: self.index.inflight_blocks(worker.id, rank),
             speed: self
                 .rates
                 .as_ref()

@@ -24,14 +24,13 @@ pub fn decision(candidates: &[Arc<Worker>], scored: &[Scored], decision: &Decisi
         let u = &s.inputs;
         let _ = write!(
             units,
-            "[{} r{} cost={:.2} cached={} inflight={} queued={} active_blocks={} requests={} \
+            "[{} r{} cost={:.2} cached={} inflight={} active_blocks={} requests={} \
              lost={} displaced={} lower_tier={:.1} speed={:.2}/{:.2}] ",
             candidates[s.row.candidate].url,
             s.row.unit.rank,
             s.cost,
             u.cached,
             u.inflight_depth,
-            u.queued_prefill(),
             u.active_blocks,
             u.active_requests,
             u.lost,
