@@ -183,12 +183,7 @@ mod tests {
     const S: Speed = Speed::UNIT;
 
     /// 64-block request; `siblings` in flight with the same prompt, `others` (64 blocks each) not.
-    fn inputs(
-        cached: u32,
-        inflight_depth: u32,
-        siblings: u64,
-        others: u64,
-    ) -> UnitInputs {
+    fn inputs(cached: u32, inflight_depth: u32, siblings: u64, others: u64) -> UnitInputs {
         UnitInputs {
             request_blocks: 64,
             cached,
@@ -213,6 +208,17 @@ mod tests {
         // First sibling is prefilling all 64 blocks on A; B is idle and cold.
         let a = inputs(64, 64, 1, 0);
         let b = inputs(0, 0, 0, 0);
+        assert!(cost(&W, &a, S) < cost(&W, &b, S));
+    }
+
+    #[test]
+    fn the_prefix_holder_keeps_a_request_while_another_prefill_runs_there() {
+        // A holds 48 of the 64 blocks and prefills another request's 64 cold blocks; B is
+        // idle and cold. A's in-flight prefill is load (its context at w_decode, one slot),
+        // not 64 blocks of wait: re-prefilling 48 blocks on B would cost the fleet more.
+        let a = inputs(48, 0, 0, 1);
+        let b = inputs(0, 0, 0, 0);
+        assert_eq!(wait(&W, &a, S), 64.0 / 8.0 + 0.5);
         assert!(cost(&W, &a, S) < cost(&W, &b, S));
     }
 

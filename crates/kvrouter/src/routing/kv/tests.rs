@@ -154,6 +154,41 @@ fn first_byte_ends_the_inflight_prefill_and_keeps_the_prediction() {
 }
 
 #[test]
+fn the_prefix_holder_keeps_a_request_while_another_prefill_is_in_flight_there() {
+    let (p, index) = policy(true);
+    let ws = vec![worker(1, 1), worker(2, 1)];
+    // Y (64 blocks) starts its prefill on worker 1, which holds its first 8 blocks.
+    let y = tokens(7, 256);
+    store(&index, 1, 0, &y[..32]);
+    let yb = stream_body(&y);
+    let y_input = RoutingInput::parse(Endpoint::Generate, &yb).unwrap();
+    let y_choice = p.select(&y_input, &ws).unwrap();
+    assert_eq!(ws[y_choice.index].id, WorkerId(1));
+    assert_eq!(index.inflight_blocks(WorkerId(1), 0), 56);
+    // A (16 blocks), 12 of them held on worker 1: it joins worker 1's queue rather than
+    // prefilling all 16 on the idle worker 2 (with the removed queued-prefill term, Y's 56
+    // blocks in flight sent it away).
+    let a = tokens(8, 64);
+    index
+        .apply(
+            WorkerId(1),
+            0,
+            &KvEvent::Stored {
+                parent: None,
+                block_hashes: (0..12).map(|i| 5000 + i).collect(),
+                token_ids: a[..48].to_vec(),
+                block_size: PAGE,
+            },
+        )
+        .unwrap();
+    let ab = stream_body(&a);
+    let a_input = RoutingInput::parse(Endpoint::Generate, &ab).unwrap();
+    let a_choice = p.select(&a_input, &ws).unwrap();
+    assert_eq!(ws[a_choice.index].id, WorkerId(1));
+    drop(y_choice);
+}
+
+#[test]
 fn an_error_status_cancels_the_prediction_through_the_booking() {
     let (p, index) = policy(true);
     let ws = vec![worker(1, 1)];
