@@ -231,6 +231,15 @@ PREDICTION_TARGETS = [
            hit_vs_variant(LEARNED, KV), part=AGENT),
     Target("predict-agent-ttft99", "learned credit: TTFT p99 <= full credit's (within 10%)", ("agent", "mix"),
            time_vs_variant("ttft_p99_ms", LEARNED, KV), part=AGENT),
+    # The default (full credit) held to the same bar off bursts: the default is whichever wins.
+    Target("predict-default-hit", "full credit (default): hit rate >= --no-predict's (within 0.5 points)",
+           ("trace", "tenants"), hit_vs_variant(KV, NO_PREDICT)),
+    Target("predict-default-ttft50", "full credit (default): TTFT p50 <= --no-predict's (within 10%)",
+           ("trace", "tenants"), time_vs_variant("ttft_p50_ms", KV, NO_PREDICT)),
+    Target("predict-default-ttft99", "full credit (default): TTFT p99 <= --no-predict's (within 10%)",
+           ("trace", "tenants"), time_vs_variant("ttft_p99_ms", KV, NO_PREDICT)),
+    Target("predict-default-bound", "full credit (default): >= 98% of the shared-cache bound where --no-predict "
+           "reaches it", ("trace",), bound_where_no_predict_reaches(KV, 0.98)),
 ]
 
 
