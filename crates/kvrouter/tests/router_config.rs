@@ -46,9 +46,10 @@ async fn cli_beats_env_beats_file() {
     )
     .unwrap();
     // The file says page 64 and random; env says page 32; the CLI says round-robin.
-    std::env::set_var("KVROUTER_PAGE_SIZE", "32");
-    let r = start_router(&["--config", file.to_str().unwrap(), "--mode", "round-robin"]);
-    std::env::remove_var("KVROUTER_PAGE_SIZE");
+    let r = start_router_env(
+        &["--config", file.to_str().unwrap(), "--mode", "round-robin"],
+        &[("KVROUTER_PAGE_SIZE", "32")],
+    );
     let v: serde_json::Value = client()
         .get(format!("{}/get_server_info", r.url))
         .send()
