@@ -57,7 +57,7 @@ def git_ls_files() -> list[str]:
 
 
 # Docs name paths relative to the repository, to a crate (`src/routing/kv/book.rs`,
-# `tests/kv_dp.rs`), to a crate's `src/` (`routing/kv/runtime.rs`, `index/`), to the simulator's
+# `tests/kv/dp.rs`), to a crate's `src/` (`routing/kv/runtime.rs`, `index/`), to the simulator's
 # mock and loadgen modules (docs/mock.md, docs/loadgen.md) or to a harness package
 # (`kvcompare/report.py`, `kvfaults/attacks.py`). A path is found when it exists under any of them.
 EXTRA_ROOTS = ("crates/sim/src/mock", "crates/sim/src/loadgen", "crates/kvrouter/src/routing",

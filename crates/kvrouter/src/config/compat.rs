@@ -11,7 +11,7 @@
 //!   (EPD disaggregation, service discovery, TLS, JWT, mesh).
 //!
 //! The option strings come from the peers' wheels (`scripts/peer-flags.py` writes
-//! `tests/data/peer-flags/*.txt`); `tests/peer_flag_table.rs` walks them against this table and
+//! `tests/data/peer-flags/*.txt`); `tests/config/peer_flag_table.rs` walks them against this table and
 //! checks the table in docs/migration.md ([`markdown_table`]) matches it.
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
@@ -453,7 +453,7 @@ fn md_takes(t: Takes) -> &'static str {
     }
 }
 
-/// The docs/migration.md table of [`PEER_FLAGS`] (checked by `tests/peer_flag_table.rs`).
+/// The docs/migration.md table of [`PEER_FLAGS`] (checked by `tests/config/peer_flag_table.rs`).
 pub fn markdown_table() -> String {
     let mut out = String::from("| sgl-router / SMG flag | values | kvrouter |\n|---|---|---|\n");
     for p in PEER_FLAGS {

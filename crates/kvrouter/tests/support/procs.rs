@@ -37,10 +37,24 @@ impl Proc {
         bin: &str,
         args: &[&str],
         what: &str,
+        announce: impl FnMut(&str) -> Option<Result<String, String>>,
+    ) -> Proc {
+        Proc::spawn_env_announcing(bin, args, &[], what, announce)
+    }
+
+    /// [`Proc::spawn_announcing`] with extra environment variables for the child only (a test
+    /// must not `set_var` its own environment: the other tests of its binary start children
+    /// concurrently and would inherit it).
+    pub fn spawn_env_announcing(
+        bin: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        what: &str,
         mut announce: impl FnMut(&str) -> Option<Result<String, String>>,
     ) -> Proc {
         let mut child = Command::new(bin)
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -113,10 +127,18 @@ impl Drop for Proc {
 
 /// Starts `bin` on 127.0.0.1:`port` (`0`: ephemeral) with extra `args`.
 fn spawn_on(bin: &str, port: u16, args: &[&str]) -> Proc {
+    spawn_env_on(bin, port, args, &[])
+}
+
+/// [`spawn_on`] with extra environment variables for the child.
+fn spawn_env_on(bin: &str, port: u16, args: &[&str], env: &[(&str, &str)]) -> Proc {
     let port = port.to_string();
     let mut all = vec!["--host", "127.0.0.1", "--port", port.as_str()];
     all.extend_from_slice(args);
-    Proc::spawn(bin, &all)
+    Proc::spawn_env_announcing(bin, &all, env, "announce readiness", |line| {
+        line.strip_prefix("listening on ")
+            .map(|url| Ok(url.trim().to_string()))
+    })
 }
 
 /// Path of a binary of the simulator crate (`sglang-mock`, `loadgen`). Cargo only exposes a
@@ -172,6 +194,11 @@ pub const FAST_HEALTH: &[&str] = &[
 
 /// Starts a router with `args` plus those `FAST_HEALTH` flags `args` does not set.
 pub fn start_router(args: &[&str]) -> Proc {
+    start_router_env(args, &[])
+}
+
+/// [`start_router`] with extra environment variables (`KVROUTER_*`) for the router only.
+pub fn start_router_env(args: &[&str], env: &[(&str, &str)]) -> Proc {
     let mut all: Vec<&str> = FAST_HEALTH
         .chunks(2)
         .filter(|pair| !args.contains(&pair[0]))
@@ -179,7 +206,7 @@ pub fn start_router(args: &[&str]) -> Proc {
         .copied()
         .collect();
     all.extend_from_slice(args);
-    router(&all)
+    spawn_env_on(env!("CARGO_BIN_EXE_router"), 0, &all, env)
 }
 
 /// Starts a router over `workers` and waits until all of them are routable.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes kv_events_0.5.23.txt: KV-event batches and namespace hashes produced by
-SGLang 0.5.23's own code, the fixture `tests/kv_events_fixture.rs` compares the mock to.
+SGLang 0.5.23's own code, the fixture `tests/mock/kv_events_fixture.rs` compares the mock to.
 
 What runs is SGLang's: `KVCacheEventRecorder` (mem_cache/events.py: record_store,
 record_remove, enqueue coalescing, namespacing), the msgspec event classes and

@@ -18,7 +18,7 @@
 //!
 //! Integers use the smallest msgpack form, non-negative ones as unsigned (as msgspec
 //! does). Checked byte for byte against SGLang's own classes by
-//! `tests/kv_events_fixture.rs` (fixture from `tests/data/gen_kv_events.py`).
+//! `tests/mock/kv_events_fixture.rs` (fixture from `tests/data/gen_kv_events.py`).
 
 use rmp::encode as mp;
 
