@@ -1,6 +1,7 @@
 //! Criterion benches of block hashing and the embedded KV index on the
 //! conversation trace (page 16): hashing, event ingest, `find_matches` at 8 /
-//! 64 / 512 workers, and 64k-token prompts (cold and next turn).
+//! 64 / 512 workers, 64k-token prompts (cold and next turn), and a predict-on-route
+//! booking's life on a 32k-token prompt (the pending layer).
 //! Percentiles and memory: `benches/index_report.rs`. Peers: `benches/peers`.
 #![allow(clippy::unwrap_used)] // tests and benches: an unwrap is an assertion
 
@@ -9,6 +10,7 @@ mod data;
 
 use std::hint::black_box;
 use std::sync::Arc;
+use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use kvrouter_index::{seq_hashes, BlockHasher, KvEvent, KvIndex, WorkerId};
@@ -138,5 +140,49 @@ fn long_prompts(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, hashing, ingest, find, long_prompts);
+/// One booking of a 32k-token prompt (2,048 blocks) on one unit: booked and cancelled (the
+/// request failed before prefill) on a warm index, or booked, prefilled (first byte) and
+/// confirmed by the unit's store event (`apply` of that event included: what the router does)
+/// on an empty one.
+fn predictions(c: &mut Criterion) {
+    let mut g = c.benchmark_group("index/predict");
+    let prompt = data::long_prompt(32_768, 3);
+    let seqs = seq_hashes(&prompt, data::PAGE);
+    let stored = stored_event(&prompt);
+    let ttl = Duration::from_secs(10);
+    g.throughput(Throughput::Elements(seqs.len() as u64));
+    // On an index already holding 64 other live bookings (the pending map warm, as in a
+    // router under load).
+    let warm = KvIndex::new(data::PAGE as u32);
+    let _live: Vec<_> = (0..64)
+        .map(|i| {
+            let other = seq_hashes(&data::long_prompt(8_192, 100 + i), data::PAGE);
+            warm.book(WorkerId(i as u32 % 8), 0, &other, Duration::from_secs(3600))
+                .unwrap()
+        })
+        .collect();
+    g.bench_function("book_cancel_32k", |b| {
+        b.iter(|| {
+            warm.book(WorkerId(1), 0, black_box(&seqs), ttl)
+                .unwrap()
+                .cancel()
+        })
+    });
+    g.bench_function("book_prefill_confirm_32k", |b| {
+        b.iter_batched(
+            || KvIndex::new(data::PAGE as u32),
+            |idx| {
+                let mut booking = idx.book(WorkerId(1), 0, black_box(&seqs), ttl).unwrap();
+                booking.prefill_done();
+                idx.apply(WorkerId(1), 0, &stored).unwrap();
+                drop(booking);
+                idx
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(benches, hashing, ingest, find, long_prompts, predictions);
 criterion_main!(benches);

@@ -4,7 +4,8 @@
 //!
 //! Every booking is a record (unit, its sequence hashes, what is still live)
 //! plus per-block entries in a sharded map the query side reads like the
-//! confirmed map. Predictions end on expiry, on `cancel` (the request failed
+//! confirmed map (inline for the usual one or two units per block: no allocation
+//! per booked block). Predictions end on expiry, on `cancel` (the request failed
 //! before prefill) or per block when a real `BlockStored` or `BlockRemoved` of
 //! that block on that unit supersedes them;
 //! in-flight marks end on `prefill_done` or `cancel`.
@@ -14,8 +15,8 @@ use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use dashmap::DashMap;
 use parking_lot::{Mutex, RwLock};
+use smallvec::SmallVec;
 
 use super::calibration::{Calibration, Outcome, PredictionCalibration};
 use super::find::DepthSource;
@@ -59,14 +60,16 @@ struct Records {
 
 #[repr(align(128))]
 #[derive(Default)]
-struct Shard(RwLock<HashMap<SeqHash, Vec<Entry>, IdBuild>>);
+struct Shard(RwLock<HashMap<SeqHash, Entries, IdBuild>>);
+
+/// A block's entries, one per unit, sorted by unit.
+type Entries = SmallVec<[Entry; 2]>;
 
 pub(crate) struct PendingLayer {
     shards: Box<[Shard]>,
     records: Box<[Mutex<Records>]>,
     next_id: AtomicU64,
     live_records: AtomicUsize,
-    inflight_per_unit: DashMap<UnitId, u64, MulBuild>,
     calibration: Calibration,
     epoch: Instant,
 }
@@ -83,7 +86,6 @@ impl PendingLayer {
             records: (0..RECORD_SHARDS).map(|_| Mutex::default()).collect(),
             next_id: AtomicU64::new(1),
             live_records: AtomicUsize::new(0),
-            inflight_per_unit: DashMap::default(),
             calibration: Calibration::default(),
             epoch: Instant::now(),
         }
@@ -140,9 +142,6 @@ impl PendingLayer {
                     awaiting += 1;
                 }
                 e.inflight += 1;
-                if e.inflight == 1 {
-                    *self.inflight_per_unit.entry(unit).or_insert(0) += 1;
-                }
             }
         }
         let record = Record {
@@ -256,11 +255,6 @@ impl PendingLayer {
         }
         if inflight && e.inflight > 0 {
             e.inflight -= 1;
-            if e.inflight == 0 {
-                if let Some(mut n) = self.inflight_per_unit.get_mut(&unit) {
-                    *n = n.saturating_sub(1);
-                }
-            }
         }
         // A prediction still in flight keeps awaiting its store event past the TTL (a slow
         // prefill is no failed bet; its delay teaches the TTL); it ends with the entry.
@@ -333,9 +327,19 @@ impl PendingLayer {
         self.calibration.all(self.ms(now))
     }
 
-    /// Distinct blocks in flight on `unit`.
+    /// Distinct blocks in flight on `unit`: walks the whole pending map (diagnostics and
+    /// tests; no decision reads it).
     pub(crate) fn inflight_blocks(&self, unit: UnitId) -> u64 {
-        self.inflight_per_unit.get(&unit).map_or(0, |n| *n)
+        let mut n = 0;
+        for shard in self.shards.iter() {
+            n += shard
+                .0
+                .read()
+                .values()
+                .filter(|es| es.iter().any(|e| e.unit == unit && e.inflight > 0))
+                .count() as u64;
+        }
+        n
     }
 
     /// Forgets everything pending on `unit` (its worker left or was cleared).
@@ -354,7 +358,6 @@ impl PendingLayer {
         for id in ids {
             self.cancel(PredictionId(id));
         }
-        self.inflight_per_unit.remove(&unit);
         self.calibration.forget(unit);
     }
 
