@@ -11,10 +11,11 @@
 //! (`kvrouter_sticky_evictions_total`), so the cost of a full table is spread over many inserts.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dashmap::DashMap;
 use parking_lot::Mutex;
+use tokio::time::Instant;
 
 use super::metrics::RoutingMetrics;
 use crate::metrics::bounds::BoundsMetrics;

@@ -4,11 +4,12 @@
 //! messages (same instance id) and unknown workers are skipped and counted.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use kvrouter_index::KvIndex;
 use parking_lot::Mutex;
+use tokio::time::Instant;
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::metrics::metrics;
@@ -78,9 +79,14 @@ impl Applier {
                         continue;
                     };
                     let ttl = Duration::from_millis(u64::from(*ttl_ms));
-                    let booked =
-                        self.index
-                            .book_from_at(id, *rank, seqs, *cached as usize, ttl, now);
+                    let booked = self.index.book_from_at(
+                        id,
+                        *rank,
+                        seqs,
+                        *cached as usize,
+                        ttl,
+                        now.into_std(),
+                    );
                     let Ok(mut booking) = booked else {
                         m.dropped.with_label_values(&["index"]).inc();
                         continue;
@@ -152,7 +158,7 @@ mod tests {
 
     /// Predicted leading blocks on worker 1 rank 0 at `now`.
     fn predicted(index: &KvIndex, seqs: &[u64], now: Instant) -> u32 {
-        let o = index.find_matches_at(seqs, now);
+        let o = index.find_matches_at(seqs, now.into_std());
         o.units.first().map_or(0, |u| u.predicted)
     }
 
@@ -174,10 +180,10 @@ mod tests {
             &batch("other", vec![book(1, "http://w1:1", &seqs, false)]),
             now,
         );
-        let o = index.find_matches_at(&seqs, now).units[0];
+        let o = index.find_matches_at(&seqs, now.into_std()).units[0];
         assert_eq!((o.predicted, o.inflight), (4, 4));
         a.apply(&batch("other", vec![Item::Prefilled { n: 1 }]), now);
-        let o = index.find_matches_at(&seqs, now).units[0];
+        let o = index.find_matches_at(&seqs, now.into_std()).units[0];
         assert_eq!((o.predicted, o.inflight), (4, 0));
         // The prediction outlives the follow-up until its TTL.
         assert_eq!(predicted(&index, &seqs, now + Duration::from_secs(11)), 0);

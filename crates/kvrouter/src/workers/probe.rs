@@ -2,9 +2,10 @@
 //! `/get_server_info`) and `/model_info` (fallback `/get_model_info`), and, in kv mode,
 //! refuse a worker whose page size the router cannot fold into its own ([`PageSizeRule`]).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
+use tokio::time::Instant;
 
 use super::http::{http_get, http_get_json, HttpClient, HttpGetError};
 use super::info::WorkerInfo;

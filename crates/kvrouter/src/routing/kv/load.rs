@@ -12,10 +12,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
 use dashmap::DashMap;
+use tokio::time::Instant;
 
 use crate::workers::{Rank, WorkerId};
 

@@ -21,10 +21,10 @@
 //!   into a full cache elsewhere, evicting others' prefixes, while its old copy goes to waste.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
 
 use dashmap::DashMap;
 use kvrouter_index::KvIndex;
+use tokio::time::Instant;
 
 use crate::workers::{Rank, WorkerId};
 

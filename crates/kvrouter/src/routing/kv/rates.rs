@@ -31,10 +31,10 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use dashmap::DashMap;
 use parking_lot::Mutex;
+use tokio::time::Instant;
 
 use super::metrics::KvMetrics;
 use super::scan::{Field, MetaScan};

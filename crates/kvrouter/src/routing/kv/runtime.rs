@@ -9,9 +9,10 @@
 //! their KV pressure (`pressure.rs`).
 
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kvrouter_index::KvIndex;
+use tokio::time::Instant;
 
 use super::load::UnitLoads;
 use super::pressure::UnitPressure;
@@ -149,7 +150,7 @@ async fn timer(weak: Weak<KvRuntime>, registry: Registry) {
         tick.tick().await;
         let Some(rt) = weak.upgrade() else { break };
         let now = Instant::now();
-        rt.index.expire_predictions(now);
+        rt.index.expire_predictions(now.into_std());
         rt.index.update_gauges();
         super::metrics::set_tier_blocks(&rt.index, &rt.tiers);
         super::metrics::set_prediction_gauges(&rt.index, &registry, &mut shown);

@@ -445,7 +445,7 @@ fn a_prefix_the_holder_will_evict_before_it_runs_is_not_worth_its_queue() {
                 },
             )
             .unwrap();
-        let t0 = std::time::Instant::now();
+        let t0 = tokio::time::Instant::now();
         pressure.refresh(p.index(), t0);
         let gone = KvEvent::Removed {
             block_hashes: (0..100).map(|i| 5000 + i).collect(),
@@ -468,7 +468,7 @@ fn a_full_cache_pays_for_the_prefixes_a_new_prefill_evicts() {
     // 16-block caches; worker 1 is full of other blocks, worker 2 is empty.
     let (p, ws, _, pressure) = pressured(true, 64);
     store(p.index(), 1, 0, &tokens(600, 64));
-    pressure.refresh(p.index(), std::time::Instant::now());
+    pressure.refresh(p.index(), tokio::time::Instant::now());
     for _ in 0..1024 {
         pressure.observe_reuse(0.5);
     }
@@ -492,7 +492,7 @@ fn unconfirmed_predictions(credit: crate::config::PredictCredit) -> (KvPolicy, V
     let p = KvPolicy::new(index.clone(), Arc::new(UnitLoads::default()), settings);
     store(&index, 1, 0, &tokens(90, 8));
     store(&index, 2, 0, &tokens(91, 8));
-    let t0 = std::time::Instant::now();
+    let t0 = tokio::time::Instant::now().into_std();
     for seed in 0..100 {
         let seqs = kvrouter_index::seq_hashes(&tokens(100 + seed, 256), PAGE as usize);
         let mut b = index
