@@ -202,6 +202,45 @@ mod tests {
         assert_eq!(predicted(&index, &seqs, now), 4);
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_shared_booking_lives_until_its_ttl_on_the_runtime_clock() {
+        use tokio::time::advance;
+        let index = Arc::new(KvIndex::new(PAGE));
+        let a = applier(&index, 16);
+        // The index counts time from its creation on the std clock: start past it.
+        advance(Duration::from_secs(10)).await;
+        let seqs = seq_hashes(&(0..16).collect::<Vec<u32>>(), PAGE as usize);
+        let other = |n: u32| {
+            seq_hashes(
+                &(n * 100..n * 100 + 16).collect::<Vec<u32>>(),
+                PAGE as usize,
+            )
+        };
+        // Booked (TTL 10 s, prefilled): predicted until the TTL ...
+        a.apply(
+            &batch("other", vec![book(1, "http://w1:1", &seqs, true)]),
+            Instant::now(),
+        );
+        advance(Duration::from_millis(9_990)).await;
+        assert_eq!(predicted(&index, &seqs, Instant::now()), 4);
+        a.apply(
+            &batch("other", vec![book(2, "http://w1:1", &other(2), true)]),
+            Instant::now(),
+        );
+        assert_eq!(a.pending.lock().len(), 2);
+        // ... and not after; its follow-up entry leaves with it (at the next booking).
+        advance(Duration::from_millis(20)).await;
+        assert_eq!(predicted(&index, &seqs, Instant::now()), 0);
+        a.apply(
+            &batch("other", vec![book(3, "http://w1:1", &other(3), true)]),
+            Instant::now(),
+        );
+        let origin = xxh3_64(b"other");
+        let mut pending = a.pending.lock();
+        assert_eq!(pending.take((origin, 1)), None);
+        assert!(pending.take((origin, 2)).is_some());
+    }
+
     #[test]
     fn own_messages_unknown_workers_and_garbage_are_skipped() {
         let index = Arc::new(KvIndex::new(PAGE));

@@ -237,6 +237,17 @@ mod tests {
         assert_eq!(loads.view(WorkerId(9), 0, None), LoadView::default());
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn an_engine_report_counts_until_it_is_stale_on_the_runtime_clock() {
+        let loads = UnitLoads::default();
+        let w = WorkerId(1);
+        loads.report(w, 0, 9, 40);
+        tokio::time::advance(REPORT_STALE_AFTER).await;
+        assert_eq!(loads.view(w, 0, None).requests, 9, "fresh until the limit");
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(loads.view(w, 0, None).requests, 0, "stale after it");
+    }
+
     #[test]
     fn engine_reports_raise_the_view_until_stale() {
         let loads = UnitLoads::default();

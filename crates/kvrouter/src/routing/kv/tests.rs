@@ -114,6 +114,48 @@ fn predict_on_route_keeps_siblings_together_and_no_predict_spreads_them() {
     }
 }
 
+/// Predict-on-route on the runtime's clock: a booking draws its siblings until its TTL, and
+/// not after.
+#[tokio::test(start_paused = true)]
+async fn a_prediction_draws_siblings_until_its_ttl_and_not_after() {
+    use tokio::time::advance;
+    let (p, index) = policy(true);
+    let ttl = settings(true).predict_ttl.unwrap();
+    // The siblings are read by a policy on the same index that books nothing: a booking of
+    // theirs would extend the predicted blocks' TTL (the index keeps the latest per block).
+    let reader = KvPolicy::new(
+        index.clone(),
+        Arc::new(UnitLoads::default()),
+        settings(false),
+    );
+    // The index counts time from its creation on the std clock: start past it.
+    advance(Duration::from_secs(10)).await;
+    let (w1, w2) = (worker(1, 1), worker(2, 1));
+    let t = tokens(8, 64);
+    store(&index, 2, 0, &t[..32]); // worker 2 holds the first half of the prompt
+    let b = body(&t);
+    let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
+    // The first request has only worker 1: its 16 blocks are predicted there. It ends (after
+    // its first byte: the prediction stays, its load goes).
+    let mut first = p.select(&input, std::slice::from_ref(&w1)).unwrap();
+    let obs = first.observer.as_mut().unwrap();
+    obs.on_response_head(http::StatusCode::OK);
+    obs.on_data(br#"{"meta_info":{"cached_tokens":0}}"#);
+    drop(first);
+    let both = vec![w1, w2];
+    advance(ttl - Duration::from_millis(10)).await;
+    let sibling = reader.select(&input, &both).unwrap();
+    assert_eq!(
+        both[sibling.index].id,
+        WorkerId(1),
+        "predicted until the TTL"
+    );
+    drop(sibling);
+    advance(Duration::from_millis(20)).await;
+    let late = reader.select(&input, &both).unwrap();
+    assert_eq!(both[late.index].id, WorkerId(2), "expired after it");
+}
+
 #[test]
 fn a_failed_request_before_prefill_releases_its_prediction() {
     let (p, index) = policy(true);
