@@ -192,7 +192,7 @@ fn kv_selector(candidates: &[Arc<Worker>], tokens: &[u32], pressure: bool) -> Se
         KvPolicy::new(index.clone(), Arc::new(UnitLoads::default()), settings).with_rates(rates);
     if pressure {
         let p = Arc::new(UnitPressure::default());
-        p.refresh(&index, std::time::Instant::now());
+        p.refresh(&index, tokio::time::Instant::now());
         policy = policy.with_pressure(p);
     }
     Selector::new(Box::new(policy), StickyTable::new(Duration::from_secs(60)))

@@ -14,6 +14,10 @@
 //! registration and watch, `pd` prefill-decode disaggregation (two legs per request), `sharing` predictions shared across router replicas over NATS, `tasks` the one tracker every background task is spawned through; the simulated SGLang fleet (`sglang-mock`) and the workload
 //! generator (`loadgen`) live in the `kvrouter-sim` crate.
 
+// `std::time::Instant` and `std::sync::Mutex` are disallowed here (crates/kvrouter/clippy.toml:
+// tokio's `Instant`, which paused-time tests move; parking_lot's `Mutex`).
+#![warn(clippy::disallowed_types)]
+
 pub mod backoff;
 pub mod config;
 pub mod discovery;

@@ -2,6 +2,9 @@
 //! logging, run the HTTP server; `router register ...` runs the etcd registration sidecar
 //! instead (`kvrouter::discovery::register`).
 
+// As in the library: tokio's `Instant`, parking_lot's `Mutex` (crates/kvrouter/clippy.toml).
+#![warn(clippy::disallowed_types)]
+
 use kvrouter::config::example::example_config;
 use kvrouter::config::{Cli, Config};
 use kvrouter::server::{self, AppState};

@@ -9,12 +9,13 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
+use tokio::time::Instant;
 
 use super::merge::{self, Passthrough, PrefillLeg, SseMerge};
 use super::pair::{Missing, Pair};
@@ -175,7 +176,7 @@ pub async fn handle(
             .filter(|k| !k.is_empty()),
         rids: input.rids(),
         started,
-        deadline: tokio::time::Instant::from_std(started) + state.config.request_timeout,
+        deadline: started + state.config.request_timeout,
         tried_prefill: Vec::new(),
         tried_decode: Vec::new(),
         rid_guard: None,

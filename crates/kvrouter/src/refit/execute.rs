@@ -3,12 +3,13 @@
 //! hook fired, weight version updated, `awaiting_refit` levelled). Every call is logged.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::join_all;
 use http::{Method, StatusCode};
 use serde_json::Value;
+use tokio::time::Instant;
 
 use super::ops::{prepare_bodies, Op};
 use super::state::{relevel, RefitState};

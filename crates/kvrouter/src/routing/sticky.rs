@@ -11,10 +11,11 @@
 //! (`kvrouter_sticky_evictions_total`), so the cost of a full table is spread over many inserts.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dashmap::DashMap;
 use parking_lot::Mutex;
+use tokio::time::Instant;
 
 use super::metrics::RoutingMetrics;
 use crate::metrics::bounds::BoundsMetrics;
@@ -163,6 +164,34 @@ impl StickyTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn an_entry_lives_until_it_is_idle_for_longer_than_the_ttl() {
+        use tokio::time::advance;
+        let ttl = Duration::from_secs(60);
+        let t = StickyTable::new(ttl);
+        let fleet = vec![Arc::new(Worker::new(
+            WorkerId(1),
+            "http://w:1",
+            crate::workers::WorkerInfo::default(),
+        ))];
+        t.assign("a", WorkerId(1));
+        // Idle for exactly the TTL: still stuck; the lookup refreshes it.
+        advance(ttl).await;
+        assert_eq!(t.lookup("a", &fleet), Some(0));
+        advance(ttl).await;
+        assert_eq!(t.lookup("a", &fleet), Some(0));
+        // A millisecond more idle: gone for lookups, and swept.
+        t.assign("b", WorkerId(1));
+        advance(ttl + Duration::from_millis(1)).await;
+        assert_eq!(t.lookup("a", &fleet), None);
+        assert_eq!(t.lookup("b", &fleet), None);
+        assert_eq!(t.len(), 2);
+        t.assign("c", WorkerId(1));
+        advance(ttl).await;
+        assert_eq!(t.sweep(), 2, "a and b expired, c did not");
+        assert_eq!(t.lookup("c", &fleet), Some(0));
+    }
 
     #[test]
     fn distinct_keys_beyond_the_default_cap_evict_the_oldest() {

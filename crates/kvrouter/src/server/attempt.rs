@@ -4,12 +4,13 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use http_body_util::Either;
 use hyper::body::Incoming;
+use tokio::time::Instant;
 
 use super::body::RouterBody;
 use super::error::ApiError;
@@ -160,7 +161,7 @@ impl<'a> WorkerAttempts<'a> {
                 .filter(|k| !k.is_empty()),
             rids: input.rids(),
             started,
-            deadline: tokio::time::Instant::from_std(started) + state.config.request_timeout,
+            deadline: started + state.config.request_timeout,
             tried: Vec::new(),
             last_error: ApiError::no_workers(),
             last_worker: None,

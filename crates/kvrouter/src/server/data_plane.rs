@@ -6,12 +6,13 @@
 //! been relayed yet and the request timeout allows. The worker's response (status, headers,
 //! body) is relayed unchanged.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::{header, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
+use tokio::time::Instant;
 use tower_http::timeout::{TimeoutBody, TimeoutError};
 
 use super::attempt::{RetryMetrics, WorkerAttempts};

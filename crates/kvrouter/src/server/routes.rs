@@ -1,9 +1,8 @@
 //! The route table: `(method, path)` -> handler, and which API key guards it.
 
-use std::time::Instant;
-
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
+use tokio::time::Instant;
 
 use super::body::RouterBody;
 use super::error::ApiError;

@@ -1,8 +1,8 @@
 //! `AppState`: everything a request handler needs, built once at start and shared.
 
 use std::sync::Arc;
-use std::time::Instant;
 
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::ExponentialBackoff;

@@ -4,11 +4,12 @@
 //! messages (same instance id) and unknown workers are skipped and counted.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use kvrouter_index::KvIndex;
 use parking_lot::Mutex;
+use tokio::time::Instant;
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::metrics::metrics;
@@ -78,9 +79,14 @@ impl Applier {
                         continue;
                     };
                     let ttl = Duration::from_millis(u64::from(*ttl_ms));
-                    let booked =
-                        self.index
-                            .book_from_at(id, *rank, seqs, *cached as usize, ttl, now);
+                    let booked = self.index.book_from_at(
+                        id,
+                        *rank,
+                        seqs,
+                        *cached as usize,
+                        ttl,
+                        now.into_std(),
+                    );
                     let Ok(mut booking) = booked else {
                         m.dropped.with_label_values(&["index"]).inc();
                         continue;
@@ -152,7 +158,7 @@ mod tests {
 
     /// Predicted leading blocks on worker 1 rank 0 at `now`.
     fn predicted(index: &KvIndex, seqs: &[u64], now: Instant) -> u32 {
-        let o = index.find_matches_at(seqs, now);
+        let o = index.find_matches_at(seqs, now.into_std());
         o.units.first().map_or(0, |u| u.predicted)
     }
 
@@ -174,10 +180,10 @@ mod tests {
             &batch("other", vec![book(1, "http://w1:1", &seqs, false)]),
             now,
         );
-        let o = index.find_matches_at(&seqs, now).units[0];
+        let o = index.find_matches_at(&seqs, now.into_std()).units[0];
         assert_eq!((o.predicted, o.inflight), (4, 4));
         a.apply(&batch("other", vec![Item::Prefilled { n: 1 }]), now);
-        let o = index.find_matches_at(&seqs, now).units[0];
+        let o = index.find_matches_at(&seqs, now.into_std()).units[0];
         assert_eq!((o.predicted, o.inflight), (4, 0));
         // The prediction outlives the follow-up until its TTL.
         assert_eq!(predicted(&index, &seqs, now + Duration::from_secs(11)), 0);
@@ -194,6 +200,45 @@ mod tests {
         a.apply(&batch("other", vec![Item::Cancel { n: 2 }]), now);
         assert_eq!(predicted(&index, &other, now), 0);
         assert_eq!(predicted(&index, &seqs, now), 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shared_booking_lives_until_its_ttl_on_the_runtime_clock() {
+        use tokio::time::advance;
+        let index = Arc::new(KvIndex::new(PAGE));
+        let a = applier(&index, 16);
+        // The index counts time from its creation on the std clock: start past it.
+        advance(Duration::from_secs(10)).await;
+        let seqs = seq_hashes(&(0..16).collect::<Vec<u32>>(), PAGE as usize);
+        let other = |n: u32| {
+            seq_hashes(
+                &(n * 100..n * 100 + 16).collect::<Vec<u32>>(),
+                PAGE as usize,
+            )
+        };
+        // Booked (TTL 10 s, prefilled): predicted until the TTL ...
+        a.apply(
+            &batch("other", vec![book(1, "http://w1:1", &seqs, true)]),
+            Instant::now(),
+        );
+        advance(Duration::from_millis(9_990)).await;
+        assert_eq!(predicted(&index, &seqs, Instant::now()), 4);
+        a.apply(
+            &batch("other", vec![book(2, "http://w1:1", &other(2), true)]),
+            Instant::now(),
+        );
+        assert_eq!(a.pending.lock().len(), 2);
+        // ... and not after; its follow-up entry leaves with it (at the next booking).
+        advance(Duration::from_millis(20)).await;
+        assert_eq!(predicted(&index, &seqs, Instant::now()), 0);
+        a.apply(
+            &batch("other", vec![book(3, "http://w1:1", &other(3), true)]),
+            Instant::now(),
+        );
+        let origin = xxh3_64(b"other");
+        let mut pending = a.pending.lock();
+        assert_eq!(pending.take((origin, 1)), None);
+        assert!(pending.take((origin, 2)).is_some());
     }
 
     #[test]

@@ -3,9 +3,9 @@
 //! follow-up, or oldest-first when the map is full.
 
 use std::collections::{HashMap, VecDeque};
-use std::time::Instant;
 
 use kvrouter_index::PredictionId;
+use tokio::time::Instant;
 
 /// (hash of the publishing instance, its booking number).
 pub type Key = (u64, u64);

@@ -12,10 +12,10 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
 
 use parking_lot::Mutex;
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
+use tokio::time::Instant;
 
 use super::TextTokenizer;
 

@@ -9,6 +9,8 @@ use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use super::http::{http_get, http_get_json, HttpClient, HttpGetError};
 use super::info::incarnation_marker;
 use super::load::parse_load;
@@ -29,6 +31,16 @@ pub(super) trait CheckedFleet: Send + Sync + 'static {
     fn metrics(&self) -> &FleetMetrics;
     /// A new process answers behind `worker`'s URL (nothing was listening before).
     fn restarted(&self, worker: &Arc<Worker>) -> impl Future<Output = ()> + Send;
+    /// GETs a worker's health endpoint: the client's request (the tests answer without a
+    /// socket, which a paused clock cannot wait on).
+    fn health_get<'a>(
+        &'a self,
+        url: &'a str,
+        authorization: Option<&'a str>,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<(u16, Bytes), HttpGetError>> + Send + 'a {
+        http_get(self.client(), url, authorization, timeout)
+    }
 }
 
 /// Spawns the checker: one round every `interval`, all workers concurrently. The task
@@ -64,7 +76,9 @@ pub(super) async fn check_round<F: CheckedFleet>(fleet: &F) {
 async fn check_worker<F: CheckedFleet>(fleet: &F, worker: &Arc<Worker>) {
     let cfg = fleet.health_config();
     let url = format!("{}{}", worker.url, cfg.endpoint);
-    let result = http_get(fleet.client(), &url, worker.authorization(), cfg.timeout).await;
+    let result = fleet
+        .health_get(&url, worker.authorization(), cfg.timeout)
+        .await;
     let ok = matches!(result, Ok((status, _)) if (200..300).contains(&status));
     fleet.metrics().health_check(ok);
     if ok {
@@ -148,4 +162,96 @@ async fn poll_load<F: CheckedFleet>(fleet: &F, worker: &Arc<Worker>) {
         other => other,
     };
     worker.set_reported_load(answer.ok().and_then(|v| parse_load(&v)));
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+    use tokio::time::{sleep_until, Instant};
+
+    use super::*;
+    use crate::workers::{WorkerId, WorkerInfo};
+
+    /// One worker whose health endpoint answers 200 while `up`, else 503 (no socket).
+    struct Fleet {
+        workers: Arc<Vec<Arc<Worker>>>,
+        config: HealthConfig,
+        client: HttpClient,
+        up: AtomicBool,
+        checks: AtomicU32,
+    }
+
+    impl CheckedFleet for Fleet {
+        fn workers(&self) -> Arc<Vec<Arc<Worker>>> {
+            self.workers.clone()
+        }
+        fn health_config(&self) -> &HealthConfig {
+            &self.config
+        }
+        fn client(&self) -> &HttpClient {
+            &self.client
+        }
+        fn metrics(&self) -> &FleetMetrics {
+            FleetMetrics::get()
+        }
+        async fn restarted(&self, _: &Arc<Worker>) {}
+        fn health_get<'a>(
+            &'a self,
+            _: &'a str,
+            _: Option<&'a str>,
+            _: Duration,
+        ) -> impl Future<Output = Result<(u16, Bytes), HttpGetError>> + Send + 'a {
+            self.checks.fetch_add(1, Ordering::Relaxed);
+            let status = if self.up.load(Ordering::Relaxed) {
+                200
+            } else {
+                503
+            };
+            std::future::ready(Ok((status, Bytes::new())))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failing_worker_goes_unhealthy_after_its_failed_rounds_and_recovers() {
+        // The worker's thresholds are the defaults: 3 failures, 2 successes.
+        let config = HealthConfig {
+            interval: Duration::from_secs(10),
+            ..HealthConfig::default()
+        };
+        let worker = Arc::new(Worker::new(
+            WorkerId(1),
+            "http://w:1",
+            WorkerInfo::default(),
+        ));
+        let fleet = Arc::new(Fleet {
+            workers: Arc::new(vec![worker.clone()]),
+            config,
+            client: super::super::http::new_client(Duration::from_secs(1), Duration::from_secs(1)),
+            up: AtomicBool::new(false),
+            checks: AtomicU32::new(0),
+        });
+        let tasks = crate::tasks::Tasks::new();
+        let start = Instant::now();
+        spawn_checker(&tasks, Arc::downgrade(&fleet), Duration::from_secs(10));
+        let at = |secs: f64| sleep_until(start + Duration::from_secs_f64(secs));
+        let checks = || fleet.checks.load(Ordering::Relaxed);
+        // Rounds at 10 and 20 s (none at 0: the worker was just probed): two failures.
+        at(29.5).await;
+        assert_eq!(checks(), 2);
+        assert!(worker.is_healthy());
+        assert_eq!(worker.health.consecutive_failures(), 2);
+        // The third, at 30 s, makes it unhealthy.
+        at(30.5).await;
+        assert_eq!(checks(), 3);
+        assert!(!worker.is_healthy());
+        // It answers again: one success (40 s) is not enough, the second (50 s) is.
+        fleet.up.store(true, Ordering::Relaxed);
+        at(49.5).await;
+        assert_eq!(checks(), 4);
+        assert!(!worker.is_healthy());
+        at(50.5).await;
+        assert_eq!(checks(), 5);
+        assert!(worker.is_healthy());
+    }
 }

@@ -2,9 +2,10 @@
 //! `/get_server_info`) and `/model_info` (fallback `/get_model_info`), and, in kv mode,
 //! refuse a worker whose page size the router cannot fold into its own ([`PageSizeRule`]).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
+use tokio::time::Instant;
 
 use super::http::{http_get, http_get_json, HttpClient, HttpGetError};
 use super::info::WorkerInfo;
@@ -301,6 +302,31 @@ mod tests {
         assert_eq!(err.code(), "page_size_mismatch");
         let err = check_page_size("http://w:1", &info(32), kv).expect_err("larger: refused");
         assert!(err.to_string().contains("--page-size 32"), "{err}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_worker_failing_its_probes_is_given_up_at_the_startup_deadline() {
+        // No request can be sent to this address: every probe fails at once, with no socket.
+        let client = super::super::http::new_client(Duration::from_secs(1), Duration::from_secs(1));
+        let timeouts = ProbeTimeouts {
+            request: Duration::from_secs(1),
+            startup: Duration::from_secs(5),
+        };
+        let start = Instant::now();
+        let err = wait_healthy(&client, "http://bad host", None, timeouts)
+            .await
+            .expect_err("never healthy");
+        let AddWorkerError::Unreachable {
+            waited, last_error, ..
+        } = err
+        else {
+            panic!("{err:?}");
+        };
+        // Probes at 0, 50, 150, 350, 750 ms, 1.55, 2.55, 3.55 and 4.55 s (50 ms doubling to
+        // 1 s): the next one would come after the 5 s deadline.
+        assert_eq!(waited, Duration::from_millis(4_550));
+        assert_eq!(start.elapsed(), waited);
+        assert!(last_error.contains("invalid url"), "{last_error}");
     }
 
     #[test]

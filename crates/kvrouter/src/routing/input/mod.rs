@@ -15,8 +15,8 @@ mod scan;
 pub mod text;
 
 use std::borrow::Cow;
-use std::sync::Mutex;
 
+use parking_lot::Mutex;
 use serde::de::IgnoredAny;
 
 /// The data-plane endpoint a request arrived on.
@@ -88,13 +88,13 @@ struct DecodedIds(Mutex<Option<Vec<u32>>>);
 
 impl DecodedIds {
     fn take(&self) -> Option<Vec<u32>> {
-        self.0.lock().ok()?.take()
+        self.0.lock().take()
     }
 }
 
 impl Clone for DecodedIds {
     fn clone(&self) -> Self {
-        DecodedIds(Mutex::new(self.0.lock().ok().and_then(|v| v.clone())))
+        DecodedIds(Mutex::new(self.0.lock().clone()))
     }
 }
 

@@ -7,9 +7,10 @@
 //! completions `prompt` string. [`tokenize`] runs the tokenizer off the executor
 //! ([`TextRouting::tokenize`]) and stores the ids; the body bytes are never changed.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 
 use super::{Endpoint, RoutingInput};
 use crate::text::source::TextPrompt;
@@ -23,23 +24,21 @@ pub(super) struct TextIds(Mutex<Option<Arc<[u32]>>>);
 
 impl TextIds {
     pub(super) fn get(&self) -> Option<Vec<u32>> {
-        self.0.lock().ok()?.as_ref().map(|ids| ids.to_vec())
+        self.0.lock().as_ref().map(|ids| ids.to_vec())
     }
 
     pub(super) fn is_set(&self) -> bool {
-        self.0.lock().is_ok_and(|slot| slot.is_some())
+        self.0.lock().is_some()
     }
 
     fn set(&self, ids: Vec<u32>) {
-        if let Ok(mut slot) = self.0.lock() {
-            *slot = Some(ids.into());
-        }
+        *self.0.lock() = Some(ids.into());
     }
 }
 
 impl Clone for TextIds {
     fn clone(&self) -> Self {
-        TextIds(Mutex::new(self.0.lock().ok().and_then(|v| v.clone())))
+        TextIds(Mutex::new(self.0.lock().clone()))
     }
 }
 

@@ -9,7 +9,9 @@
 //! - the sharing hook (`hook.rs`: other router replicas learn of the booking).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::attachment::{KvAttachment, Refile};
 use super::decide::Decision;
@@ -52,7 +54,7 @@ pub fn book(p: &BookParams<'_>, scored: &[Scored], decision: &Decision) -> Choic
         PredictCredit::Learned => p
             .reader
             .index
-            .prediction_calibration(worker.id, rank, now)
+            .prediction_calibration(worker.id, rank, now.into_std())
             .learned_ttl
             .map_or(cap, |t| t.min(cap)),
         PredictCredit::Full => cap,
@@ -64,7 +66,7 @@ pub fn book(p: &BookParams<'_>, scored: &[Scored], decision: &Decision) -> Choic
         Some(ttl) if !seqs.is_empty() => p
             .reader
             .index
-            .book_from_at(worker.id, rank, seqs, held, ttl, now)
+            .book_from_at(worker.id, rank, seqs, held, ttl, now.into_std())
             .ok(),
         _ => None,
     };

@@ -126,7 +126,7 @@ fn tiers_json(kv: &KvRuntime, registry: &Registry) -> Value {
 
 /// `predictions`: how each unit's predicted blocks turned out.
 fn predictions_json(kv: &KvRuntime, registry: &Registry, rows: &[UnitRow]) -> Vec<Value> {
-    let now = std::time::Instant::now();
+    let now = tokio::time::Instant::now().into_std();
     rows.iter()
         .filter_map(|(url, rank, ..)| {
             let w = registry.by_url(url)?;

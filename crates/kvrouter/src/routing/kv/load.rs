@@ -12,10 +12,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
 use dashmap::DashMap;
+use tokio::time::Instant;
 
 use crate::workers::{Rank, WorkerId};
 
@@ -234,6 +235,17 @@ mod tests {
         assert!(loads.prompts.get(&(w, 0, 7)).is_none());
         assert_eq!(loads.view(w, 1, None).requests, 1);
         assert_eq!(loads.view(WorkerId(9), 0, None), LoadView::default());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_engine_report_counts_until_it_is_stale_on_the_runtime_clock() {
+        let loads = UnitLoads::default();
+        let w = WorkerId(1);
+        loads.report(w, 0, 9, 40);
+        tokio::time::advance(REPORT_STALE_AFTER).await;
+        assert_eq!(loads.view(w, 0, None).requests, 9, "fresh until the limit");
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(loads.view(w, 0, None).requests, 0, "stale after it");
     }
 
     #[test]

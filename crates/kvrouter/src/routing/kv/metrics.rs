@@ -283,7 +283,7 @@ pub fn set_prediction_gauges(
     shown: &mut std::collections::HashSet<(String, String)>,
 ) {
     let m = KvMetrics::get();
-    let now = std::time::Instant::now();
+    let now = tokio::time::Instant::now().into_std();
     let mut seen = std::collections::HashSet::new();
     for w in registry.snapshot().iter() {
         for rank in w.ranks() {

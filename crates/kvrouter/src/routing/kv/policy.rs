@@ -13,9 +13,10 @@
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kvrouter_index::{KvIndex, Overlaps};
+use tokio::time::Instant;
 
 use super::blind::BlindSettings;
 use super::board::UnitBoard;
@@ -166,7 +167,11 @@ impl KvPolicy {
         // Until this request is booked (end of this function), a sibling waits to read.
         let _serial = self.siblings.hold(prompt.key());
         let t1 = Instant::now();
-        let mut overlaps = self.reader.index.find_matches(&prompt.seqs);
+        // Predictions are judged live at the router's clock (tokio's: paused-time tests move it).
+        let mut overlaps = self
+            .reader
+            .index
+            .find_matches_at(&prompt.seqs, t1.into_std());
         overlaps.units.sort_unstable_by_key(|o| o.unit);
         let mut tiers = self.tiers.as_ref().and_then(|t| t.request(&prompt.seqs));
         let holders = tiers.as_mut().map(|t| t.holders()).unwrap_or_default();

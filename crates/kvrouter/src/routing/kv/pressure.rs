@@ -21,10 +21,10 @@
 //!   into a full cache elsewhere, evicting others' prefixes, while its old copy goes to waste.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
 
 use dashmap::DashMap;
 use kvrouter_index::KvIndex;
+use tokio::time::Instant;
 
 use crate::workers::{Rank, WorkerId};
 
@@ -202,6 +202,33 @@ mod tests {
         assert!(p.view(w, 0).evictions_per_sec < want);
         p.remove_worker(w);
         assert_eq!(p.view(w, 0), Turnover::default());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_eviction_rate_decays_with_the_time_between_samples() {
+        use tokio::time::advance;
+        let index = KvIndex::new(4);
+        let p = UnitPressure::default();
+        let w = WorkerId(3);
+        index.apply(w, 0, &stored(1..101)).unwrap();
+        p.refresh(&index, Instant::now());
+        let gone = KvEvent::Removed {
+            block_hashes: (51..101).collect(),
+        };
+        index.apply(w, 0, &gone).unwrap();
+        // A sample at the same instant learns nothing (no time passed).
+        p.refresh(&index, Instant::now());
+        assert_eq!(p.view(w, 0).evictions_per_sec, 0.0);
+        // 50 blocks in 1 s, weighed by 1 s of the 5 s mean.
+        advance(Duration::from_secs(1)).await;
+        p.refresh(&index, Instant::now());
+        let first = 50.0 * (1.0 - (-0.2f64).exp());
+        assert!((p.view(w, 0).evictions_per_sec - first).abs() < 1e-9);
+        // Nothing evicted for one time constant: the mean falls by e.
+        advance(Duration::from_secs(5)).await;
+        p.refresh(&index, Instant::now());
+        let calm = first * (-1.0f64).exp();
+        assert!((p.view(w, 0).evictions_per_sec - calm).abs() < 1e-9);
     }
 
     #[test]

@@ -31,10 +31,10 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use dashmap::DashMap;
 use parking_lot::Mutex;
+use tokio::time::Instant;
 
 use super::metrics::KvMetrics;
 use super::scan::{Field, MetaScan};
@@ -568,6 +568,32 @@ mod tests {
         assert_eq!(f.speed(WorkerId(0), 0), Speed::UNIT);
         f.remove_worker(WorkerId(0));
         assert!(f.views().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stream_timings_are_read_on_the_runtime_clock() {
+        use tokio::time::advance;
+        let rates = UnitRates::new(settings());
+        let unit = rates.unit(WorkerId(1), "http://w1", 0);
+        // Routed onto an idle unit; first byte 30 ms later, the end 100 ms after that.
+        let mut p = RateProbe::new(unit.clone(), 16, true, true);
+        advance(Duration::from_millis(30)).await;
+        p.first_byte();
+        advance(Duration::from_millis(100)).await;
+        p.first_byte(); // only the first one counts
+        p.finish(&scan(
+            r#"{"meta_info":{"prompt_tokens":48,"cached_tokens":0,"completion_tokens":5}}"#,
+        ));
+        let w = unit.windows.lock();
+        // 3 blocks in 30 ms, 4 tokens in 100 ms: exact, since only the paused clock moved.
+        assert_eq!(
+            w.prefill.samples.iter().copied().collect::<Vec<_>>(),
+            vec![(0.03, 3.0)]
+        );
+        assert_eq!(
+            w.decode.samples.iter().copied().collect::<Vec<_>>(),
+            vec![(0.1, 4.0)]
+        );
     }
 
     fn scan(body: &str) -> MetaScan {

@@ -18,9 +18,9 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use kvrouter_index::{KvIndex, Overlaps, Unit, UnitOverlap};
+use tokio::time::Instant;
 
 use super::board::{UnitBoard, SHARDS};
 use super::cost::{wait, CostWeights, UnitInputs};
@@ -112,7 +112,7 @@ impl UnitReader {
             confirm_ratio: match overlap {
                 Some(o) if self.weigh_predictions && o.predicted > o.confirmed.max(o.inflight) => {
                     self.index
-                        .prediction_calibration(worker.id, rank, Instant::now())
+                        .prediction_calibration(worker.id, rank, Instant::now().into_std())
                         .confirm_ratio
                 }
                 _ => 1.0,

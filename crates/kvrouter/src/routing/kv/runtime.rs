@@ -9,9 +9,10 @@
 //! their KV pressure (`pressure.rs`).
 
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kvrouter_index::KvIndex;
+use tokio::time::Instant;
 
 use super::load::UnitLoads;
 use super::pressure::UnitPressure;
@@ -149,11 +150,84 @@ async fn timer(weak: Weak<KvRuntime>, registry: Registry) {
         tick.tick().await;
         let Some(rt) = weak.upgrade() else { break };
         let now = Instant::now();
-        rt.index.expire_predictions(now);
+        rt.index.expire_predictions(now.into_std());
         rt.index.update_gauges();
         super::metrics::set_tier_blocks(&rt.index, &rt.tiers);
         super::metrics::set_prediction_gauges(&rt.index, &registry, &mut shown);
         rt.rates.refresh();
         rt.pressure.refresh(&rt.index, now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kvrouter_index::KvEvent;
+    use tokio::time::sleep_until;
+
+    use super::*;
+    use crate::workers::RegistryConfig;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_timer_expires_predictions_samples_pressure_and_rescales_on_the_runtime_clock() {
+        let tasks = Tasks::new();
+        let registry = Registry::new(RegistryConfig::default(), &tasks);
+        let start = Instant::now();
+        let rt = KvRuntime::start(&tasks, 4, &KvConfig::default(), &registry);
+        // The timer ticks at start + k x 500 ms; the test looks between ticks. It starts past
+        // the index's creation (the index counts time from it on the std clock).
+        let at = |secs: f64| sleep_until(start + Duration::from_secs_f64(secs));
+        let (w, now) = (WorkerId(1), || Instant::now().into_std());
+        at(10.25).await;
+        let stored = KvEvent::StoredHashed {
+            parent: None,
+            block_hashes: (1..101).collect(),
+            local_hashes: (1..101).collect(),
+        };
+        rt.index.apply(w, 0, &stored).unwrap();
+        let seqs: Vec<u64> = (1000..1004).collect();
+        let mut booking = rt
+            .index
+            .book_at(w, 0, &seqs, Duration::from_secs(2), now())
+            .unwrap();
+        booking.prefill_done();
+        drop(booking);
+        // Its TTL ends at 12.25 s: the tick at 12 s keeps it, the one at 12.5 s expires it.
+        let expired = || rt.index.prediction_calibration(w, 0, now()).expired;
+        at(12.4).await;
+        assert_eq!(expired(), 0);
+        at(12.6).await;
+        assert_eq!(expired(), 4);
+        // Pressure: 50 blocks evicted between the ticks at 12.5 and 13 s (100 per second, for
+        // 0.5 s of the 5 s mean), then none until 13.5 s (the mean decays).
+        let gone = KvEvent::Removed {
+            block_hashes: (51..101).collect(),
+        };
+        rt.index.apply(w, 0, &gone).unwrap();
+        let rate = || rt.pressure.view(w, 0).evictions_per_sec;
+        assert_eq!(rate(), 0.0);
+        at(13.1).await;
+        let first = 100.0 * (1.0 - (-0.1f64).exp());
+        assert!((rate() - first).abs() < 1e-9, "{}", rate());
+        at(13.6).await;
+        assert!(
+            (rate() - first * (-0.1f64).exp()).abs() < 1e-9,
+            "{}",
+            rate()
+        );
+        // Learned rates: a unit three times slower is scaled at the next tick, not before.
+        for (i, secs) in [0.01, 0.01, 0.03].into_iter().enumerate() {
+            let unit = rt.rates.unit(WorkerId(10 + i as u32), "http://w", 0);
+            for b in 0..16 {
+                let blocks = f64::from(10 + b);
+                unit.observe_prefill(secs * blocks, blocks);
+            }
+        }
+        assert_eq!(
+            rt.rates.speed(WorkerId(12), 0),
+            super::super::rates::Speed::UNIT
+        );
+        at(14.1).await;
+        let slow = rt.rates.speed(WorkerId(12), 0).prefill;
+        assert!((slow - 3.0).abs() < 1e-9, "{slow}");
     }
 }

@@ -114,6 +114,48 @@ fn predict_on_route_keeps_siblings_together_and_no_predict_spreads_them() {
     }
 }
 
+/// Predict-on-route on the runtime's clock: a booking draws its siblings until its TTL, and
+/// not after.
+#[tokio::test(start_paused = true)]
+async fn a_prediction_draws_siblings_until_its_ttl_and_not_after() {
+    use tokio::time::advance;
+    let (p, index) = policy(true);
+    let ttl = settings(true).predict_ttl.unwrap();
+    // The siblings are read by a policy on the same index that books nothing: a booking of
+    // theirs would extend the predicted blocks' TTL (the index keeps the latest per block).
+    let reader = KvPolicy::new(
+        index.clone(),
+        Arc::new(UnitLoads::default()),
+        settings(false),
+    );
+    // The index counts time from its creation on the std clock: start past it.
+    advance(Duration::from_secs(10)).await;
+    let (w1, w2) = (worker(1, 1), worker(2, 1));
+    let t = tokens(8, 64);
+    store(&index, 2, 0, &t[..32]); // worker 2 holds the first half of the prompt
+    let b = body(&t);
+    let input = RoutingInput::parse(Endpoint::Generate, &b).unwrap();
+    // The first request has only worker 1: its 16 blocks are predicted there. It ends (after
+    // its first byte: the prediction stays, its load goes).
+    let mut first = p.select(&input, std::slice::from_ref(&w1)).unwrap();
+    let obs = first.observer.as_mut().unwrap();
+    obs.on_response_head(http::StatusCode::OK);
+    obs.on_data(br#"{"meta_info":{"cached_tokens":0}}"#);
+    drop(first);
+    let both = vec![w1, w2];
+    advance(ttl - Duration::from_millis(10)).await;
+    let sibling = reader.select(&input, &both).unwrap();
+    assert_eq!(
+        both[sibling.index].id,
+        WorkerId(1),
+        "predicted until the TTL"
+    );
+    drop(sibling);
+    advance(Duration::from_millis(20)).await;
+    let late = reader.select(&input, &both).unwrap();
+    assert_eq!(both[late.index].id, WorkerId(2), "expired after it");
+}
+
 #[test]
 fn a_failed_request_before_prefill_releases_its_prediction() {
     let (p, index) = policy(true);
@@ -480,7 +522,7 @@ fn a_prefix_the_holder_will_evict_before_it_runs_is_not_worth_its_queue() {
                 },
             )
             .unwrap();
-        let t0 = std::time::Instant::now();
+        let t0 = tokio::time::Instant::now();
         pressure.refresh(p.index(), t0);
         let gone = KvEvent::Removed {
             block_hashes: (0..100).map(|i| 5000 + i).collect(),
@@ -503,7 +545,7 @@ fn a_full_cache_pays_for_the_prefixes_a_new_prefill_evicts() {
     // 16-block caches; worker 1 is full of other blocks, worker 2 is empty.
     let (p, ws, _, pressure) = pressured(true, 64);
     store(p.index(), 1, 0, &tokens(600, 64));
-    pressure.refresh(p.index(), std::time::Instant::now());
+    pressure.refresh(p.index(), tokio::time::Instant::now());
     for _ in 0..1024 {
         pressure.observe_reuse(0.5);
     }
@@ -527,7 +569,7 @@ fn unconfirmed_predictions(credit: crate::config::PredictCredit) -> (KvPolicy, V
     let p = KvPolicy::new(index.clone(), Arc::new(UnitLoads::default()), settings);
     store(&index, 1, 0, &tokens(90, 8));
     store(&index, 2, 0, &tokens(91, 8));
-    let t0 = std::time::Instant::now();
+    let t0 = tokio::time::Instant::now().into_std();
     for seed in 0..100 {
         let seqs = kvrouter_index::seq_hashes(&tokens(100 + seed, 256), PAGE as usize);
         let mut b = index
