@@ -79,7 +79,7 @@ pub struct UnitReader {
     pub rates: Option<Arc<UnitRates>>,
     pub pressure: Option<Arc<UnitPressure>>,
     pub board: UnitBoard,
-    /// The weights of the wait terms (prefill, decode, queue).
+    /// The cost weights (the wait reads the decode and queue ones).
     pub weights: CostWeights,
     /// Read each unit's prediction confirm ratio (only `--predict-credit learned` weighs it).
     pub weigh_predictions: bool,
@@ -120,14 +120,10 @@ impl UnitReader {
         }
     }
 
-    /// A row's wait for a request without overlap: its key on the board. Only for a row read
-    /// with no siblings in flight (a request's view of a unit leaves its siblings' blocks out).
+    /// A row's wait (its load terms): its key on the board. Only for a row read with no
+    /// siblings in flight (a request's view of a unit leaves its siblings' blocks out).
     pub fn board_wait(&self, row: &UnitRow) -> f64 {
-        let inputs = UnitInputs {
-            inflight_depth: 0,
-            ..row.inputs(0)
-        };
-        wait(&self.weights, &inputs, row.speed)
+        wait(&self.weights, &row.inputs(0), row.speed)
     }
 
     /// The sweep's next start (advanced by `n`).
