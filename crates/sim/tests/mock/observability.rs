@@ -3,43 +3,13 @@
 //! count, `/metrics` gauges per DP rank, `/get_load` and `/server_info` fields.
 #![allow(clippy::unwrap_used)] // tests: an unwrap is an assertion
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use serde_json::{json, Value};
 
-struct Mock {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Mock {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(extra: &[&str]) -> Mock {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sglang-mock"))
-        .args(["--host", "127.0.0.1", "--port", "0"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap()
-        .to_string();
-    Mock { child, addr }
-}
+use crate::support::procs::mock;
 
 /// One HTTP/1.1 exchange with `Connection: close`; returns (status, body).
 fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
@@ -81,7 +51,7 @@ fn dechunk(mut s: &str) -> String {
 
 #[test]
 fn roofline_lpm_mock_reports_sglang_timings_and_load() {
-    let m = start(&[
+    let m = mock(&[
         "--timing-model",
         "roofline",
         "--schedule-policy",
@@ -94,7 +64,7 @@ fn roofline_lpm_mock_reports_sglang_timings_and_load() {
     let ids: Vec<u32> = (300..400).collect();
     let body =
         json!({"input_ids": ids, "sampling_params": {"max_new_tokens": 4}, "routed_dp_rank": 1});
-    let (status, text) = http(&m.addr, "POST", "/generate", Some(&body));
+    let (status, text) = http(m.addr(), "POST", "/generate", Some(&body));
     assert_eq!(status, 200, "{text}");
     let v: Value = serde_json::from_str(&text).unwrap();
     let meta = &v["meta_info"];
@@ -108,7 +78,7 @@ fn roofline_lpm_mock_reports_sglang_timings_and_load() {
     assert!((got - want).abs() < 1e-12, "{got} vs {want}");
     assert!(meta["e2e_latency"].as_f64().is_some());
 
-    let (_, metrics) = http(&m.addr, "GET", "/metrics", None);
+    let (_, metrics) = http(m.addr(), "GET", "/metrics", None);
     for gauge in [
         "sglang:token_usage",
         "sglang:num_running_reqs",
@@ -127,9 +97,9 @@ fn roofline_lpm_mock_reports_sglang_timings_and_load() {
         }
     }
 
-    let (status, _) = http(&m.addr, "GET", "/get_load", None);
+    let (status, _) = http(m.addr(), "GET", "/get_load", None);
     assert_eq!(status, 404, "SGLang 0.5.23 has no /get_load");
-    let (_, load) = http(&m.addr, "GET", "/v1/loads", None);
+    let (_, load) = http(m.addr(), "GET", "/v1/loads", None);
     let load: Value = serde_json::from_str(&load).unwrap();
     let load = &load["loads"];
     assert_eq!(load.as_array().unwrap().len(), 2);
@@ -143,7 +113,7 @@ fn roofline_lpm_mock_reports_sglang_timings_and_load() {
             assert!(r[k].is_u64(), "{k} in {r}");
         }
     }
-    let (_, info) = http(&m.addr, "GET", "/server_info", None);
+    let (_, info) = http(m.addr(), "GET", "/server_info", None);
     let info: Value = serde_json::from_str(&info).unwrap();
     assert_eq!(info["max_total_num_tokens"], 65536);
 }

@@ -5,43 +5,12 @@
 #![allow(clippy::unwrap_used)] // tests: an unwrap is an assertion
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
-struct Mock {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Mock {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(extra: &[&str]) -> Mock {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sglang-mock"))
-        .args(["--host", "127.0.0.1", "--port", "0"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap()
-        .to_string();
-    Mock { child, addr }
-}
+use crate::support::procs::mock;
 
 fn get(addr: &str, path: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -72,7 +41,7 @@ fn keys(v: &Value) -> BTreeSet<String> {
 #[test]
 fn server_info_matches_sglang_0_5_23_for_the_same_settings() {
     let kv = r#"{"publisher":"zmq","endpoint":"tcp://*:0","replay_endpoint":"tcp://*:0"}"#;
-    let m = start(&[
+    let m = mock(&[
         "--kv-events-config",
         kv,
         "--load-publish-endpoint",
@@ -80,7 +49,7 @@ fn server_info_matches_sglang_0_5_23_for_the_same_settings() {
         "--dp-size",
         "2",
     ]);
-    let (status, body) = get(&m.addr, "/server_info");
+    let (status, body) = get(m.addr(), "/server_info");
     assert_eq!(status, 200, "{body}");
     let info: Value = serde_json::from_str(&body).unwrap();
     let want = fixture("load_auto_dp2");
@@ -120,22 +89,22 @@ fn server_info_matches_sglang_0_5_23_for_the_same_settings() {
     }
     assert_eq!(load, auto);
     // 0.5.23 has no /get_load.
-    assert_eq!(get(&m.addr, "/get_load").0, 404);
+    assert_eq!(get(m.addr(), "/get_load").0, 404);
 }
 
 #[test]
 fn default_settings_match_and_0_5_9_keeps_the_old_body() {
-    let m = start(&[]);
-    let info: Value = serde_json::from_str(&get(&m.addr, "/server_info").1).unwrap();
+    let m = mock(&[]);
+    let info: Value = serde_json::from_str(&get(m.addr(), "/server_info").1).unwrap();
     let want = fixture("default");
     assert_eq!(keys(&info), keys(&want));
     assert!(info["kv_events"].is_null());
-    let old = start(&["--sglang-version", "0.5.9"]);
-    let info: Value = serde_json::from_str(&get(&old.addr, "/server_info").1).unwrap();
+    let old = mock(&["--sglang-version", "0.5.9"]);
+    let info: Value = serde_json::from_str(&get(old.addr(), "/server_info").1).unwrap();
     assert_eq!(info["version"], "0.5.9");
     assert_eq!(info.as_object().unwrap().len(), 34);
     assert_eq!(info["max_running_requests"], 256);
-    assert_eq!(get(&old.addr, "/get_load").0, 200);
+    assert_eq!(get(old.addr(), "/get_load").0, 200);
 }
 
 /// Two launches with the same flags differ in `random_seed` (drawn per launch when unset, as
@@ -145,8 +114,8 @@ fn default_settings_match_and_0_5_9_keeps_the_old_body() {
 #[test]
 fn each_launch_reports_its_own_marker() {
     let info = |extra: &[&str]| -> Value {
-        let m = start(extra);
-        serde_json::from_str(&get(&m.addr, "/server_info").1).unwrap()
+        let m = mock(extra);
+        serde_json::from_str(&get(m.addr(), "/server_info").1).unwrap()
     };
     let (a, b) = (info(&[]), info(&[]));
     let seed = |v: &Value| v["random_seed"].as_u64().unwrap();

@@ -50,6 +50,11 @@ impl Proc {
         Proc { child, url }
     }
 
+    /// `HOST:PORT` of the readiness line's URL (for raw TCP clients).
+    pub fn addr(&self) -> &str {
+        self.url.trim_start_matches("http://")
+    }
+
     /// Kills the process now and waits for it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
