@@ -28,9 +28,11 @@ REPO = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(REPO / "scripts" / "compare"))
 
 from kvcompare import fleet as fleet_mod  # noqa: E402
-from kvcompare import httpc, measure, procs, procstat, routers, workloads  # noqa: E402
+from kvcompare import httpc, measure, presets, procs, procstat, routers, workloads  # noqa: E402
 
 MODEL_DIR = REPO / "scripts" / "compare" / "model"
+# The default fleet and workload: `[replicas]` of workloads/presets.toml (the README demo's GRPO).
+FLEET = presets.suite("replicas", "fleet")
 SHARING = ("kvrouter_shared_predictions_published_total", "kvrouter_shared_predictions_applied_total",
            "kvrouter_shared_predictions_dropped_total", "kvrouter_shared_predictions_apply_seconds_total",
            "kvrouter_shared_predictions_messages_total")
@@ -197,27 +199,25 @@ def main() -> int:
     ap.add_argument("--bin-dir", type=Path, default=REPO / "target" / "release")
     ap.add_argument("--nats-server", default=shutil.which("nats-server")
                     or str(REPO / "target" / "test-venv" / "bin" / "nats-server"))
-    ap.add_argument("--workers", type=int, default=8)
-    ap.add_argument("--speedup", type=float, default=1.0)
+    ap.add_argument("--workers", type=int, default=FLEET["workers"])
+    ap.add_argument("--speedup", type=float, default=FLEET["speedup"])
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--only", action="append", choices=list(SCENARIOS), help="scenario(s) to run")
     ap.add_argument("--router-flag", action="append", metavar="FLAG",
                     help="extra flag for every router, e.g. --router-flag=--kv-balance-factor=1.5 (repeatable)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/kvrouter-replicas"))
-    ap.add_argument("workload", nargs="*", help="loadgen argv (default: the grpo below)")
+    ap.add_argument("workload", nargs="*", help="loadgen argv (default: [replicas] of workloads/presets.toml)")
     a = ap.parse_args()
     if not a.workload:
-        a.workload = ["grpo", "--groups", "16", "--samples", "32", "--prompt-len", "4096",
-                      "--system-prefix-len", "1024", "--groups-in-flight", "4", "--max-new-tokens", "64",
-                      "--stream", "--endpoint", "generate", "--seed", "7", "--no-logprob",
-                      "--max-duration-secs", "240"]
+        a.workload = presets.replicas_argv()
     if not shutil.which("haproxy"):
         raise SystemExit("haproxy not on PATH (Debian: apt-get install -y haproxy)")
     log_dir = a.out / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     procs.install_signal_handlers()
-    spec = fleet_mod.FleetSpec(workers=a.workers, page_size=16, speedup=a.speedup, max_total_tokens=1 << 20)
+    spec = fleet_mod.FleetSpec(workers=a.workers, page_size=16, speedup=a.speedup,
+                                max_total_tokens=FLEET["max_total_tokens"])
     results = []
     nats = fleet = None
     try:

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from . import presets
 from .fleet import FleetSpec
 
 # The Mooncake FAST'25 conversation trace (kvcache-ai/Mooncake, `FAST25-release/traces/`): by
@@ -45,63 +46,24 @@ def text_twin(w: Workload, model: str) -> Workload:
 
 
 def _build(size: str, trace: Path, seed: int = 7) -> list[Workload]:
-    """size: quick (seconds, smoke), demo (README command scale), full (the published report).
+    """size: quick (seconds, smoke), demo (README command scale), full (the published report):
+    `[compare.SIZE]` of workloads/presets.toml.
 
     Every workload streams (TTFT = first SSE chunk) and uses /generate with `input_ids`: the peers
     route /generate by the ids rendered as text, so all routers see the same prefix structure.
     The trace runs the mocks' simulated clock `speedup` times faster than real time and replays
     the trace's timestamps `speedup` times faster (`--time-scale 1/speedup`): the fleet sees the
     trace's real load, compressed in wall time."""
+    if size not in presets.suite("compare"):
+        raise ValueError(size)
+    t = presets.suite("compare", size)
     common = ["--stream", "--endpoint", "generate", "--seed", str(seed), "--no-logprob"]
-    if size == "quick":
-        fleet = FleetSpec(workers=2, speedup=20, max_total_tokens=1 << 18)
-        return [
-            Workload("grpo", fleet, ["grpo", "--groups", "4", "--samples", "8", "--prompt-len", "512",
-                                     "--system-prefix-len", "128", "--groups-in-flight", "2",
-                                     "--max-new-tokens", "16", "--max-duration-secs", "60", *common],
-                     timeout_s=120),
-            Workload("agent", fleet, ["agent", "--sessions", "4", "--turns", "3", "--system-prefix-len", "128",
-                                      "--first-prompt-len", "128", "--tool-output-len", "128",
-                                      "--max-new-tokens", "16", "--concurrency", "4",
-                                      "--max-duration-secs", "60", *common], timeout_s=120),
-            Workload("trace", FleetSpec(workers=2, speedup=50, max_total_tokens=1 << 18),
-                     ["trace", "--file", str(trace), "--time-scale", "0.02", "--max-requests", "40",
-                      "--max-new-tokens", "32", "--concurrency", "64", "--max-duration-secs", "60", *common],
-                     timeout_s=120),
-        ]
-    if size == "demo":
-        # The README demo's scale: ~10-20 s per run at GPU-like speed (speedup 1).
-        fleet = FleetSpec(workers=4, speedup=1, max_total_tokens=1 << 19)
-        return [
-            Workload("grpo", fleet, ["grpo", "--groups", "16", "--samples", "32", "--prompt-len", "4096",
-                                     "--system-prefix-len", "1024", "--groups-in-flight", "4",
-                                     "--max-new-tokens", "64", "--max-duration-secs", "120", *common],
-                     timeout_s=180),
-            Workload("agent", fleet, ["agent", "--sessions", "32", "--turns", "6", "--system-prefix-len", "1024",
-                                      "--first-prompt-len", "1024", "--tool-output-len", "1024",
-                                      "--max-new-tokens", "64", "--concurrency", "32",
-                                      "--max-duration-secs", "120", *common], timeout_s=180),
-        ]
-    if size == "full":
-        # GPU-like speed (speedup 1) for the sibling and agent workloads.
-        fleet = FleetSpec(workers=4, speedup=1, max_total_tokens=1 << 20)
-        return [
-            Workload("grpo", fleet, ["grpo", "--groups", "32", "--samples", "32", "--prompt-len", "4096",
-                                     "--system-prefix-len", "1024", "--groups-in-flight", "4",
-                                     "--max-new-tokens", "128", "--max-duration-secs", "300", *common],
-                     timeout_s=400),
-            Workload("agent", fleet, ["agent", "--sessions", "32", "--turns", "8", "--system-prefix-len", "1024",
-                                      "--first-prompt-len", "1024", "--tool-output-len", "2048",
-                                      "--max-new-tokens", "128", "--concurrency", "32",
-                                      "--max-duration-secs", "300", *common], timeout_s=400),
-            # The first 1,200 requests (~6 minutes) of the one-hour trace with the simulated clock
-            # at 10x and the timestamps compressed 10x: ~36 s of wall time under the trace's real load.
-            Workload("trace", FleetSpec(workers=4, speedup=10, max_total_tokens=1 << 20),
-                     ["trace", "--file", str(trace), "--time-scale", "0.1", "--max-requests", "1200",
-                      "--concurrency", "512", "--max-duration-secs", "300", *common],
-                     timeout_s=400),
-        ]
-    raise ValueError(size)
+    fleet = FleetSpec(**t["fleet"])
+    return [Workload(w["name"], FleetSpec(**w["fleet"]) if "fleet" in w else fleet,
+                     [*presets.argv(w["preset"], trace=trace), "--max-duration-secs", str(t["max_duration_secs"]),
+                      *common],
+                     timeout_s=t["timeout_s"])
+            for w in t["workloads"]]
 
 
 # --- reading loadgen's summary -------------------------------------------------------------

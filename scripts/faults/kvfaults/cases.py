@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvcompare import httpc, prom
+from kvcompare import httpc, presets, prom
 
 from . import attacks, records
 from .rig import FAST_HEALTH, Load, Mock, Nats, Router, poll_until, rss_mb
@@ -32,10 +32,9 @@ class Size:
     flood_requests: int
 
 
-QUICK = Size(workers=3, requests=60, wall_rate=12, speedup=4, hold_s=3, slow_conns=200, nofile=256,
-             body_timeout_s=3, upload_mib=16, uploads=3, flood_requests=60)
-FULL = Size(workers=8, requests=400, wall_rate=20, speedup=4, hold_s=8, slow_conns=600, nofile=512,
-            body_timeout_s=10, upload_mib=60, uploads=3, flood_requests=400)
+# `[faults.quick]` / `[faults.full]` of workloads/presets.toml.
+QUICK = Size(**presets.suite("faults", "quick"))
+FULL = Size(**presets.suite("faults", "full"))
 
 # (counter, label shown); a counter without that label is shown as one number.
 COUNTERS = (("kvrouter_retries_total", "reason"), ("kvrouter_upstream_failures_total", "kind"),
@@ -79,7 +78,7 @@ def fleet(ctx: Ctx, name: str, n: int | None = None) -> list[Mock]:
     return mocks
 
 
-def load(ctx: Ctx, router: Router, tag: str, stream: bool = True, max_new_tokens: int = 48) -> Load:
+def load(ctx: Ctx, router: Router, tag: str, stream: bool = True, max_new_tokens: int | None = None) -> Load:
     s = ctx.size
     ld = Load(ctx.b("loadgen"), router.url, ctx.out, tag, s.requests, s.wall_rate, s.speedup, stream=stream,
               max_new_tokens=max_new_tokens)

@@ -12,7 +12,7 @@ import socket
 import time
 from pathlib import Path
 
-from kvcompare import httpc, prom
+from kvcompare import httpc, presets, prom
 from kvcompare.procs import Proc, ProcError, free_port
 
 from . import records
@@ -165,22 +165,22 @@ def rss_mb(pid: int) -> float | None:
 
 
 class Load:
-    """One loadgen `tenants` run (Poisson arrivals) against `url`, records kept."""
+    """One loadgen `tenants` run (Poisson arrivals) against `url`, records kept: the preset
+    `faults-tenants` of workloads/presets.toml (its defaults where an argument here is None)."""
 
     def __init__(self, bin_path: Path, url: str, out: Path, tag: str, requests: int, wall_rate: float,
-                 speedup: float, stream: bool = True, max_new_tokens: int = 48, seed: int = 0,
-                 tenants: int = 16, system_len: tuple[int, int] = (256, 1024)):
+                 speedup: float, stream: bool = True, max_new_tokens: int | None = None, seed: int | None = None,
+                 tenants: int | None = None, system_len: tuple[int, int] | None = None):
         self.speedup, self.requests = speedup, requests
         self.json = out / f"{tag}.loadgen.json"
         self.records_path = out / f"{tag}.records.jsonl"
+        given = {"max_new_tokens": max_new_tokens, "seed": seed, "tenants": tenants}
+        if system_len is not None:
+            given["system_len_min"], given["system_len_max"] = system_len
         # Requests per second of simulated time: the wall rate / speedup.
-        argv = [str(bin_path), "tenants", "--url", url, "--tenants", str(tenants),
-                "--system-len-min", str(system_len[0]), "--system-len-max", str(system_len[1]),
-                "--suffix-len", "64", "--max-new-tokens", str(max_new_tokens),
-                "--rate", f"{wall_rate / speedup:g}", "--requests", str(requests), "--concurrency", "64",
-                "--sim-speedup", f"{speedup:g}", "--timeout-secs", "120", "--max-duration-secs", "240",
-                "--seed", str(seed), "--json", str(self.json), "--records", str(self.records_path),
-                "--output", "json"]
+        argv = [str(bin_path), *presets.argv(
+            "faults-tenants", url=url, rate=f"{wall_rate / speedup:g}", requests=requests, speedup=f"{speedup:g}",
+            json=self.json, records=self.records_path, **{k: v for k, v in given.items() if v is not None})]
         if stream:
             argv.append("--stream")
         self.argv = argv

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import fleet as fleet_mod
-from .. import portable, report, routers, runenv
+from .. import portable, presets, report, routers, runenv
 from ..measure import Part, measure
 from . import suite
 
@@ -41,39 +41,25 @@ class PdCase:
 
 
 def build(size: str, seed: int = 7) -> list[PdCase]:
-    """`full`: 8 workers as 2P6D and 4P4D (each also with decode radix caches), each KV fitting the
-    working set (1 Mi tokens each), the
-    pressure suite's full GRPO rollout and agent sessions; `quick`: 1P1D with their tiny shapes."""
-    if size == "quick":
-        s, shapes, kv = 20.0, ((2, 1, False),), 64 * suite.KI
-        rollout = ["rollout", "--prompts", "8", "--samples", "4", "--batches", "2", "--prompt-len-min", "256",
-                   "--prompt-len-max", "1024", "--system-prefix-len", "0", "--output-len-median", "16",
-                   "--output-len-sigma", "0.5", "--max-new-tokens", "64", "--concurrency", "16",
-                   "--max-duration-secs", "60", *suite._common(seed, s, stream=False)]
-        agent = ["agent", "--sessions", "4", "--turns", "4", "--system-prefix-len", "256", "--first-prompt-len",
-                 "128", "--tool-output-len", "256", "--think-time-ms", "200", "--max-new-tokens", "16",
-                 "--concurrency", "4", "--max-duration-secs", "60", *suite._common(seed, s)]
-        parts = {"grpo": (s, rollout), "agent": (s, agent)}
-        timeout = 120.0
-    elif size == "full":
-        # Each shape also with the decode workers' radix cache (`2p6dr`: delta transfers).
-        shapes, kv = tuple((8, p, r) for r in (False, True) for p in (2, 4)), suite.MI
-        rollout = ["rollout", "--prompts", "256", "--samples", "8", "--batches", "2", "--prompt-len-min", "1024",
-                   "--prompt-len-max", "8192", "--system-prefix-len", "0", "--output-len-median", "400",
-                   "--output-len-sigma", "1.0", "--max-new-tokens", "4096", "--concurrency", "1024",
-                   "--max-duration-secs", "900", *suite._common(seed, 10.0, stream=False)]
-        parts = {"grpo": (10.0, rollout), "agent": (4.0, suite._agent_argv(128, seed, 4.0))}
-        timeout = 1000.0
-    else:
+    """`[pd.SIZE]` of workloads/presets.toml. `full`: 8 workers as 2P6D and 4P4D (each also with
+    decode radix caches), each KV fitting the working set (1 Mi tokens each), the pressure suite's
+    full GRPO rollout and agent sessions; `quick`: 1P1D with their tiny shapes."""
+    if size not in presets.suite("pd"):
         raise ValueError(size)
+    t = presets.suite("pd", size)
+    tail = ["--max-duration-secs", str(t["max_duration_secs"])]
+    parts = {"grpo": (t["grpo"]["speedup"], [*presets.argv(t["grpo"]["preset"]), *tail,
+                                              *suite._common(seed, t["grpo"]["speedup"], stream=False)]),
+             "agent": (t["agent"]["speedup"], suite._agent_argv(t["agent"]["preset"], None, seed,
+                                                                 t["agent"]["speedup"], t))}
     cases = []
     for wl in WORKLOADS:
         s, argv = parts[wl]
-        for workers, prefill, radix in shapes:
-            spec = fleet_mod.FleetSpec(workers=workers, speedup=s, max_total_tokens=kv, prefill=prefill,
+        for workers, prefill, radix in t["shapes"]:
+            spec = fleet_mod.FleetSpec(workers=workers, speedup=s, max_total_tokens=t["kv"], prefill=prefill,
                                        decode_radix=radix)
             cases.append(PdCase(wl, spec, [Part("rollout" if wl == "grpo" else "agent", argv, records=True)],
-                                timeout))
+                                t["timeout_s"]))
     return cases
 
 

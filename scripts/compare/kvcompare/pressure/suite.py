@@ -5,10 +5,12 @@ gets `--sim-speedup S` equal to the fleet's `--speedup S`, so it reports simulat
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import presets
 from ..fleet import FleetSpec
 from ..measure import Part
 
@@ -99,102 +101,103 @@ def build(size: str, trace: Path, seed: int = 7, trace_requests: int | None = No
 
 
 def _full(trace: Path, seed: int, trace_requests: int | None) -> list[Case]:
-    w = 8
+    """`[pressure.full]` of workloads/presets.toml."""
+    t = presets.suite("pressure", "full")
+    w, timeout = t["workers"], t["timeout_s"]
+    tail = ["--max-duration-secs", str(t["max_duration_secs"])]
     cases: list[Case] = []
     # (1) The conversation trace on the fleets of Dynamo's own replay (8 x 256 Ki, 8 x 1 Mi).
-    n = 2400 if trace_requests is None else trace_requests
-    s = 10.0
-    for cap, kv in (("over", 256 * KI), ("fits", 1 * MI)):
-        argv = ["trace", "--file", str(trace), "--time-scale", "1", "--max-requests", str(n or 1_000_000),
-                "--concurrency", "1024", "--max-duration-secs", "900", *_common(seed, s)]
+    c = t["trace"]
+    n = c["max_requests"] if trace_requests is None else trace_requests
+    s = c["speedup"]
+    for cap, kv in c["kv"].items():
+        argv = [*presets.argv(c["preset"], trace=trace, max_requests=n or 1_000_000), *tail, *_common(seed, s)]
         cases.append(Case("trace", cap, FleetSpec(workers=w, speedup=s, max_total_tokens=kv),
-                          [Part("trace", argv, records=True)], timeout_s=1000,
+                          [Part("trace", argv, records=True)], timeout_s=timeout,
                           working_set_tokens=trace_unique_tokens(trace, n),
                           notes=f"first {n or 'all'} requests of the trace at their arrival times"))
-    # (2) GRPO rollout batches shaped like miles': 256 prompts x 8 samples, 1-8k-token prompts,
-    # lognormal outputs capped at 4k, non-streaming, at most 128 in flight per engine. miles'
-    # semaphore is sglang_server_concurrency (512) x engines, more than a batch; 2048 connections
-    # opened at once were reset on loopback (listen backlog), so the cap is 1024 for the fleet.
-    s = 10.0
-    rollout = ["rollout", "--prompts", "256", "--samples", "8", "--batches", "2", "--prompt-len-min", "1024",
-               "--prompt-len-max", "8192", "--system-prefix-len", "0", "--output-len-median", "400",
-               "--output-len-sigma", "1.0", "--max-new-tokens", "4096", "--concurrency", str(128 * w),
-               "--max-duration-secs", "900", *_common(seed, s, stream=False)]
-    for cap, kv in (("fits", 1 * MI), ("over", 64 * KI)):
+    # (2) GRPO rollout batches shaped like miles' (non-streaming).
+    c = t["grpo"]
+    s = c["speedup"]
+    rollout = [*presets.argv(c["preset"]), *tail, *_common(seed, s, stream=False)]
+    for cap, kv in c["kv"].items():
         cases.append(Case("grpo", cap, FleetSpec(workers=w, speedup=s, max_total_tokens=kv),
-                          [Part("rollout", rollout, records=True)], timeout_s=1000,
+                          [Part("rollout", rollout, records=True)], timeout_s=timeout,
                           working_set_tokens=2_500_000, notes="per batch: 256 x 4.6k prompt + 2048 x ~660 output"))
-    # (3) Multi-tenant: 256 tenants, 2-8k system prompts, Zipf popularity, short suffixes,
-    # Poisson arrivals at 70% of each fleet's capacity, ~90 s of simulated arrivals.
-    s = 2.0
-    for cap, kv in (("fits", 256 * KI), ("over", 32 * KI)):
-        rate = tenants_rate(w, kv, 5120 + 256, 128)
-        tenants = ["tenants", "--tenants", "256", "--system-len-min", "2048", "--system-len-max", "8192",
-                   "--zipf-s", "1.0", "--suffix-len", "256", "--rate", f"{rate:g}", "--requests",
-                   str(int(rate * 90)), "--max-new-tokens", "128", "--concurrency", "1024",
-                   "--max-duration-secs", "900", *_common(seed, s)]
+    # (3) Multi-tenant: Poisson arrivals at `load` of each fleet's capacity, `arrival_secs` of
+    # simulated arrivals.
+    c = t["tenants"]
+    s = c["speedup"]
+    for cap, kv in c["kv"].items():
+        rate = tenants_rate(w, kv, 5120 + 256, 128, load=c["load"])
+        tenants = [*presets.argv(c["preset"], rate=f"{rate:g}", requests=int(rate * c["arrival_secs"])), *tail,
+                   *_common(seed, s)]
         cases.append(Case("tenants", cap, FleetSpec(workers=w, speedup=s, max_total_tokens=kv),
-                          [Part("tenants", tenants, records=True)], timeout_s=1000,
+                          [Part("tenants", tenants, records=True)], timeout_s=timeout,
                           working_set_tokens=256 * 5120, notes=f"Poisson {rate:g} req/s"))
     # (4) Long agent sessions: 128 x 20 turns growing past 32k tokens, exponential think time.
-    s = 4.0
-    agent = _agent_argv(128, seed, s)
-    for cap, kv in (("fits", 1 * MI), ("over", 128 * KI)):
+    c = t["agent"]
+    s = c["speedup"]
+    agent = _agent_argv(c["preset"], None, seed, s, t)
+    for cap, kv in c["kv"].items():
         cases.append(Case("agent", cap, FleetSpec(workers=w, speedup=s, max_total_tokens=kv),
-                          [Part("agent", agent, records=True)], timeout_s=1000,
+                          [Part("agent", agent, records=True)], timeout_s=timeout,
                           working_set_tokens=128 * AGENT_CONTEXT))
     # (5) GRPO and agent traffic at once: half of each, on the agent's fleets.
-    half_rollout = ["rollout", "--prompts", "128", "--samples", "8", "--batches", "2", "--prompt-len-min", "1024",
-                    "--prompt-len-max", "8192", "--system-prefix-len", "0", "--output-len-median", "400",
-                    "--output-len-sigma", "1.0", "--max-new-tokens", "4096", "--concurrency", str(128 * w),
-                    "--max-duration-secs", "900", *_common(seed, s, stream=False)]
-    for cap, kv in (("fits", 1 * MI), ("over", 96 * KI)):
+    c = t["mix"]
+    s = c["speedup"]
+    half_rollout = [*presets.argv(c["preset"], prompts=c["prompts"]), *tail, *_common(seed, s, stream=False)]
+    for cap, kv in c["kv"].items():
         cases.append(Case("mix", cap, FleetSpec(workers=w, speedup=s, max_total_tokens=kv),
                           [Part("rollout", half_rollout, records=True),
-                           Part("agent", _agent_argv(64, seed + 1, s), records=True)], timeout_s=1000,
-                          working_set_tokens=1_250_000 + 64 * AGENT_CONTEXT))
+                           Part("agent", _agent_argv(c["agent"], c["sessions"], seed + 1, s, t), records=True)],
+                          timeout_s=timeout, working_set_tokens=1_250_000 + 64 * AGENT_CONTEXT))
     return cases
 
 
-AGENT_CONTEXT = 2048 + 1024 + 20 * (1536 + 128)  # a session's context after its last turn
+def _agent_context(preset: str) -> int:
+    """A session's context after its last turn: system + first prompt, then per turn the tool
+    output and the model's output."""
+    f = functools.partial(presets.flag, preset)
+    return (int(f("--system-prefix-len")) + int(f("--first-prompt-len"))
+            + int(f("--turns")) * (int(f("--tool-output-len")) + int(f("--max-new-tokens"))))
 
 
-def _agent_argv(sessions: int, seed: int, s: float) -> list[str]:
-    # 2048 system + 1024 first prompt, then 20 turns of 1536 tool-output + 128 output tokens:
-    # the context passes 32k tokens at turn ~18.
-    return ["agent", "--sessions", str(sessions), "--turns", "20", "--system-prefix-len", "2048",
-            "--first-prompt-len", "1024", "--tool-output-len", "1536", "--think-time-ms", "5000",
-            "--max-new-tokens", "128", "--concurrency", str(sessions), "--max-duration-secs", "900",
-            *_common(seed, s)]
+AGENT_CONTEXT = _agent_context("pressure-agent")  # 2048 + 1024 + 20 * (1536 + 128)
+
+
+def _agent_argv(preset: str, sessions: int | None, seed: int, s: float, t: dict) -> list[str]:
+    """The agent preset (with `sessions` sessions, else its own) streaming at speedup `s`."""
+    values = {} if sessions is None else {"sessions": sessions}
+    return [*presets.argv(preset, **values), "--max-duration-secs", str(t["max_duration_secs"]), *_common(seed, s)]
 
 
 def _quick(trace: Path, seed: int) -> list[Case]:
-    """2 workers, tiny shapes of every workload: checks that each row runs, not the numbers."""
-    w, s = 2, 20.0
+    """`[pressure.quick]`: tiny shapes of every workload: checks that each row runs, not the numbers."""
+    t = presets.suite("pressure", "quick")
+    w, timeout = t["workers"], t["timeout_s"]
+    tail = ["--max-duration-secs", str(t["max_duration_secs"])]
     cases: list[Case] = []
-    for cap, kv in (("over", 128 * KI), ("fits", 1 * MI)):  # trace prompts reach 87k tokens
-        argv = ["trace", "--file", str(trace), "--time-scale", "1", "--max-requests", "40",
-                "--max-new-tokens", "16", "--concurrency", "64", "--max-duration-secs", "60", *_common(seed, s)]
+    c = t["trace"]
+    s = c["speedup"]
+    for cap, kv in c["kv"].items():  # trace prompts reach 87k tokens
+        argv = [*presets.argv(c["preset"], trace=trace), *tail, *_common(seed, s)]
         cases.append(Case("trace", cap, FleetSpec(workers=w, speedup=s, max_total_tokens=kv),
-                          [Part("trace", argv, records=True)], timeout_s=120,
+                          [Part("trace", argv, records=True)], timeout_s=timeout,
                           working_set_tokens=trace_unique_tokens(trace, 40)))
-    small = {"over": 2 * KI, "fits": 64 * KI}
-    rollout = ["rollout", "--prompts", "8", "--samples", "4", "--batches", "2", "--prompt-len-min", "256",
-               "--prompt-len-max", "1024", "--system-prefix-len", "0", "--output-len-median", "16",
-               "--output-len-sigma", "0.5", "--max-new-tokens", "64", "--concurrency", "16",
-               "--max-duration-secs", "60", *_common(seed, s, stream=False)]
-    tenants = ["tenants", "--tenants", "8", "--system-len-min", "256", "--system-len-max", "1024", "--zipf-s", "1.0",
-               "--suffix-len", "32", "--rate", "40", "--requests", "60", "--max-new-tokens", "16",
-               "--concurrency", "32", "--max-duration-secs", "60", *_common(seed, s)]
-    agent = ["agent", "--sessions", "4", "--turns", "4", "--system-prefix-len", "256", "--first-prompt-len", "128",
-             "--tool-output-len", "256", "--think-time-ms", "200", "--max-new-tokens", "16", "--concurrency", "4",
-             "--max-duration-secs", "60", *_common(seed, s)]
-    mix_rollout = [*rollout[:2], "4", *rollout[3:]]
+    g, ten, ag, mx = t["grpo"], t["tenants"], t["agent"], t["mix"]
+    rollout = [*presets.argv(g["preset"]), *tail, *_common(seed, g["speedup"], stream=False)]
+    tenants = [*presets.argv(ten["preset"]), *tail, *_common(seed, ten["speedup"])]
+    agent = _agent_argv(ag["preset"], None, seed, ag["speedup"], t)
+    mix_rollout = [*presets.argv(mx["preset"], prompts=mx["prompts"]), *tail, *_common(seed, mx["speedup"], stream=False)]
+    mix_agent = _agent_argv(mx["agent"], None, seed, mx["speedup"], t)
+    # The four share each capacity's fleet (one speedup for all of them).
     for cap in CAPACITIES:
-        fl = FleetSpec(workers=w, speedup=s, max_total_tokens=small[cap])
-        cases.append(Case("grpo", cap, fl, [Part("rollout", rollout, records=True)], 120, 8 * 640 + 32 * 24))
-        cases.append(Case("tenants", cap, fl, [Part("tenants", tenants, records=True)], 120, 8 * 640))
-        cases.append(Case("agent", cap, fl, [Part("agent", agent, records=True)], 120, 4 * 1500))
+        fl = FleetSpec(workers=w, speedup=g["speedup"], max_total_tokens=g["kv"][cap])
+        assert all(x["speedup"] == g["speedup"] and x["kv"][cap] == g["kv"][cap] for x in (ten, ag, mx)), cap
+        cases.append(Case("grpo", cap, fl, [Part("rollout", rollout, records=True)], timeout, 8 * 640 + 32 * 24))
+        cases.append(Case("tenants", cap, fl, [Part("tenants", tenants, records=True)], timeout, 8 * 640))
+        cases.append(Case("agent", cap, fl, [Part("agent", agent, records=True)], timeout, 4 * 1500))
         cases.append(Case("mix", cap, fl, [Part("rollout", mix_rollout, records=True),
-                                           Part("agent", agent, records=True)], 120, 4 * 640 + 4 * 1500))
+                                           Part("agent", mix_agent, records=True)], timeout, 4 * 640 + 4 * 1500))
     return cases
