@@ -30,7 +30,6 @@ from pathlib import Path
 sys.dont_write_bytecode = True  # keep the source tree clean (no __pycache__)
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-sys.path.insert(0, str(HERE))
 
 from kvcompare import fleet as fleet_mod  # noqa: E402
 from kvcompare import measure as measure_mod  # noqa: E402

@@ -38,7 +38,6 @@ REPO = HERE.parent.parent
 RESULTS = REPO / "docs" / "results"
 BENCHMARKS = REPO / "docs" / "benchmarks.md"
 README = REPO / "README.md"
-sys.path.insert(0, str(HERE))
 
 import readme_figures  # noqa: E402
 from kvcompare import report, tables  # noqa: E402

@@ -22,8 +22,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
+# kvcompare (processes, metrics, the preset table) is the comparison harness's package, next door.
 sys.path.insert(0, str(REPO / "scripts" / "compare"))
-sys.path.insert(0, str(HERE))
 
 from kvcompare import presets, procs, runenv  # noqa: E402
 from kvfaults import cases, report  # noqa: E402

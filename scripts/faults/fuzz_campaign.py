@@ -23,7 +23,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 FUZZ = REPO / "crates" / "kvrouter" / "fuzz"
-sys.path.insert(0, str(HERE))
 
 from kvfaults.msgpack import pack  # noqa: E402
 

@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
 import unittest
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-import fuzz_campaign  # noqa: E402
-from kvfaults.msgpack import pack  # noqa: E402
+import fuzz_campaign
+from kvfaults.msgpack import pack
 
 LOG = """INFO: Seed: 1234
 #2	INITED cov: 100 ft: 120 corp: 9/1Kb exec/s: 0 rss: 40Mb

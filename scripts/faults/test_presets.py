@@ -12,8 +12,7 @@ import unittest
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "compare"))
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "compare"))  # kvcompare, the comparison harness's package
 
 from kvcompare import presets  # noqa: E402
 from kvfaults import cases, rig  # noqa: E402
