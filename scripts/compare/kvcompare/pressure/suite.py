@@ -16,8 +16,6 @@ from ..measure import Part
 
 WORKLOADS = ("trace", "grpo", "tenants", "agent", "mix")
 CAPACITIES = ("fits", "over")
-KI = 1024
-MI = 1024 * 1024
 
 # Prefill cost of the mock's default (`poly`) timing model, Dynamo's SGLang fit:
 # ms = a*t^2 + b*t + c for t uncached tokens (crates/sim mock `--prefill-coeffs` default).
@@ -129,7 +127,7 @@ def _full(trace: Path, seed: int, trace_requests: int | None) -> list[Case]:
     c = t["tenants"]
     s = c["speedup"]
     for cap, kv in c["kv"].items():
-        rate = tenants_rate(w, kv, 5120 + 256, 128, load=c["load"])
+        rate = tenants_rate(w, kv, *_tenants_prompt_and_output(c["preset"]), load=c["load"])
         tenants = [*presets.argv(c["preset"], rate=f"{rate:g}", requests=int(rate * c["arrival_secs"])), *tail,
                    *_common(seed, s)]
         cases.append(Case("tenants", cap, FleetSpec(workers=w, speedup=s, max_total_tokens=kv),
@@ -153,6 +151,13 @@ def _full(trace: Path, seed: int, trace_requests: int | None) -> list[Case]:
                            Part("agent", _agent_argv(c["agent"], c["sessions"], seed + 1, s, t), records=True)],
                           timeout_s=timeout, working_set_tokens=1_250_000 + 64 * AGENT_CONTEXT))
     return cases
+
+
+def _tenants_prompt_and_output(preset: str) -> tuple[float, int]:
+    """A tenants preset's mean prompt (mean system prompt + suffix) and output tokens."""
+    f = functools.partial(presets.flag, preset, rate="0", requests="0")
+    system = (int(f("--system-len-min")) + int(f("--system-len-max"))) / 2
+    return system + int(f("--suffix-len")), int(f("--max-new-tokens"))
 
 
 def _agent_context(preset: str) -> int:
