@@ -16,10 +16,13 @@ use serde::Serialize;
 
 use crate::loadgen::{self, AgentConfig, GrpoConfig, LoadgenConfig, Summary, Workload};
 use crate::mock::{self, MockArgs};
+use crate::presets;
 use kvrouter::config::{Cli as RouterCli, Config, FileConfig};
 use kvrouter::server::{self, AppState};
 
-/// What the demo runs. `Default` is the README's demo; [`DemoConfig::tiny`] is the CI smoke run.
+/// What the demo runs: `[demo.default]` of workloads/presets.toml is the README's demo,
+/// `[demo.tiny]` ([`DemoConfig::tiny`]) the CI smoke run. The workloads are the table's presets,
+/// parsed by loadgen's command line ([`presets`]); the run settings are the demo's own.
 #[derive(Debug, Clone, Serialize)]
 pub struct DemoConfig {
     /// Simulated SGLang workers per fleet.
@@ -35,65 +38,81 @@ pub struct DemoConfig {
     pub agent: AgentConfig,
     pub agent_output_tokens: u32,
     pub seed: u64,
+    /// Requests in flight at most, per workload run.
+    pub concurrency: u32,
+    /// Bound of each workload run, seconds.
+    pub max_duration_secs: f64,
 }
 
 impl Default for DemoConfig {
     fn default() -> Self {
-        DemoConfig {
-            workers: 8,
-            worker_kv_tokens: 512 * 1024,
-            speedup: 1.0,
-            modes: vec!["kv".into(), "least-load".into()],
-            grpo: GrpoConfig {
-                groups: 16,
-                samples: 32,
-                prompt_len: 4096,
-                system_prefix_len: 1024,
-                groups_in_flight: 4,
-            },
-            grpo_output_tokens: 64,
-            agent: AgentConfig {
-                sessions: 32,
-                turns: 6,
-                system_prefix_len: 1024,
-                first_prompt_len: 1024,
-                tool_output_len: 1024,
-                tool_latency_ms: 0,
-                think_time_ms: 0.0,
-            },
-            agent_output_tokens: 64,
-            seed: 7,
-        }
+        DemoConfig::from_presets("default").expect("workloads/presets.toml: [demo.default]")
     }
 }
 
 impl DemoConfig {
     /// A seconds-long run for smoke tests (no simulated waiting).
     pub fn tiny() -> DemoConfig {
-        DemoConfig {
-            workers: 2,
-            worker_kv_tokens: 64 * 1024,
-            speedup: 0.0,
-            grpo: GrpoConfig {
-                groups: 2,
-                samples: 4,
-                prompt_len: 256,
-                system_prefix_len: 64,
-                groups_in_flight: 1,
-            },
-            grpo_output_tokens: 4,
-            agent: AgentConfig {
-                sessions: 2,
-                turns: 2,
-                system_prefix_len: 64,
-                first_prompt_len: 64,
-                tool_output_len: 32,
-                tool_latency_ms: 0,
-                think_time_ms: 0.0,
-            },
-            agent_output_tokens: 4,
-            ..DemoConfig::default()
-        }
+        DemoConfig::from_presets("tiny").expect("workloads/presets.toml: [demo.tiny]")
+    }
+
+    /// `[demo.NAME]` of the embedded workloads/presets.toml, comparing kv with least-load.
+    pub fn from_presets(name: &str) -> anyhow::Result<DemoConfig> {
+        let table = presets::table()?;
+        let d = table.demo(name)?;
+        let grpo = table.loadgen_config(&d.grpo)?;
+        let agent = table.loadgen_config(&d.agent)?;
+        let (Workload::Grpo(g), Some(grpo_output_tokens)) = (grpo.workload, grpo.max_new_tokens)
+        else {
+            bail!(
+                "[demo.{name}]: preset {} is not a grpo workload with --max-new-tokens",
+                d.grpo
+            );
+        };
+        let (Workload::Agent(a), Some(agent_output_tokens)) =
+            (agent.workload, agent.max_new_tokens)
+        else {
+            bail!(
+                "[demo.{name}]: preset {} is not an agent workload with --max-new-tokens",
+                d.agent
+            );
+        };
+        Ok(DemoConfig {
+            workers: d.workers,
+            worker_kv_tokens: d.worker_kv_tokens,
+            speedup: d.speedup,
+            modes: vec!["kv".into(), "least-load".into()],
+            grpo: g,
+            grpo_output_tokens,
+            agent: a,
+            agent_output_tokens,
+            seed: d.seed,
+            concurrency: d.concurrency,
+            max_duration_secs: d.max_duration_secs,
+        })
+    }
+
+    /// The loadgen runs of one mode against the router at `url`: GRPO, then agent.
+    pub fn loadgen_configs(&self, url: &str) -> Vec<LoadgenConfig> {
+        [
+            (Workload::Grpo(self.grpo.clone()), self.grpo_output_tokens),
+            (
+                Workload::Agent(self.agent.clone()),
+                self.agent_output_tokens,
+            ),
+        ]
+        .into_iter()
+        .map(|(workload, output)| {
+            let mut lc = LoadgenConfig::new(vec![url.to_string()], workload);
+            lc.stream = true;
+            lc.seed = self.seed;
+            lc.max_new_tokens = Some(output);
+            lc.concurrency = self.concurrency;
+            lc.return_logprob = false;
+            lc.max_duration_secs = self.max_duration_secs;
+            lc
+        })
+        .collect()
     }
 }
 
@@ -194,17 +213,7 @@ impl Fleet {
         let result = async {
             wait_ready(&state, self.urls.len()).await?;
             let mut rows = Vec::new();
-            for (workload, output) in [
-                (Workload::Grpo(cfg.grpo.clone()), cfg.grpo_output_tokens),
-                (Workload::Agent(cfg.agent.clone()), cfg.agent_output_tokens),
-            ] {
-                let mut lc = LoadgenConfig::new(vec![url.clone()], workload);
-                lc.stream = true;
-                lc.seed = cfg.seed;
-                lc.max_new_tokens = Some(output);
-                lc.concurrency = 256;
-                lc.return_logprob = false;
-                lc.max_duration_secs = 600.0;
+            for lc in cfg.loadgen_configs(&url) {
                 let summary = loadgen::run(lc).await?;
                 rows.push(DemoRow {
                     mode: mode.to_string(),
@@ -239,5 +248,110 @@ async fn wait_ready(state: &AppState, workers: usize) -> anyhow::Result<()> {
         if tokio::time::timeout_at(deadline, wait).await.is_err() {
             bail!("the router did not see {workers} routable workers within 30 s");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The demo's configuration as demo.rs wrote it before workloads/presets.toml (issue 27).
+    fn before(tiny: bool) -> DemoConfig {
+        let default = DemoConfig {
+            workers: 8,
+            worker_kv_tokens: 512 * 1024,
+            speedup: 1.0,
+            modes: vec!["kv".into(), "least-load".into()],
+            grpo: GrpoConfig {
+                groups: 16,
+                samples: 32,
+                prompt_len: 4096,
+                system_prefix_len: 1024,
+                groups_in_flight: 4,
+            },
+            grpo_output_tokens: 64,
+            agent: AgentConfig {
+                sessions: 32,
+                turns: 6,
+                system_prefix_len: 1024,
+                first_prompt_len: 1024,
+                tool_output_len: 1024,
+                tool_latency_ms: 0,
+                think_time_ms: 0.0,
+            },
+            agent_output_tokens: 64,
+            seed: 7,
+            concurrency: 256,
+            max_duration_secs: 600.0,
+        };
+        if !tiny {
+            return default;
+        }
+        DemoConfig {
+            workers: 2,
+            worker_kv_tokens: 64 * 1024,
+            speedup: 0.0,
+            grpo: GrpoConfig {
+                groups: 2,
+                samples: 4,
+                prompt_len: 256,
+                system_prefix_len: 64,
+                groups_in_flight: 1,
+            },
+            grpo_output_tokens: 4,
+            agent: AgentConfig {
+                sessions: 2,
+                turns: 2,
+                system_prefix_len: 64,
+                first_prompt_len: 64,
+                tool_output_len: 32,
+                tool_latency_ms: 0,
+                think_time_ms: 0.0,
+            },
+            agent_output_tokens: 4,
+            ..default
+        }
+    }
+
+    /// The loadgen runs as run_mode built them before: GRPO then agent, streaming, the demo's
+    /// seed, 256 in flight, no logprobs, 600 s each, the endpoint loadgen picks per workload.
+    fn before_runs(cfg: &DemoConfig, url: &str) -> Vec<LoadgenConfig> {
+        let mut out = Vec::new();
+        for (workload, output) in [
+            (Workload::Grpo(cfg.grpo.clone()), cfg.grpo_output_tokens),
+            (Workload::Agent(cfg.agent.clone()), cfg.agent_output_tokens),
+        ] {
+            let mut lc = LoadgenConfig::new(vec![url.to_string()], workload);
+            lc.stream = true;
+            lc.seed = cfg.seed;
+            lc.max_new_tokens = Some(output);
+            lc.concurrency = 256;
+            lc.return_logprob = false;
+            lc.max_duration_secs = 600.0;
+            out.push(lc);
+        }
+        out
+    }
+
+    #[test]
+    fn the_demo_from_the_preset_table_is_the_demo_it_was() {
+        for (tiny, cfg) in [(false, DemoConfig::default()), (true, DemoConfig::tiny())] {
+            let old = before(tiny);
+            assert_eq!(
+                serde_json::to_value(&cfg).unwrap(),
+                serde_json::to_value(&old).unwrap(),
+                "tiny: {tiny}"
+            );
+            let url = "http://127.0.0.1:1";
+            let runs = cfg.loadgen_configs(url);
+            assert_eq!(runs, before_runs(&old, url), "tiny: {tiny}");
+            assert!(runs.iter().all(|r| r.validate().is_ok()));
+        }
+    }
+
+    #[test]
+    fn an_unknown_demo_preset_is_an_error() {
+        let err = DemoConfig::from_presets("nope").unwrap_err().to_string();
+        assert!(err.contains("[demo.nope]"), "{err}");
     }
 }
