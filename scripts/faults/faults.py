@@ -109,11 +109,11 @@ def find_nats(given: str | None) -> Path | None:
 
 def describe(meta: dict, a) -> str:
     s = meta["size"]
-    TOKENS = presets.preset("faults-tenants")["defaults"]["max_new_tokens"]  # noqa: N806
+    tokens = presets.preset("faults-tenants")["defaults"]["max_new_tokens"]
     return (f"Measured {meta['started']} on {meta['machine']}, kvrouter `{meta['git']}`; binaries: "
             f"{meta['binaries']}; load average (1 min) {meta['loadavg_1m_start']} at start, "
             f"{meta['loadavg_1m_end']} at end. Load: loadgen `tenants --stream` ({s['requests']} requests per case, "
-            f"{s['wall_rate']:g}/s wall, {TOKENS} output tokens) through `router --mode kv` over {s['workers']} "
+            f"{s['wall_rate']:g}/s wall, {tokens} output tokens) through `router --mode kv` over {s['workers']} "
             f"`sglang-mock --speedup {s['speedup']:g}` with ZMQ events; health flags "
             f"`--health-check-interval-secs 1 --health-check-timeout-secs 1 --health-failure-threshold 2 "
             f"--health-success-threshold 1 --stream-idle-timeout-secs 2` in the cases that kill, freeze or restart "
