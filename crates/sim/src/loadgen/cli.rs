@@ -122,7 +122,8 @@ pub struct DemoArgs {
     /// A seconds-long smoke run (2 workers, tiny workloads, no simulated waiting).
     #[arg(long)]
     pub tiny: bool,
-    /// Simulated workers per fleet [default: 8; tiny: 2].
+    /// Simulated workers per fleet [default: 8; tiny: 2] (`[demo.default]` / `[demo.tiny]` of
+    /// workloads/presets.toml).
     #[arg(long)]
     pub workers: Option<usize>,
     /// Router modes to compare, comma-separated.
@@ -565,6 +566,26 @@ mod tests {
             panic!("agent")
         };
         assert_eq!((a.think_time_ms, a.tool_latency_ms), (1500.0, 20));
+    }
+
+    #[test]
+    fn the_demo_help_says_the_preset_tables_worker_counts() {
+        use clap::CommandFactory;
+        let cmd = Cli::command();
+        let demo = cmd.find_subcommand("demo").unwrap();
+        let workers = demo
+            .get_arguments()
+            .find(|a| a.get_id() == "workers")
+            .unwrap();
+        let help = workers.get_help().unwrap().to_string();
+        let (default, tiny) = (
+            crate::demo::DemoConfig::default().workers,
+            crate::demo::DemoConfig::tiny().workers,
+        );
+        assert!(
+            help.contains(&format!("[default: {default}; tiny: {tiny}]")),
+            "{help}"
+        );
     }
 
     #[test]
