@@ -36,14 +36,17 @@ from kvcompare import measure as measure_mod  # noqa: E402
 from kvcompare.pressure import pd as pressure_pd  # noqa: E402
 from kvcompare.pressure import render as pressure_render  # noqa: E402
 from kvcompare.pressure import run as pressure_run  # noqa: E402
-from kvcompare import overhead, portable, procs, procstat, report, routers, runenv, textmodel, venvs, workloads  # noqa: E402
+from kvcompare.pressure import repeats as pressure_repeats  # noqa: E402
+from kvcompare import overhead, portable, procs, procstat, report, routers, runenv, tables, textmodel, venvs, workloads  # noqa: E402
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", nargs="?", default="run", choices=["run", "report", "pressure", "pressure-report", "pd", "pd-report"],
+    ap.add_argument("command", nargs="?", default="run", choices=["run", "report", "pressure", "pressure-report", "pressure-repeats", "pd",
+                             "pd-report"],
                     help="run (default) measures side by side; report regenerates its tables/charts from a results "
                          "file; pressure runs the pressure suite (docs/compare.md); pressure-report regenerates "
-                         "its report from pressure.json file(s); pd runs the pressure suite's PD cases (docs/pd.md), pd-report "
+                         "its report from pressure.json file(s); pressure-repeats folds repeated pressure.json files into one "
+                         "table of medians and ranges (docs/results/<--repeats-name>.json); pd runs the pressure suite's PD cases (docs/pd.md), pd-report "
                          "re-renders them from pd.json file(s)"),
     ap.add_argument("results", nargs="*",
                     help="results.json file(s) for `report`; later files replace earlier runs of the same "
@@ -80,12 +83,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="Mooncake-format trace for the trace workload (default: $KVROUTER_TRACE, else "
                          "../shared/traces/conversation_trace.jsonl beside the checkout)")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--repeats-name", default=None,
+                    help="pressure-repeats: the docs block / docs/results/<name>.json to write")
+    ap.add_argument("--repeats-baseline", default="kvrouter kv no-predict",
+                    help="pressure-repeats: the router the others' medians are compared with")
     ap.add_argument("--slow-workers", type=int, default=0,
                     help="pressure: run the last N mocks of every fleet --slow-factor times slower (heterogeneous fleet)")
     ap.add_argument("--slow-factor", type=float, default=2.0,
                     help="pressure: how much slower the --slow-workers mocks run (default 2)")
     a = ap.parse_args(argv)
-    if a.command in ("report", "pressure-report", "pd-report") and not a.results:
+    if a.command in ("report", "pressure-report", "pressure-repeats", "pd-report") and not a.results:
         ap.error(f"{a.command} needs a results file path")
     a.size = "quick" if a.quick else (a.size or "full")
     if a.command.startswith("pd"):
@@ -278,6 +285,22 @@ def run(a) -> int:
     return 1 if any(r.get("error") for r in res["runs"]) else 0
 
 
+def repeats_table(a: argparse.Namespace) -> int:
+    """`pressure-repeats`: docs/results/<name>.json from repeated pressure.json files."""
+    if not a.repeats_name:
+        raise SystemExit("pressure-repeats needs --repeats-name")
+    results = [report.load(Path(p)) for p in a.results]
+    meta = results[-1]["meta"]
+    loads = [f"{r['meta']['loadavg_start'][0]:.1f}-{r['meta']['loadavg_end'][0]:.1f}" for r in results
+             if r["meta"].get("loadavg_start") and r["meta"].get("loadavg_end")]
+    cond = f"{meta.get('machine', '')}; {meta.get('binaries', '')}; load average (1 min) per run {', '.join(loads)}"
+    out = REPO / "docs" / "results" / f"{a.repeats_name}.json"
+    res = pressure_repeats.write(results, out, name=a.repeats_name, baseline=a.repeats_baseline,
+                                 date=meta["date"], commit=meta["git"], conditions=cond)
+    print(tables.render(res))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["docs"]:
         # Rendering only (standard library): no harness venv, no process started.
@@ -297,6 +320,8 @@ def main(argv: list[str]) -> int:
             pressure_pd.write_outputs(res, out, a.update_docs)
             print((out / "pd.md").read_text())
             return 0
+        if a.command == "pressure-repeats":
+            return repeats_table(a)
         if a.command == "pressure-report":
             res = pressure_render.merge([report.load(Path(p)) for p in a.results])
             out = Path(a.out) if a.out else REPO / "target" / "compare" / "pressure-report"
