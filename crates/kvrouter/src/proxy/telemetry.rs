@@ -340,11 +340,12 @@ mod tests {
         let _lock = ROUTE_SERIES.lock();
         let w = worker(41003);
         let before = route_samples(Endpoint::Generate);
-        let mut t = RequestTelemetry::accepted(Endpoint::Generate, Instant::now());
-        t.parsed(true);
-        t.routed("random", &w);
-        t.sending();
-        drop(t);
+        {
+            let mut t = RequestTelemetry::accepted(Endpoint::Generate, Instant::now());
+            t.parsed(true);
+            t.routed("random", &w);
+            t.sending();
+        }
         let after = route_samples(Endpoint::Generate);
         assert_eq!(
             after[0],
