@@ -387,4 +387,30 @@ mod tests {
         );
         assert_eq!(failures(&w, "connect"), 1);
     }
+
+    /// A refusal names no worker; a stalled regular attempt trips `stream_idle_timeout` (a PD
+    /// leg that stalls only counts as an upstream failure, as before).
+    #[test]
+    fn refusals_and_stalled_attempts() {
+        let refused = || requests("generate", "413", "");
+        let before = refused();
+        RequestTelemetry::accepted(Endpoint::Generate, Instant::now())
+            .refused(StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(refused() > before);
+
+        let trips = ProxyMetrics::get()
+            .limit_trips
+            .with_label_values(&["stream_idle_timeout"]);
+        let tripped = trips.get();
+        let t = RequestTelemetry::accepted(Endpoint::Generate, Instant::now());
+        t.attempt_stalled();
+        assert!(trips.get() > tripped);
+        let w = worker(41005);
+        let stalled = ForwardError::Stalled {
+            url: w.url.clone(),
+            after: Duration::from_secs(1),
+        };
+        t.upstream_failed(&w, &stalled);
+        assert_eq!(failures(&w, "stalled"), 1);
+    }
 }

@@ -5,6 +5,11 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
+use http_body_util::Either;
+use hyper::body::Incoming;
+
 use super::body::RouterBody;
 use super::error::ApiError;
 use super::state::AppState;
@@ -20,10 +25,6 @@ use crate::proxy::{
 use crate::refit::rids::RidGuard;
 use crate::routing::{Booking, Endpoint, RoutingInput};
 use crate::workers::{Worker, WorkerId};
-use bytes::Bytes;
-use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
-use http_body_util::Either;
-use hyper::body::Incoming;
 
 use super::data_plane::{admit, refuse, worker_error};
 
