@@ -15,7 +15,6 @@ use bytes::{Bytes, BytesMut};
 use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
-use tokio::time::Instant;
 
 use super::merge::{self, Passthrough, PrefillLeg, SseMerge};
 use super::pair::{Missing, Pair};
@@ -23,13 +22,13 @@ use super::splice::{self, BodyFacts, Bootstrap};
 use super::PdRouter;
 use crate::proxy::abort::abort_isolated;
 use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
-use crate::proxy::metrics::ProxyMetrics;
-use crate::proxy::retry::{self, is_retryable_status, Attempts, RetryHooks, RetryPolicy};
-use crate::proxy::{forward, ForwardError, FrameRewrite, HeadWait, StallWatch};
+use crate::proxy::retry::{self, is_retryable_status, Attempts, RetryPolicy};
+use crate::proxy::telemetry::RetryLabel;
+use crate::proxy::{forward, ForwardError, FrameRewrite, HeadWait, RequestTelemetry, StallWatch};
 use crate::refit::rids::RidGuard;
 use crate::routing::{Booking, Endpoint, RoutingInput};
 use crate::server::body::RouterBody;
-use crate::server::data_plane::{admit, error, record, worker_error};
+use crate::server::data_plane::{admit, refuse, worker_error};
 use crate::server::error::ApiError;
 use crate::server::state::AppState;
 use crate::server::{relay_response, RelayFrom};
@@ -78,26 +77,9 @@ pub enum PdTried {
 /// Why an attempt is repeated (the `reason` label of `kvrouter_retries_total`).
 pub struct PdRetry(&'static str);
 
-struct Hooks {
-    route: &'static str,
-}
-
-impl RetryHooks<PdRetry> for Hooks {
-    fn on_retry(&mut self, attempt: u32, reason: &PdRetry, delay: Duration) {
-        tracing::debug!(
-            attempt,
-            reason = reason.0,
-            ?delay,
-            "retrying on a new PD pair"
-        );
-        ProxyMetrics::get()
-            .retries
-            .with_label_values(&[self.route, reason.0])
-            .inc();
-        crate::metrics::compat::retry(self.route, attempt, delay);
-    }
-    fn on_exhausted(&mut self, _attempts: u32, _reason: &PdRetry) {
-        crate::metrics::compat::retries_exhausted(self.route);
+impl RetryLabel for PdRetry {
+    fn label(&self) -> &str {
+        self.0
     }
 }
 
@@ -145,7 +127,8 @@ struct PdAttempts<'a> {
     facts: BodyFacts,
     routing_key: Option<&'a str>,
     rids: Vec<String>,
-    started: Instant,
+    /// What the request records, handed to the relayed decode body at the end.
+    telemetry: RequestTelemetry,
     deadline: tokio::time::Instant,
     tried_prefill: Vec<WorkerId>,
     tried_decode: Vec<WorkerId>,
@@ -160,7 +143,7 @@ pub async fn handle(
     headers: &HeaderMap,
     bytes: &Bytes,
     input: &RoutingInput<'_>,
-    started: Instant,
+    telemetry: RequestTelemetry,
 ) -> Response<RouterBody> {
     let mut attempts = PdAttempts {
         state,
@@ -175,8 +158,8 @@ pub async fn handle(
             .and_then(|v| v.to_str().ok())
             .filter(|k| !k.is_empty()),
         rids: input.rids(),
-        started,
-        deadline: started + state.config.request_timeout,
+        deadline: telemetry.started() + state.config.request_timeout,
+        telemetry,
         tried_prefill: Vec::new(),
         tried_decode: Vec::new(),
         rid_guard: None,
@@ -186,8 +169,8 @@ pub async fn handle(
         backoff: state.backoff,
         deadline: Some(attempts.deadline),
     };
-    let route = endpoint.label();
-    let last = retry::run(&policy, &mut attempts, &mut Hooks { route }).await;
+    let mut hooks = attempts.telemetry.retries("retrying on a new PD pair");
+    let last = retry::run(&policy, &mut attempts, &mut hooks).await;
     attempts.respond(last.into_inner()).await
 }
 
@@ -196,23 +179,19 @@ fn counts_as_failure(status: StatusCode) -> bool {
     status.is_server_error() || is_retryable_status(status)
 }
 
-/// Tells `worker`'s health and the metrics what its leg got back.
+/// Tells `worker`'s health and the telemetry what its leg got back.
 fn record_leg(
-    route: &'static str,
+    telemetry: &RequestTelemetry,
     worker: &Worker,
     result: &Result<Response<Incoming>, ForwardError>,
 ) {
-    let failures = &ProxyMetrics::get().upstream_failures;
     match result {
         Ok(resp) => {
             let status = resp.status();
-            crate::metrics::compat::upstream_response(route, status.as_u16());
+            telemetry.upstream_answered(worker, status);
             worker.record_outcome(!counts_as_failure(status));
             if status.is_server_error() {
                 worker.record_failure();
-                failures
-                    .with_label_values(&[worker.url.as_str(), status.as_str()])
-                    .inc();
             } else {
                 worker.record_success();
             }
@@ -220,9 +199,7 @@ fn record_leg(
         Err(error) => {
             worker.record_outcome(false);
             worker.record_failure();
-            failures
-                .with_label_values(&[worker.url.as_str(), error.kind()])
-                .inc();
+            telemetry.upstream_failed(worker, error);
             tracing::warn!(worker = %worker.url, %error, "PD leg failed");
         }
     }
@@ -261,7 +238,7 @@ fn head_wait<'a>(
 /// Waits for the legs' heads, recording each on its worker as it comes in; a failed or
 /// error head on the first leg in settles at once, without waiting for the other.
 async fn heads<P, D>(
-    route: &'static str,
+    telemetry: &RequestTelemetry,
     pw: &Worker,
     dw: &Worker,
     mut pf: Pin<&mut P>,
@@ -277,7 +254,7 @@ where
     };
     let (prefill, decode) = match prefill_first {
         Ok(p) => {
-            record_leg(route, pw, &p);
+            record_leg(telemetry, pw, &p);
             match p {
                 Err(error) => return Heads::Failed(Leg::Prefill, error),
                 Ok(resp) if !resp.status().is_success() => {
@@ -285,19 +262,19 @@ where
                 }
                 Ok(p) => {
                     let d = df.await;
-                    record_leg(route, dw, &d);
+                    record_leg(telemetry, dw, &d);
                     (Ok(p), d)
                 }
             }
         }
         Err(d) => {
-            record_leg(route, dw, &d);
+            record_leg(telemetry, dw, &d);
             match d {
                 Err(error) => return Heads::Failed(Leg::Decode, error),
                 Ok(resp) if !resp.status().is_success() => return Heads::Status(Leg::Decode, resp),
                 Ok(d) => {
                     let p = pf.await;
-                    record_leg(route, pw, &p);
+                    record_leg(telemetry, pw, &p);
                     (p, Ok(d))
                 }
             }
@@ -394,7 +371,7 @@ impl Attempts for PdAttempts<'_> {
     type Output = PdTried;
     type Reason = PdRetry;
 
-    async fn attempt(&mut self, n: u32) -> PdTried {
+    async fn attempt(&mut self, _n: u32) -> PdTried {
         let state = self.state;
         let pair = match self.book().await {
             Ok(p) => p,
@@ -402,19 +379,14 @@ impl Attempts for PdAttempts<'_> {
         };
         let pw = pair.prefill.worker().clone();
         let dw = pair.decode.worker().clone();
-        crate::metrics::compat::selection(state.selector.policy_name(), &pw);
-        crate::metrics::compat::selection(state.selector.policy_name(), &dw);
+        self.telemetry.routed(state.selector.policy_name(), &pw);
+        self.telemetry.routed(state.selector.policy_name(), &dw);
         self.rid_guard = state
             .refit
             .rids
             .track_on(&self.rids, &[dw.clone(), pw.clone()])
             .or(self.rid_guard.take());
-        if n == 0 {
-            ProxyMetrics::get()
-                .route(self.endpoint)
-                .overhead
-                .observe(self.started.elapsed().as_secs_f64());
-        }
+        self.telemetry.sending();
         let Some(bodies) = self.bodies(&pair) else {
             return PdTried::Refused {
                 error: ApiError::bad_request("invalid_json", "expected a JSON object"),
@@ -458,7 +430,6 @@ impl PdAttempts<'_> {
         (prefill_body, decode_body): (Bytes, Bytes),
     ) -> PdTried {
         let state = self.state;
-        let route = self.endpoint.label();
         let prefill_headers = with_length(self.headers, prefill_body.len());
         let decode_headers = with_length(self.headers, decode_body.len());
         let timeout = self
@@ -489,7 +460,7 @@ impl PdAttempts<'_> {
             head_wait(timeout, idle, &d_unhealthy),
         );
         tokio::pin!(pf, df);
-        match heads(route, &pw, &dw, pf, df).await {
+        match heads(&self.telemetry, &pw, &dw, pf, df).await {
             Heads::Failed(Leg::Prefill, error) => {
                 p_abort.armed = false;
                 self.failed(Leg::Prefill, error, pw.clone())
@@ -540,10 +511,8 @@ impl PdAttempts<'_> {
 
     /// The client's response from the last attempt.
     async fn respond(self, last: PdTried) -> Response<RouterBody> {
-        let route = self.endpoint.label();
-        let stream = self.input.stream;
         match last {
-            PdTried::Refused { error } => self::error(route, error),
+            PdTried::Refused { error } => refuse(self.telemetry, error),
             PdTried::LegFailed { leg, error, worker } => {
                 let base = ApiError::from(&error);
                 let code = match (leg, base.status) {
@@ -557,7 +526,7 @@ impl PdAttempts<'_> {
                     code,
                     format!("{} leg failed: {error}", leg.as_str()),
                 );
-                worker_error(route, stream, e, &worker.url)
+                worker_error(self.telemetry, e, &worker.url)
             }
             PdTried::LegStatus {
                 leg: Leg::Prefill,
@@ -568,8 +537,7 @@ impl PdAttempts<'_> {
                 let body = read_limited(resp.into_body(), 64 << 10, Duration::from_secs(5)).await;
                 let url = booking.worker().url.clone();
                 worker_error(
-                    route,
-                    stream,
+                    self.telemetry,
                     merge::prefill_error(status, &url, &body),
                     &url,
                 )
@@ -671,15 +639,10 @@ impl PdAttempts<'_> {
         if let Ok(v) = HeaderValue::from_str(&url) {
             parts.headers.insert(WORKER_HEADER, v);
         }
-        record(self.endpoint.label(), false, parts.status, &url, true);
+        self.telemetry.relaying(parts.status, &url);
         db.on_response_head(parts.status);
         db.on_data(&merged);
-        crate::metrics::request_end::relayed(
-            self.endpoint.label(),
-            false,
-            self.started.elapsed().as_secs_f64(),
-            Some(db),
-        );
+        self.telemetry.merged_ended(db);
         Response::from_parts(parts, Either::Left(Full::new(merged)))
     }
 
@@ -692,9 +655,7 @@ impl PdAttempts<'_> {
     ) -> Response<RouterBody> {
         let from = RelayFrom {
             state: self.state,
-            endpoint: self.endpoint,
-            stream: self.input.stream,
-            started: self.started,
+            telemetry: self.telemetry,
             rids: self.rid_guard,
         };
         relay_response(from, resp, booking, rewrite)

@@ -157,6 +157,7 @@ mod tests {
 
     #[test]
     fn cached_route_handles_are_the_labelled_children() {
+        let _lock = crate::proxy::telemetry::ROUTE_SERIES.lock();
         let m = ProxyMetrics::get();
         for e in ENDPOINTS {
             let cached = m.route_by_label(e.label()).map(|r| r.overhead.clone());

@@ -20,19 +20,17 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
-use tokio::time::Instant;
 
 use super::abort::abort_isolated;
 use super::client::UpstreamClient;
-use super::metrics::ProxyMetrics;
+use super::telemetry::RequestTelemetry;
 use crate::refit::rids::RidGuard;
 use crate::routing::Booking;
 
-/// Facts about the request the relay needs when it ends.
+/// Facts about the request the relay needs while it runs and when it ends.
 pub struct RelayContext {
-    pub route: &'static str,
-    pub stream: bool,
-    pub started: Instant,
+    /// What the request records: first chunk, early end, end.
+    pub telemetry: RequestTelemetry,
     pub client: UpstreamClient,
     /// The request's tracked rids (held exactly as long as the response): those that name no
     /// other request are aborted on the worker if the client disconnects early.
@@ -65,7 +63,6 @@ pub struct RelayBody {
     booking: Option<Booking>,
     ctx: RelayContext,
     sse: bool,
-    seen_first_byte: bool,
     finished: bool,
     /// Fires after `stream_idle_timeout` without data, then every recheck. Data does not move
     /// it (a timer reset per chunk costs a timer-wheel update): it is moved when it fires
@@ -84,6 +81,16 @@ pub enum RelayError {
     Stalled(Duration),
 }
 
+impl RelayError {
+    /// The `kind` label of `kvrouter_upstream_failures_total`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RelayError::Broken(_) => "stream_broken",
+            RelayError::Stalled(_) => "stalled",
+        }
+    }
+}
+
 const STREAM_BROKEN_EVENT: &[u8] = b"data: {\"error\":{\"message\":\"the worker connection broke mid-stream\",\"type\":\"upstream_error\",\"code\":\"upstream_stream_broken\"}}\n\n";
 
 impl RelayBody {
@@ -95,7 +102,6 @@ impl RelayBody {
             booking: Some(booking),
             ctx,
             sse,
-            seen_first_byte: false,
             finished: false,
             idle: Box::pin(tokio::time::sleep(ctx_idle)),
             last_data: tokio::time::Instant::now(),
@@ -108,21 +114,14 @@ impl RelayBody {
         self
     }
 
-    /// Fails the body: tells the worker's health (and metrics), then either the SSE error
-    /// event (and a clean end after it) or `error` itself for the client's connection.
-    fn fail(
-        &mut self,
-        error: RelayError,
-        kind: &str,
-    ) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
+    /// Fails the body: tells the worker's health (and the telemetry), then either the SSE
+    /// error event (and a clean end after it) or `error` itself for the client's connection.
+    fn fail(&mut self, error: RelayError) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
         if let Some(b) = &self.booking {
             let w = b.worker();
             tracing::warn!(worker = %w.url, %error, "worker response ended early");
             w.record_failure();
-            ProxyMetrics::get()
-                .upstream_failures
-                .with_label_values(&[w.url.as_str(), kind])
-                .inc();
+            self.ctx.telemetry.relay_failed(w, &error);
         }
         let sse = self.sse;
         self.finish();
@@ -155,7 +154,6 @@ impl RelayBody {
                 .as_ref()
                 .is_some_and(|b| !b.worker().is_healthy());
             if unhealthy {
-                crate::proxy::metrics::ProxyMetrics::limit_tripped("stream_idle_timeout");
                 if let Some(b) = &self.booking {
                     abort_isolated(
                         &self.ctx.tasks,
@@ -164,7 +162,7 @@ impl RelayBody {
                         self.ctx.rids.as_ref(),
                     );
                 }
-                return self.fail(RelayError::Stalled(after), "stalled");
+                return self.fail(RelayError::Stalled(after));
             }
             let next = tokio::time::Instant::now() + recheck;
             self.idle.as_mut().reset(next);
@@ -177,25 +175,7 @@ impl RelayBody {
             return;
         }
         self.finished = true;
-        let secs = self.ctx.started.elapsed().as_secs_f64();
-        crate::metrics::request_end::relayed(
-            self.ctx.route,
-            self.ctx.stream,
-            secs,
-            self.booking.take(),
-        );
-        let m = ProxyMetrics::get();
-        match m.route_by_label(self.ctx.route) {
-            Some(r) => r.duration[usize::from(self.ctx.stream)].observe(secs),
-            None => m
-                .duration
-                .with_label_values(&[
-                    self.ctx.route,
-                    if self.ctx.stream { "true" } else { "false" },
-                ])
-                .observe(secs),
-        }
-        crate::metrics::compat::request_duration(self.ctx.route, secs);
+        self.ctx.telemetry.relay_ended(self.booking.take());
     }
 }
 
@@ -223,16 +203,8 @@ impl Body for RelayBody {
                     if let (Some(data), Some(b)) = (frame.data_ref(), this.booking.as_mut()) {
                         b.on_data(data);
                     }
-                    if !this.seen_first_byte && frame.is_data() {
-                        this.seen_first_byte = true;
-                        if this.ctx.stream {
-                            let secs = this.ctx.started.elapsed().as_secs_f64();
-                            ProxyMetrics::get()
-                                .first_byte
-                                .with_label_values(&[this.ctx.route])
-                                .observe(secs);
-                            crate::metrics::compat::first_token(this.ctx.route, secs);
-                        }
+                    if frame.is_data() {
+                        this.ctx.telemetry.body_chunk();
                     }
                     if let Some(rw) = this.rewrite.as_mut() {
                         if let Ok(data) = frame.into_data() {
@@ -257,9 +229,7 @@ impl Body for RelayBody {
                     this.finish();
                     return Poll::Ready(None);
                 }
-                Poll::Ready(Some(Err(e))) => {
-                    return this.fail(RelayError::Broken(e.to_string()), "stream_broken")
-                }
+                Poll::Ready(Some(Err(e))) => return this.fail(RelayError::Broken(e.to_string())),
             }
         }
     }

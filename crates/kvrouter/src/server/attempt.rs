@@ -4,13 +4,11 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use http_body_util::Either;
 use hyper::body::Incoming;
-use tokio::time::Instant;
 
 use super::body::RouterBody;
 use super::error::ApiError;
@@ -18,16 +16,17 @@ use super::state::AppState;
 use crate::proxy::abort::abort_isolated;
 use crate::proxy::forward::Orphan;
 use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
-use crate::proxy::metrics::ProxyMetrics;
-use crate::proxy::retry::{is_retryable_status, Attempts, RetryHooks};
+use crate::proxy::retry::{is_retryable_status, Attempts};
+use crate::proxy::telemetry::{RetryLabel, RetryTelemetry};
 use crate::proxy::{
-    forward, ForwardError, FrameRewrite, HeadWait, RelayBody, RelayContext, StallWatch,
+    forward, ForwardError, FrameRewrite, HeadWait, RelayBody, RelayContext, RequestTelemetry,
+    StallWatch,
 };
 use crate::refit::rids::RidGuard;
 use crate::routing::{Booking, Endpoint, RoutingInput};
 use crate::workers::{Worker, WorkerId};
 
-use super::data_plane::{admit, error, record, worker_error};
+use super::data_plane::{admit, refuse, worker_error};
 
 /// Fires `/abort_request` if the client goes away while the request waits for the worker.
 /// When an abort is withheld (another request's rid extends this one's), the request is kept
@@ -83,7 +82,7 @@ pub(super) enum RetryReason {
     Stalled,
 }
 
-impl RetryReason {
+impl RetryLabel for RetryReason {
     fn label(&self) -> &str {
         match self {
             RetryReason::Status(s) => s.as_str(),
@@ -91,31 +90,6 @@ impl RetryReason {
             RetryReason::Io => "io",
             RetryReason::Stalled => "stalled",
         }
-    }
-}
-
-/// Counts retries per route.
-pub(super) struct RetryMetrics {
-    pub(super) route: &'static str,
-}
-
-impl RetryHooks<RetryReason> for RetryMetrics {
-    fn on_retry(&mut self, attempt: u32, reason: &RetryReason, delay: Duration) {
-        tracing::debug!(
-            attempt,
-            reason = reason.label(),
-            ?delay,
-            "retrying on another worker"
-        );
-        ProxyMetrics::get()
-            .retries
-            .with_label_values(&[self.route, reason.label()])
-            .inc();
-        crate::metrics::compat::retry(self.route, attempt, delay);
-    }
-
-    fn on_exhausted(&mut self, _attempts: u32, _reason: &RetryReason) {
-        crate::metrics::compat::retries_exhausted(self.route);
     }
 }
 
@@ -129,7 +103,8 @@ pub(super) struct WorkerAttempts<'a> {
     input: &'a RoutingInput<'a>,
     routing_key: Option<&'a str>,
     rids: Vec<String>,
-    started: Instant,
+    /// What the request records, handed to the relayed body at the end.
+    telemetry: RequestTelemetry,
     /// When the request timeout ends: each attempt waits for its response head until then.
     deadline: tokio::time::Instant,
     tried: Vec<WorkerId>,
@@ -147,7 +122,7 @@ impl<'a> WorkerAttempts<'a> {
         headers: &'a HeaderMap,
         bytes: &'a Bytes,
         input: &'a RoutingInput<'a>,
-        started: Instant,
+        telemetry: RequestTelemetry,
     ) -> Self {
         WorkerAttempts {
             state,
@@ -160,8 +135,8 @@ impl<'a> WorkerAttempts<'a> {
                 .and_then(|v| v.to_str().ok())
                 .filter(|k| !k.is_empty()),
             rids: input.rids(),
-            started,
-            deadline: started + state.config.request_timeout,
+            deadline: telemetry.started() + state.config.request_timeout,
+            telemetry,
             tried: Vec::new(),
             last_error: ApiError::no_workers(),
             last_worker: None,
@@ -172,6 +147,11 @@ impl<'a> WorkerAttempts<'a> {
     /// The deadline of every attempt (`Instant` of [`RetryPolicy::deadline`]).
     pub(super) fn deadline(&self) -> tokio::time::Instant {
         self.deadline
+    }
+
+    /// What the retry driver reports retries to.
+    pub(super) fn retry_hooks(&self) -> RetryTelemetry {
+        self.telemetry.retries("retrying on another worker")
     }
 
     /// Books a worker among the routable ones not tried yet, else among all routable ones
@@ -206,21 +186,19 @@ impl<'a> WorkerAttempts<'a> {
 
     /// Builds the client's response from the last attempt.
     pub(super) fn respond(self, last: Tried) -> Response<RouterBody> {
-        let route = self.endpoint.label();
-        let stream = self.input.stream;
         match last {
             Tried::Answered { resp, booking, .. } => self.relay(resp, booking),
             Tried::Failed { error, worker, .. } => {
-                worker_error(route, stream, error.into(), &worker.url)
+                worker_error(self.telemetry, error.into(), &worker.url)
             }
             Tried::Refused {
                 error,
                 worker: Some(w),
-            } => worker_error(route, stream, error, &w.url),
+            } => worker_error(self.telemetry, error, &w.url),
             Tried::Refused {
                 error,
                 worker: None,
-            } => self::error(route, error),
+            } => refuse(self.telemetry, error),
         }
     }
 
@@ -266,7 +244,7 @@ impl<'a> WorkerAttempts<'a> {
         .await;
         if matches!(result, Err(ForwardError::Stalled { .. })) {
             // Abandoned: if the worker comes back, it should not keep generating for nobody.
-            ProxyMetrics::limit_tripped("stream_idle_timeout");
+            self.telemetry.attempt_stalled();
             abort_isolated(&state.tasks, &state.client, worker, self.rid_guard.as_ref());
         }
         guard.worker = None;
@@ -274,7 +252,7 @@ impl<'a> WorkerAttempts<'a> {
         result
     }
 
-    /// Notes `worker` as tried and tells its health and the metrics what it got back.
+    /// Notes `worker` as tried and tells its health and the telemetry what it got back.
     fn settle(
         &mut self,
         worker: Arc<Worker>,
@@ -285,17 +263,13 @@ impl<'a> WorkerAttempts<'a> {
             self.tried.push(worker.id);
         }
         self.last_worker = Some(worker.clone());
-        let failures = &ProxyMetrics::get().upstream_failures;
         match result {
             Ok(resp) => {
                 let status = resp.status();
-                crate::metrics::compat::upstream_response(self.endpoint.label(), status.as_u16());
+                self.telemetry.upstream_answered(&worker, status);
                 worker.record_outcome(!counts_as_failure(status));
                 if status.is_server_error() {
                     worker.record_failure();
-                    failures
-                        .with_label_values(&[worker.url.as_str(), status.as_str()])
-                        .inc();
                 } else {
                     worker.record_success();
                 }
@@ -304,9 +278,7 @@ impl<'a> WorkerAttempts<'a> {
             Err(error) => {
                 worker.record_outcome(false);
                 worker.record_failure();
-                failures
-                    .with_label_values(&[worker.url.as_str(), error.kind()])
-                    .inc();
+                self.telemetry.upstream_failed(&worker, &error);
                 tracing::warn!(worker = %worker.url, %error, "upstream attempt failed");
                 if matches!(error, ForwardError::Connect { .. }) {
                     self.last_error = ApiError::from(&error);
@@ -319,9 +291,7 @@ impl<'a> WorkerAttempts<'a> {
     fn relay(self, resp: Response<Incoming>, booking: Booking) -> Response<RouterBody> {
         let from = RelayFrom {
             state: self.state,
-            endpoint: self.endpoint,
-            stream: self.input.stream,
-            started: self.started,
+            telemetry: self.telemetry,
             rids: self.rid_guard,
         };
         relay_response(from, resp, booking, None)
@@ -332,25 +302,20 @@ impl Attempts for WorkerAttempts<'_> {
     type Output = Tried;
     type Reason = RetryReason;
 
-    async fn attempt(&mut self, n: u32) -> Tried {
+    async fn attempt(&mut self, _n: u32) -> Tried {
         let state = self.state;
         let booking = match self.book().await {
             Ok(b) => b,
             Err(refused) => return refused,
         };
         let worker = booking.worker().clone();
-        crate::metrics::compat::selection(state.selector.policy_name(), &worker);
+        self.telemetry.routed(state.selector.policy_name(), &worker);
         self.rid_guard = state
             .refit
             .rids
             .track(&self.rids, &worker)
             .or(self.rid_guard.take());
-        if n == 0 {
-            ProxyMetrics::get()
-                .route(self.endpoint)
-                .overhead
-                .observe(self.started.elapsed().as_secs_f64());
-        }
+        self.telemetry.sending();
         let result = self.send(&worker, &booking).await;
         self.settle(worker, booking, result)
     }
@@ -412,9 +377,7 @@ fn upstream_request<'h>(
 /// What relaying one worker response needs besides the response and its booking.
 pub(crate) struct RelayFrom<'a> {
     pub(crate) state: &'a AppState,
-    pub(crate) endpoint: Endpoint,
-    pub(crate) stream: bool,
-    pub(crate) started: Instant,
+    pub(crate) telemetry: RequestTelemetry,
     pub(crate) rids: Option<RidGuard>,
 }
 
@@ -427,7 +390,6 @@ pub(crate) fn relay_response(
     mut booking: Booking,
     rewrite: Option<Box<dyn FrameRewrite>>,
 ) -> Response<RouterBody> {
-    let route = from.endpoint.label();
     let (mut parts, body) = resp.into_parts();
     strip_response_headers(&mut parts.headers);
     if rewrite.as_ref().is_some_and(|r| !r.passthrough()) {
@@ -444,12 +406,10 @@ pub(crate) fn relay_response(
         .is_some_and(|v| v.starts_with("text/event-stream"))
         // A final error event can only be appended to a stream without a declared length.
         && !parts.headers.contains_key(header::CONTENT_LENGTH);
-    record(route, from.stream, parts.status, &url, true);
+    from.telemetry.relaying(parts.status, &url);
     booking.on_response_head(parts.status);
     let ctx = RelayContext {
-        route,
-        stream: from.stream,
-        started: from.started,
+        telemetry: from.telemetry,
         client: from.state.client.clone(),
         rids: from.rids,
         stream_idle_timeout: from.state.config.limits.stream_idle_timeout,

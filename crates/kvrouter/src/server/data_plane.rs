@@ -15,7 +15,7 @@ use hyper::body::Incoming;
 use tokio::time::Instant;
 use tower_http::timeout::{TimeoutBody, TimeoutError};
 
-use super::attempt::{RetryMetrics, WorkerAttempts};
+use super::attempt::WorkerAttempts;
 use super::body::RouterBody;
 use super::error::ApiError;
 use super::state::AppState;
@@ -23,6 +23,7 @@ use crate::proxy::body_budget::{BodyBudget, BodyPermit};
 use crate::proxy::headers::WORKER_HEADER;
 use crate::proxy::metrics::ProxyMetrics;
 use crate::proxy::retry::{self, RetryPolicy};
+use crate::proxy::RequestTelemetry;
 use crate::routing::{Endpoint, RoutingInput};
 
 /// The largest buffer allocated before the bytes arrive: beyond it the buffer grows with the
@@ -142,37 +143,25 @@ fn over_budget(budget: &BodyBudget) -> ApiError {
     )
 }
 
-/// Counts one answered request (`from_worker`: the worker's own answer, relayed).
-pub(crate) fn record(
-    route: &'static str,
-    stream: bool,
-    status: StatusCode,
-    worker: &str,
-    from_worker: bool,
-) {
-    ProxyMetrics::get()
-        .requests
-        .with_label_values(&[route, status.as_str(), worker])
-        .inc();
-    crate::metrics::compat::request_done(route, stream, status.as_u16(), from_worker, worker);
-    if !from_worker {
-        crate::metrics::request_end::answered_by_router(route, stream, status.as_u16(), worker);
-    }
+/// The router's own answer to a request refused at admission (before [`handle`]).
+pub(crate) fn error(route: &'static str, e: ApiError) -> Response<RouterBody> {
+    crate::proxy::telemetry::refused_at_admission(route, e.status);
+    e.into_response()
 }
 
-pub(crate) fn error(route: &'static str, e: ApiError) -> Response<RouterBody> {
-    record(route, false, e.status, "", false);
+/// The router's own answer before any worker was tried.
+pub(crate) fn refuse(telemetry: RequestTelemetry, e: ApiError) -> Response<RouterBody> {
+    telemetry.refused(e.status);
     e.into_response()
 }
 
 /// A router-made error after trying `worker`: still names the worker in `x-kvrouter-worker`.
 pub(crate) fn worker_error(
-    route: &'static str,
-    stream: bool,
+    telemetry: RequestTelemetry,
     e: ApiError,
     worker: &str,
 ) -> Response<RouterBody> {
-    record(route, stream, e.status, worker, false);
+    telemetry.gave_up(e.status, worker);
     let mut resp = e.into_response();
     if let Ok(v) = HeaderValue::from_str(worker) {
         resp.headers_mut().insert(WORKER_HEADER, v);
@@ -187,7 +176,7 @@ pub async fn handle(
     req: Request<Incoming>,
     started: Instant,
 ) -> Response<RouterBody> {
-    let route = endpoint.label();
+    let mut telemetry = RequestTelemetry::accepted(endpoint, started);
     let (parts, body) = req.into_parts();
     // `_permit`: the body's bytes stay in the budget until the request is answered.
     let (bytes, _permit) = match read_body(
@@ -200,17 +189,18 @@ pub async fn handle(
     .await
     {
         Ok(b) => b,
-        Err(e) => return error(route, e),
+        Err(e) => return refuse(telemetry, e),
     };
     let input = match RoutingInput::parse(endpoint, &bytes) {
         Ok(i) => i,
-        Err(e) => return error(route, e.into()),
+        Err(e) => return refuse(telemetry, e.into()),
     };
+    telemetry.parsed(input.stream);
     if let Some(text) = &state.text {
         crate::routing::input::text::tokenize(&input, &bytes, text, &state.registry).await;
     }
     if let Err(e) = admit(state).await {
-        return error(route, e);
+        return refuse(telemetry, e);
     }
     // The client headers the workers get (allow-list, hop-by-hop stripped, X-Forwarded-For).
     let headers = crate::proxy::headers::for_worker(
@@ -219,16 +209,19 @@ pub async fn handle(
         &state.config.header_policy,
     );
     if let Some(pd) = &state.pd {
-        return crate::pd::dispatch::handle(state, pd, endpoint, &headers, &bytes, &input, started)
-            .await;
+        return crate::pd::dispatch::handle(
+            state, pd, endpoint, &headers, &bytes, &input, telemetry,
+        )
+        .await;
     }
-    let mut attempts = WorkerAttempts::new(state, endpoint, &headers, &bytes, &input, started);
+    let mut attempts = WorkerAttempts::new(state, endpoint, &headers, &bytes, &input, telemetry);
     let policy = RetryPolicy {
         max_retries: state.config.retry_max_retries,
         backoff: state.backoff,
         deadline: Some(attempts.deadline()),
     };
-    let last = retry::run(&policy, &mut attempts, &mut RetryMetrics { route }).await;
+    let mut hooks = attempts.retry_hooks();
+    let last = retry::run(&policy, &mut attempts, &mut hooks).await;
     attempts.respond(last.into_inner())
 }
 

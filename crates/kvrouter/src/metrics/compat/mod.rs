@@ -2,7 +2,8 @@
 //! their own names and labels, rendered on `/metrics` after the `kvrouter_*` ones.
 //!
 //! Request-level series (requests, errors, durations, TTFT, retries, worker selections) are
-//! recorded by the hooks below, which the data plane calls next to its own metrics; each hook is
+//! recorded by the hooks below, which the per-request telemetry value
+//! (`proxy::telemetry::RequestTelemetry`) calls next to the native series; each hook is
 //! one atomic load when no flavour is enabled. Fleet-level series (running requests and health
 //! per worker, pool size, cache hits/misses, health checks, admission refusals) are refreshed
 //! at scrape time from the `kvrouter_*` families they mirror (`derive.rs`); the circuit-breaker
