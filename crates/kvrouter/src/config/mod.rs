@@ -14,7 +14,6 @@ pub mod file;
 pub mod kv;
 pub mod limits;
 pub mod log_level;
-mod mode;
 pub mod options;
 mod resilience;
 
@@ -25,7 +24,7 @@ pub use cli::Cli;
 pub use file::FileConfig;
 pub use kv::{KvConfig, KvOptions, PredictCredit};
 pub use limits::Limits;
-pub use mode::Mode;
+pub use crate::routing::Mode;
 pub use options::Options;
 
 /// A configuration problem found at start; `field` is the flag/key name (snake_case).

@@ -10,6 +10,7 @@
 
 mod accept;
 mod admission;
+pub mod assembly;
 mod attempt;
 pub mod auth;
 pub mod body;

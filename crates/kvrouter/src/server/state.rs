@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::config::Mode;
 use crate::proxy::{build_client, UpstreamClient};
 use crate::refit::{RefitConfig, RefitState};
-use crate::routing::assembly::{self, IndexView};
+use super::assembly::{self, IndexView};
 use crate::routing::{Policy, Selector, StickyTable};
 use crate::tasks::Tasks;
 use crate::text::TextRouting;
