@@ -125,7 +125,8 @@ pub async fn start(state: Arc<AppState>) -> anyhow::Result<Started> {
     let local = listener.local_addr()?;
     register_startup_workers(&state);
     if let Some(d) = crate::discovery::Discovery::start(
-        &state.config,
+        state.config.etcd.as_ref(),
+        &state.config.mode.to_string(),
         &state.registry,
         local,
         &state.shutdown,
