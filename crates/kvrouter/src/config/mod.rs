@@ -15,6 +15,7 @@ pub mod file;
 pub mod kv;
 pub mod limits;
 pub mod options;
+mod pd;
 mod resilience;
 
 use std::time::Duration;

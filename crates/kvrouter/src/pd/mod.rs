@@ -25,11 +25,16 @@ pub struct PdRouter {
 }
 
 impl PdRouter {
-    /// The PD state for `config` (None without `--pd-disaggregation`).
-    pub fn from_config(config: &crate::config::Config) -> Option<PdRouter> {
-        let pd = config.pd.as_ref()?;
+    /// The PD state for `pd` (None without `--pd-disaggregation`) in routing `mode`, sticky
+    /// keys kept for `sticky_ttl`.
+    pub fn new(
+        pd: Option<&PdConfig>,
+        mode: crate::routing::Mode,
+        sticky_ttl: std::time::Duration,
+    ) -> Option<PdRouter> {
+        let pd = pd?;
         Some(PdRouter {
-            pairs: pair::PairSelector::new(pd, config.mode, config.sticky_ttl),
+            pairs: pair::PairSelector::new(pd, mode, sticky_ttl),
             config: pd.clone(),
         })
     }

@@ -128,7 +128,7 @@ impl AppState {
             ))
         });
         Arc::new(AppState {
-            pd: crate::pd::PdRouter::from_config(&config),
+            pd: crate::pd::PdRouter::new(config.pd.as_ref(), config.mode, config.sticky_ttl),
             body_budget: crate::proxy::body_budget::BodyBudget::new(
                 config.bounds.max_inflight_body_bytes,
             ),
