@@ -219,7 +219,7 @@ pub async fn handle(
         &state.config.header_policy,
     );
     if let Some(pd) = &state.pd {
-        return crate::pd::dispatch::handle(state, pd, endpoint, &headers, &bytes, &input, started)
+        return super::pd_dispatch::handle(state, pd, endpoint, &headers, &bytes, &input, started)
             .await;
     }
     let mut attempts = WorkerAttempts::new(state, endpoint, &headers, &bytes, &input, started);

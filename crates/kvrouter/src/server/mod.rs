@@ -20,6 +20,8 @@ pub mod engine_metrics;
 pub mod error;
 pub mod fanout_routes;
 pub mod info;
+pub mod pd_dispatch;
+pub mod pd_merge;
 pub mod prometheus;
 pub mod refit_routes;
 pub mod rl_api;

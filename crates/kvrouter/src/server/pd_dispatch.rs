@@ -17,10 +17,10 @@ use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
 use tokio::time::Instant;
 
-use super::merge::{self, Passthrough, PrefillLeg, SseMerge};
-use super::pair::{Missing, Pair};
-use super::splice::{self, BodyFacts, Bootstrap};
-use super::PdRouter;
+use super::pd_merge::{self as merge, Passthrough, PrefillLeg, SseMerge};
+use crate::pd::pair::{Missing, Pair};
+use crate::pd::splice::{self, BodyFacts, Bootstrap};
+use crate::pd::PdRouter;
 use crate::proxy::abort::abort_isolated;
 use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
 use crate::proxy::metrics::ProxyMetrics;
