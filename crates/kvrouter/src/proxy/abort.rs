@@ -9,7 +9,7 @@ use http_body_util::Full;
 
 use super::client::UpstreamClient;
 use super::target::Target;
-use crate::refit::rids::RidGuard;
+use super::rids::RidGuard;
 use crate::tasks::Tasks;
 use crate::workers::Worker;
 

@@ -15,6 +15,7 @@ pub mod headers;
 pub mod metrics;
 pub mod relay;
 pub mod retry;
+pub mod rids;
 pub mod target;
 
 pub use client::{build_client, UpstreamClient};

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use super::abort::abort_isolated;
 use super::client::UpstreamClient;
 use super::metrics::ProxyMetrics;
-use crate::refit::rids::RidGuard;
+use super::rids::RidGuard;
 use crate::routing::Booking;
 
 /// Facts about the request the relay needs when it ends.

@@ -23,7 +23,7 @@ use crate::proxy::retry::{is_retryable_status, Attempts, RetryHooks};
 use crate::proxy::{
     forward, ForwardError, FrameRewrite, HeadWait, RelayBody, RelayContext, StallWatch,
 };
-use crate::refit::rids::RidGuard;
+use crate::proxy::rids::RidGuard;
 use crate::routing::{Booking, Endpoint, RoutingInput};
 use crate::workers::{Worker, WorkerId};
 

@@ -26,7 +26,7 @@ use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
 use crate::proxy::metrics::ProxyMetrics;
 use crate::proxy::retry::{self, is_retryable_status, Attempts, RetryHooks, RetryPolicy};
 use crate::proxy::{forward, ForwardError, FrameRewrite, HeadWait, StallWatch};
-use crate::refit::rids::RidGuard;
+use crate::proxy::rids::RidGuard;
 use crate::routing::{Booking, Endpoint, RoutingInput};
 use crate::server::body::RouterBody;
 use crate::server::data_plane::{admit, error, record, worker_error};
