@@ -138,7 +138,7 @@ pub async fn start(state: Arc<AppState>) -> anyhow::Result<Started> {
     }
     spawn_sticky_sweeper(&state);
     if let Some(flavor) = state.config.metrics_compat {
-        crate::metrics::compat::model::follow(&state.tasks, &state.registry);
+        crate::metrics::compat::model::follow(&state.tasks, state.registry.watch());
         let active = crate::metrics::compat::enable(flavor);
         if active != flavor {
             tracing::warn!(%flavor, %active, "another metrics compat flavour is already active in this process");
