@@ -224,7 +224,7 @@ pub async fn handle(
     }
     let mut attempts = WorkerAttempts::new(state, endpoint, &headers, &bytes, &input, started);
     let policy = RetryPolicy {
-        max_retries: state.config.retry_max_retries,
+        max_retries: state.config.retry.max_retries,
         backoff: state.backoff,
         deadline: Some(attempts.deadline()),
     };

@@ -52,7 +52,7 @@ pub async fn serve(listener: TcpListener, state: Arc<AppState>) -> std::io::Resu
     let graceful = GracefulShutdown::new();
     accept::accept_loop(&listener, &state, &graceful).await;
     drop(listener);
-    let grace = state.config.shutdown_grace_period;
+    let grace = state.config.server.shutdown_grace_period;
     tracing::info!(
         grace_secs = grace.as_secs(),
         connections = graceful.count(),
@@ -75,10 +75,11 @@ pub async fn serve(listener: TcpListener, state: Arc<AppState>) -> std::io::Resu
 
 /// Registers the configured `--worker-urls` in the background (requests get 503 until one is healthy).
 pub fn register_startup_workers(state: &AppState) {
-    let pd = state.config.pd.as_ref().map(|pd| pd.startup_workers());
+    let pd = state.config.workers.pd.as_ref().map(|pd| pd.startup_workers());
     let regular = state
         .config
-        .worker_urls
+        .workers
+        .urls
         .iter()
         .map(|u| (u.clone(), WorkerSpec::default()));
     for (url, spec) in regular.chain(pd.into_iter().flatten()) {
@@ -120,14 +121,14 @@ pub struct Started {
 /// Builds everything from `state`, binds `host:port`, registers the configured workers and
 /// starts serving in a background task (used by [`run`] and by the in-process demo).
 pub async fn start(state: Arc<AppState>) -> anyhow::Result<Started> {
-    let addr = format!("{}:{}", state.config.host, state.config.port);
+    let addr = format!("{}:{}", state.config.server.host, state.config.server.port);
     let listener = connections::bind(&addr)
         .await
         .map_err(|e| anyhow::anyhow!("cannot bind {addr}: {e}"))?;
     let local = listener.local_addr()?;
     register_startup_workers(&state);
     if let Some(d) = crate::discovery::Discovery::start(
-        state.config.etcd.as_ref(),
+        state.config.workers.etcd.as_ref(),
         &state.config.mode.to_string(),
         &state.registry,
         local,
@@ -177,7 +178,7 @@ pub async fn run(state: Arc<AppState>) -> anyhow::Result<()> {
             tracing::info!(signal, "shutdown requested");
         }
     }
-    let deadline = tokio::time::Instant::now() + state.config.shutdown_grace_period;
+    let deadline = tokio::time::Instant::now() + state.config.server.shutdown_grace_period;
     state.shutdown.cancel();
     tokio::select! {
         ended = &mut started.task => ended??,

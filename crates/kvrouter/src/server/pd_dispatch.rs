@@ -182,7 +182,7 @@ pub async fn handle(
         rid_guard: None,
     };
     let policy = RetryPolicy {
-        max_retries: state.config.retry_max_retries,
+        max_retries: state.config.retry.max_retries,
         backoff: state.backoff,
         deadline: Some(attempts.deadline),
     };
