@@ -166,14 +166,19 @@ fn module_imports(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let tops: BTreeSet<String> = files.iter().filter_map(|f| top_module(src, f)).collect();
     let mut imports: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for file in files {
-        let Some(from) = top_module(src, &file) else { continue };
+        let Some(from) = top_module(src, &file) else {
+            continue;
+        };
         if file.file_name().is_some_and(|n| n == "tests.rs") {
             continue;
         }
         let text = std::fs::read_to_string(&file).unwrap_or_default();
         for line in product_lines(&text) {
             for to in crate_paths(line).filter(|t| *t != from && tops.contains(*t)) {
-                imports.entry(from.clone()).or_default().insert(to.to_string());
+                imports
+                    .entry(from.clone())
+                    .or_default()
+                    .insert(to.to_string());
             }
         }
     }
@@ -208,12 +213,18 @@ fn no_import_loop_between_top_level_modules() {
 #[test]
 fn reads_crate_paths_of_product_code_only() {
     let line = "use crate::routing::Booking; let x = crate::metrics::f(); // crate::server";
-    assert_eq!(crate_paths(line).collect::<Vec<_>>(), ["routing", "metrics"]);
+    assert_eq!(
+        crate_paths(line).collect::<Vec<_>>(),
+        ["routing", "metrics"]
+    );
     assert_eq!(crate_paths("use kvrouter_crate::x;").count(), 0);
     let text = "use crate::a;\n#[cfg(test)]\nmod tests {\n    use crate::b;\n}\n";
     assert_eq!(product_lines(text), ["use crate::a;"]);
     let mut imports = BTreeMap::new();
     imports.insert("a".to_string(), BTreeSet::from(["b".to_string()]));
-    imports.insert("b".to_string(), BTreeSet::from(["a".to_string(), "c".to_string()]));
+    imports.insert(
+        "b".to_string(),
+        BTreeSet::from(["a".to_string(), "c".to_string()]),
+    );
     assert_eq!(import_loops(&imports), ["a <-> b"]);
 }

@@ -30,7 +30,8 @@ impl EtcdConfig {
         };
         Ok(Some(EtcdConfig {
             endpoints,
-            prefix: crate::discovery::settings::normalize_prefix(&o.etcd_prefix).map_err(|e| invalid("etcd_prefix", e))?,
+            prefix: crate::discovery::settings::normalize_prefix(&o.etcd_prefix)
+                .map_err(|e| invalid("etcd_prefix", e))?,
             lease_ttl_secs: crate::discovery::settings::check_ttl(o.etcd_lease_ttl_secs)
                 .map_err(|e| invalid("etcd_lease_ttl_secs", e))?,
             advertise_url,

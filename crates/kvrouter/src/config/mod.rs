@@ -22,14 +22,14 @@ pub mod sources;
 
 use std::time::Duration;
 
+pub use crate::log_level;
+pub use crate::routing::Mode;
 pub use bounds::Bounds;
 pub use cli::Cli;
 pub use file::FileConfig;
 pub use kv::{KvConfig, KvOptions, PredictCredit};
-pub use crate::log_level;
 pub use limits::Limits;
 pub use listener::ServerSettings;
-pub use crate::routing::Mode;
 pub use options::Options;
 pub use sources::WorkerSources;
 

@@ -41,7 +41,10 @@ pub(super) type WorkerUrls = (Vec<String>, Vec<(String, Credentials)>);
 
 /// Worker URLs and their credentials of `--worker-urls` values (each whitespace-separated):
 /// parsed, checked against `allow`, the first of each URL kept.
-pub(super) fn worker_urls(raw: &[String], allow: &[ipnet::IpNet]) -> Result<WorkerUrls, ConfigError> {
+pub(super) fn worker_urls(
+    raw: &[String],
+    allow: &[ipnet::IpNet],
+) -> Result<WorkerUrls, ConfigError> {
     let mut worker_urls = Vec::new();
     let mut worker_credentials = Vec::new();
     for raw in raw {

@@ -287,7 +287,10 @@ fn shared_options_default_to_sgl_routers_values() {
     assert_eq!(c.retry.backoff.min(), Duration::from_millis(50));
     assert_eq!(c.retry.backoff.max(), Duration::from_secs(30));
     assert_eq!(c.server.prometheus, Some(("127.0.0.1".into(), 29000)));
-    assert!(!c.server.prometheus_port_given, "the default port may be busy");
+    assert!(
+        !c.server.prometheus_port_given,
+        "the default port may be busy"
+    );
     assert_eq!(c.limits.queue_timeout, Duration::from_secs(60));
     assert_eq!(c.retry.breaker, crate::workers::BreakerConfig::default());
     assert_eq!(c.request_timeout, Duration::from_secs(1800));

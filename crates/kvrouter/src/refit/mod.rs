@@ -25,10 +25,10 @@ pub mod ops;
 pub mod selector;
 pub mod state;
 
+pub use crate::proxy::rids::{RidGuard, RidTable};
 pub use execute::{BadControlCall, Ctx, Execution, FanoutOutcome};
 pub use gate::{GateRefusal, RefitGate};
 pub use invalidation::{CacheCleared, CacheHub, CacheInvalidation, ClearReason};
 pub use ops::{Op, FANOUT_PATHS};
-pub use crate::proxy::rids::{RidGuard, RidTable};
 pub use selector::LabelSelector;
 pub use state::{RefitConfig, RefitState};

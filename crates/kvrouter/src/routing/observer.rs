@@ -20,4 +20,3 @@ pub trait RequestObserver: Send + Sync {
         None
     }
 }
-

@@ -20,10 +20,10 @@ use crate::proxy::forward::Orphan;
 use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
 use crate::proxy::metrics::ProxyMetrics;
 use crate::proxy::retry::{is_retryable_status, Attempts, RetryHooks};
+use crate::proxy::rids::RidGuard;
 use crate::proxy::{
     forward, ForwardError, FrameRewrite, HeadWait, RelayBody, RelayContext, StallWatch,
 };
-use crate::proxy::rids::RidGuard;
 use crate::routing::{Booking, Endpoint, RoutingInput};
 use crate::workers::{Worker, WorkerId};
 

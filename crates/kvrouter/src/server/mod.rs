@@ -75,7 +75,12 @@ pub async fn serve(listener: TcpListener, state: Arc<AppState>) -> std::io::Resu
 
 /// Registers the configured `--worker-urls` in the background (requests get 503 until one is healthy).
 pub fn register_startup_workers(state: &AppState) {
-    let pd = state.config.workers.pd.as_ref().map(|pd| pd.startup_workers());
+    let pd = state
+        .config
+        .workers
+        .pd
+        .as_ref()
+        .map(|pd| pd.startup_workers());
     let regular = state
         .config
         .workers

@@ -5,12 +5,12 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::assembly::{self, IndexView};
 use crate::backoff::ExponentialBackoff;
 use crate::config::Config;
 use crate::config::Mode;
 use crate::proxy::{build_client, UpstreamClient};
 use crate::refit::{RefitConfig, RefitState};
-use super::assembly::{self, IndexView};
 use crate::routing::{Policy, Selector, StickyTable};
 use crate::tasks::Tasks;
 use crate::text::TextRouting;
@@ -121,7 +121,11 @@ impl AppState {
             ))
         });
         Arc::new(AppState {
-            pd: crate::pd::PdRouter::new(config.workers.pd.as_ref(), config.mode, config.sticky_ttl),
+            pd: crate::pd::PdRouter::new(
+                config.workers.pd.as_ref(),
+                config.mode,
+                config.sticky_ttl,
+            ),
             body_budget: crate::proxy::body_budget::BodyBudget::new(
                 config.bounds.max_inflight_body_bytes,
             ),
