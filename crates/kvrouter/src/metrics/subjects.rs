@@ -33,3 +33,13 @@ pub trait SeriesWorker {
     /// The model it serves, once it reported one.
     fn model_id(&self) -> Option<&str>;
 }
+
+impl<W: SeriesWorker + ?Sized> SeriesWorker for std::sync::Arc<W> {
+    fn url(&self) -> &str {
+        (**self).url()
+    }
+
+    fn model_id(&self) -> Option<&str> {
+        (**self).model_id()
+    }
+}
