@@ -1,7 +1,10 @@
-//! House rule of issue 27 checked on the sources: no function in this crate's `src/` (tests
+//! House rules of issue 27 checked on the sources: no function in this crate's `src/` (tests
 //! included) is over [`MAX_FN_LINES`] lines, counted from the line with `fn name` to its
-//! closing brace at the same indentation (the layout rustfmt gives).
+//! closing brace at the same indentation (the layout rustfmt gives); and no two top-level
+//! modules import each other (`crate::x` paths in product code; `tests.rs` files and the
+//! `#[cfg(test)] mod` blocks that end a file may import anything).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The longest a function may be.
@@ -114,4 +117,114 @@ fn counts_from_fn_to_its_closing_brace() {
     assert_eq!(fn_lines(&lines, 7), Some(1));
     assert_eq!(fn_name("    let f = 1; // fn x"), None);
     assert_eq!(fn_name("pub extern \"C\" fn ffi() {}"), Some("ffi"));
+}
+
+/// The top-level module a file of `src` belongs to (`routing` for `src/routing/kv/book.rs`,
+/// `tasks` for `src/tasks.rs`), `None` for the crate root and the binaries.
+fn top_module(src: &Path, file: &Path) -> Option<String> {
+    let rel = file.strip_prefix(src).ok()?;
+    let first = rel.components().next()?.as_os_str().to_str()?;
+    let name = first.strip_suffix(".rs").unwrap_or(first);
+    (!matches!(name, "lib" | "bin" | "house")).then(|| name.to_string())
+}
+
+/// The lines of `text` that are product code: up to a `#[cfg(test)]` followed by a `mod`.
+fn product_lines(text: &str) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = (0..lines.len())
+        .find(|&i| {
+            lines[i].trim() == "#[cfg(test)]"
+                && lines.get(i + 1).is_some_and(|l| {
+                    let l = l.trim_start();
+                    l.starts_with("mod ") || l.starts_with("pub(crate) mod ")
+                })
+        })
+        .unwrap_or(lines.len());
+    lines[..end].to_vec()
+}
+
+/// The modules named as `crate::x` on `line` (outside a `//` comment).
+fn crate_paths(line: &str) -> impl Iterator<Item = &str> {
+    let code = line.split("//").next().unwrap_or("");
+    code.match_indices("crate::").filter_map(move |(i, _)| {
+        let before = code[..i].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            return None;
+        }
+        let rest = &code[i + "crate::".len()..];
+        let end = rest
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        (end > 0).then(|| &rest[..end])
+    })
+}
+
+/// For each top-level module of `src`, the other top-level modules its product code names.
+fn module_imports(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let tops: BTreeSet<String> = files.iter().filter_map(|f| top_module(src, f)).collect();
+    let mut imports: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in files {
+        let Some(from) = top_module(src, &file) else {
+            continue;
+        };
+        if file.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        for line in product_lines(&text) {
+            for to in crate_paths(line).filter(|t| *t != from && tops.contains(*t)) {
+                imports
+                    .entry(from.clone())
+                    .or_default()
+                    .insert(to.to_string());
+            }
+        }
+    }
+    imports
+}
+
+/// `a <-> b` for every pair of top-level modules that import each other.
+fn import_loops(imports: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let mut loops = Vec::new();
+    for (a, tos) in imports {
+        for b in tos.iter().filter(|b| a < *b) {
+            if imports.get(b).is_some_and(|back| back.contains(a)) {
+                loops.push(format!("{a} <-> {b}"));
+            }
+        }
+    }
+    loops
+}
+
+#[test]
+fn no_import_loop_between_top_level_modules() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let loops = import_loops(&module_imports(&src));
+    assert!(
+        loops.is_empty(),
+        "top-level modules importing each other (pick one direction, docs/architecture.md \
+         \"Module map\"; move the shared type down or pass a trait):\n{}",
+        loops.join("\n")
+    );
+}
+
+#[test]
+fn reads_crate_paths_of_product_code_only() {
+    let line = "use crate::routing::Booking; let x = crate::metrics::f(); // crate::server";
+    assert_eq!(
+        crate_paths(line).collect::<Vec<_>>(),
+        ["routing", "metrics"]
+    );
+    assert_eq!(crate_paths("use kvrouter_crate::x;").count(), 0);
+    let text = "use crate::a;\n#[cfg(test)]\nmod tests {\n    use crate::b;\n}\n";
+    assert_eq!(product_lines(text), ["use crate::a;"]);
+    let mut imports = BTreeMap::new();
+    imports.insert("a".to_string(), BTreeSet::from(["b".to_string()]));
+    imports.insert(
+        "b".to_string(),
+        BTreeSet::from(["a".to_string(), "c".to_string()]),
+    );
+    assert_eq!(import_loops(&imports), ["a <-> b"]);
 }

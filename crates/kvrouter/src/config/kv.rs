@@ -10,6 +10,9 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 
 use super::{invalid, ConfigError};
+use crate::events::runtime::FeedSettings;
+pub use crate::routing::kv::settings::{KvConfig, PredictCredit};
+use crate::routing::kv::{BlindSettings, TierCredits};
 
 /// KV-mode options, flattened into [`super::Options`] (flags at top level, `[kv]` table in
 /// the file). Each field is declared once: flag, `KVROUTER_*` variable, key and default.
@@ -141,57 +144,6 @@ impl Default for KvOptions {
     }
 }
 
-/// How much a predicted block counts in the KV cost (`--predict-credit`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PredictCredit {
-    /// Weighed by what each unit's store events confirmed (docs/kv-routing.md "Predictions").
-    /// Opt-in: it does not yet win everywhere (slower GRPO makespan on the pressure suite).
-    Learned,
-    /// In full for the whole TTL, and never at eviction risk.
-    #[default]
-    Full,
-}
-
-/// Validated KV-mode settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct KvConfig {
-    /// Predict-on-route on (`--no-predict` turns it off).
-    pub predict: bool,
-    /// The TTL of a prediction (`learned` credit: its upper bound).
-    pub predict_ttl: Duration,
-    pub predict_credit: PredictCredit,
-    pub prefill_weight: f64,
-    pub decode_weight: f64,
-    pub queue_weight: f64,
-    pub stall_weight: f64,
-    /// `--kv-evict-weight`: multiple of the observed reuse charged per displaced block.
-    pub evict_weight: f64,
-    /// `--kv-eviction-risk`: discount cached prefixes by the expected evictions.
-    pub eviction_risk: bool,
-    /// Learned rates scale the cost (`--kv-learn-rates`).
-    pub learn_rates: bool,
-    pub rate_tolerance: f64,
-    pub temperature: f64,
-    pub sticky_slack_blocks: f64,
-    pub sticky_overload_factor: f64,
-    /// Blind placements (`--kv-blind-threshold`, `--kv-balance-factor`; see `routing::kv::blind`).
-    pub blind: crate::routing::kv::BlindSettings,
-    pub nats_url: Option<String>,
-    /// How to authenticate to NATS (`--nats-creds` and friends; `events::nats_auth`).
-    pub nats_auth: crate::events::nats_auth::NatsAuth,
-    pub publish_events: bool,
-    /// `--nats-jetstream`: the stream and relay-lock settings (None: core NATS).
-    pub jetstream: Option<crate::events::JetStreamConfig>,
-    /// Share predictions with the other replicas over NATS (`--share-predictions`, only with
-    /// `--nats-url` and predict-on-route; see docs/events.md).
-    pub share_predictions: bool,
-    /// `--dynamo-kv-subject`, `--dynamo-worker-id`, `--dynamo-zmq-endpoint`.
-    pub dynamo: crate::events::dynamo_map::DynamoSettings,
-    /// `--kv-tier-credit`: host / disk tier pages as fractions of a GPU hit.
-    pub tier_credit: crate::routing::kv::TierCredits,
-}
-
 impl Default for KvConfig {
     /// The validated declared defaults of [`KvOptions`].
     fn default() -> Self {
@@ -276,17 +228,19 @@ impl KvConfig {
             temperature: weight("temperature", o.temperature)?,
             sticky_slack_blocks: weight("sticky_slack_blocks", o.sticky_slack_blocks)?,
             sticky_overload_factor: factor("sticky_overload_factor", o.sticky_overload_factor)?,
-            blind: crate::routing::kv::BlindSettings {
+            blind: BlindSettings {
                 threshold: fraction("kv_blind_threshold", o.kv_blind_threshold)?,
                 balance_factor: factor("kv_balance_factor", o.kv_balance_factor)?,
             },
-            publish_events: o.publish_events,
             share_predictions: o.share_predictions && !o.no_predict && nats_url.is_some(),
-            nats_url,
-            nats_auth,
-            jetstream,
-            dynamo,
-            tier_credit: crate::routing::kv::TierCredits::parse(&o.kv_tier_credit)
+            feed: FeedSettings {
+                publish_events: o.publish_events,
+                nats_url,
+                nats_auth,
+                jetstream,
+                dynamo,
+            },
+            tier_credit: TierCredits::parse(&o.kv_tier_credit)
                 .map_err(|e| invalid("kv_tier_credit", e))?,
         })
     }
@@ -456,7 +410,7 @@ mod tests {
         };
         let e = KvConfig::from_options(&relay).unwrap_err();
         assert_eq!(e.field, "publish_events");
-        assert_eq!(d.jetstream, None);
+        assert_eq!(d.feed.jetstream, None);
         assert_eq!(
             (d.stall_weight, d.learn_rates, d.rate_tolerance),
             (0.0, true, 2.0)
@@ -564,7 +518,7 @@ mod tests {
             nats_relay_lock_ttl_secs: 2.0,
             ..KvOptions::default()
         };
-        let c = KvConfig::from_options(&js).unwrap().jetstream.unwrap();
+        let c = KvConfig::from_options(&js).unwrap().feed.jetstream.unwrap();
         assert_eq!(c.stream, "KVROUTER_KV");
         assert_eq!(c.prefix, "kvrouter.kv");
         assert_eq!(c.max_age, Duration::from_secs(3600));

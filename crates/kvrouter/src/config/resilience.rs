@@ -1,5 +1,5 @@
-//! Validated retry and circuit-breaker settings (`Config::retry_backoff`,
-//! `Config::circuit_breaker`): the flags are declared in options.rs with sgl-router's names and
+//! Validated retry and circuit-breaker settings (`Config::retry`: `proxy::retry::RetrySettings`,
+//! backoff and breaker): the flags are declared in options.rs with sgl-router's names and
 //! defaults; this file checks them and builds the backoff schedule and the breaker settings.
 
 use std::time::Duration;

@@ -29,7 +29,7 @@ fn cli_beats_file_and_file_beats_default() {
     let file = FileConfig::parse("page_size = 64\nport = 9\nmode = \"random\"").unwrap();
     let c = Config::from_sources(cli(&["--page-size", "32"]), file).unwrap();
     assert_eq!(c.page_size, 32);
-    assert_eq!(c.port, 9);
+    assert_eq!(c.server.port, 9);
     assert_eq!(c.mode, Mode::Random);
 }
 
@@ -40,7 +40,7 @@ fn worker_urls_are_normalised_and_split() {
         FileConfig::default(),
     )
     .unwrap();
-    assert_eq!(c.worker_urls, vec!["http://a:1", "http://b:2"]);
+    assert_eq!(c.workers.urls, vec!["http://a:1", "http://b:2"]);
 }
 
 #[test]
@@ -102,7 +102,7 @@ fn repeated_worker_urls_accumulate() {
         FileConfig::default(),
     )
     .unwrap();
-    assert_eq!(c.worker_urls.len(), 2);
+    assert_eq!(c.workers.urls.len(), 2);
 }
 
 fn load(args: &[&str], file: &str) -> Result<Config, ConfigError> {
@@ -151,13 +151,13 @@ fn sgl_router_working_flags() {
         "",
     )
     .unwrap();
-    assert_eq!(c.retry_max_retries, 0);
-    assert_eq!(c.health_check_endpoint, "/health_generate");
-    assert_eq!(c.worker_startup_timeout, Duration::from_secs(600));
+    assert_eq!(c.retry.max_retries, 0);
+    assert_eq!(c.health.endpoint, "/health_generate");
+    assert_eq!(c.health.startup_timeout, Duration::from_secs(600));
     assert_eq!(c.sticky_ttl, Duration::from_secs(60));
-    assert_eq!(c.prometheus, Some(("127.0.0.1".into(), 29000)));
+    assert_eq!(c.server.prometheus, Some(("127.0.0.1".into(), 29000)));
     assert!(
-        c.prometheus_port_given,
+        c.server.prometheus_port_given,
         "a busy port given explicitly stops the start"
     );
     assert!(c.warnings.is_empty());
@@ -184,7 +184,7 @@ fn ignored_flags_become_one_warning_each() {
         "",
     )
     .unwrap();
-    assert_eq!(c.port, 1, "values after ignored flags are consumed");
+    assert_eq!(c.server.port, 1, "values after ignored flags are consumed");
     assert_eq!(c.warnings.len(), 3, "{:?}", c.warnings);
     assert!(
         c.warnings
@@ -261,7 +261,7 @@ fn refused_flags_say_why() {
         "",
     )
     .unwrap();
-    let pd = c.pd.expect("PD mode");
+    let pd = c.workers.pd.expect("PD mode");
     assert_eq!(pd.prefill[0].bootstrap_port, Some(9000));
     assert_eq!(pd.decode, ["http://d:1"]);
     let e = Cli::try_parse_from(["router", "--prefil"])
@@ -279,19 +279,22 @@ fn refused_flags_say_why() {
 #[test]
 fn shared_options_default_to_sgl_routers_values() {
     let c = load(&[], "").unwrap();
-    assert_eq!(c.worker_startup_timeout, Duration::from_secs(1800));
+    assert_eq!(c.health.startup_timeout, Duration::from_secs(1800));
     assert_eq!(
-        c.retry_max_retries, 4,
+        c.retry.max_retries, 4,
         "--retry-max-retries 5: 5 attempts in all"
     );
-    assert_eq!(c.retry_backoff.min(), Duration::from_millis(50));
-    assert_eq!(c.retry_backoff.max(), Duration::from_secs(30));
-    assert_eq!(c.prometheus, Some(("127.0.0.1".into(), 29000)));
-    assert!(!c.prometheus_port_given, "the default port may be busy");
+    assert_eq!(c.retry.backoff.min(), Duration::from_millis(50));
+    assert_eq!(c.retry.backoff.max(), Duration::from_secs(30));
+    assert_eq!(c.server.prometheus, Some(("127.0.0.1".into(), 29000)));
+    assert!(
+        !c.server.prometheus_port_given,
+        "the default port may be busy"
+    );
     assert_eq!(c.limits.queue_timeout, Duration::from_secs(60));
-    assert_eq!(c.circuit_breaker, crate::workers::BreakerConfig::default());
+    assert_eq!(c.retry.breaker, crate::workers::BreakerConfig::default());
     assert_eq!(c.request_timeout, Duration::from_secs(1800));
-    assert_eq!(c.shutdown_grace_period, Duration::from_secs(180));
+    assert_eq!(c.server.shutdown_grace_period, Duration::from_secs(180));
     assert_eq!(c.limits.queue_size, 100);
 }
 
@@ -322,7 +325,7 @@ fn breaker_queue_and_backoff_flags_are_read() {
     )
     .unwrap();
     assert!(c.warnings.is_empty(), "{:?}", c.warnings);
-    let b = c.circuit_breaker;
+    let b = c.retry.breaker;
     assert_eq!(
         (
             b.failure_threshold,
@@ -333,8 +336,8 @@ fn breaker_queue_and_backoff_flags_are_read() {
         (4, 1, Duration::from_secs(5), true)
     );
     assert_eq!(c.limits.queue_timeout, Duration::from_millis(2500));
-    assert_eq!(c.retry_max_retries, 1);
-    assert_eq!(c.retry_backoff.delay(2), Duration::from_millis(200));
+    assert_eq!(c.retry.max_retries, 1);
+    assert_eq!(c.retry.backoff.delay(2), Duration::from_millis(200));
     assert_eq!(
         load(&["--retry-jitter-factor", "2"], "").unwrap_err().field,
         "retry_jitter_factor"

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
+use super::EtcdConfig;
 use crate::workers::Registry;
 
 /// What a build without etcd answers to an etcd flag or `router register`.
@@ -23,7 +23,8 @@ pub enum Discovery {}
 impl Discovery {
     /// Always None: `Config` refuses etcd endpoints in this build.
     pub fn start(
-        _config: &Config,
+        _etcd: Option<&EtcdConfig>,
+        _mode: &str,
         _registry: &Registry,
         _bound: SocketAddr,
         _shutdown: &CancellationToken,

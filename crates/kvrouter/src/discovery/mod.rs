@@ -37,7 +37,7 @@ pub mod settings;
 pub mod watch;
 
 #[cfg(not(feature = "etcd"))]
-pub use absent::{register, Discovery};
+pub use absent::{register, Discovery, NOT_BUILT};
 pub use record::{RouterRecord, WorkerRecord};
 #[cfg(feature = "etcd")]
 pub use service::Discovery;

@@ -18,7 +18,7 @@ use super::keys::{check_id, default_worker_id, worker_key};
 use super::lease::LeasedKey;
 use super::record::{check_api_key_env, WorkerRecord};
 use super::settings::{check_ttl, normalize_prefix, parse_endpoints};
-use crate::server::shutdown::Signals;
+use crate::signals::Signals;
 use crate::workers::http::{
     authorization, http_get_json, new_client, HttpClient, WORKER_IDLE_TIMEOUT,
 };
@@ -176,7 +176,7 @@ async fn read_worker(
 }
 
 fn init_logging(level: &str) {
-    let directive = crate::config::log_level::filter_directive(level);
+    let directive = crate::log_level::filter_directive(level);
     let filter = tracing_subscriber::EnvFilter::try_new(&directive)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()

@@ -10,7 +10,6 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::{client, fleet, keys, lease, watch, EtcdConfig, RouterRecord};
-use crate::config::Config;
 use crate::tasks::Tasks;
 use crate::workers::Registry;
 
@@ -40,16 +39,17 @@ fn unix_now() -> u64 {
 }
 
 impl Discovery {
-    /// Starts discovery for a router bound at `bound` (None when `config.etcd` is unset).
+    /// Starts discovery for a router in `mode` bound at `bound` (None when `etcd` is unset).
     /// Runs until `shutdown` is cancelled, then revokes this replica's lease (see [`Self::stopped`]).
     pub fn start(
-        config: &Config,
+        etcd: Option<&EtcdConfig>,
+        mode: &str,
         registry: &Registry,
         bound: SocketAddr,
         shutdown: &CancellationToken,
         tasks: &Tasks,
     ) -> Option<Arc<Discovery>> {
-        let etcd = config.etcd.clone()?;
+        let etcd = etcd?.clone();
         let url = etcd
             .advertise_url
             .clone()
@@ -57,7 +57,7 @@ impl Discovery {
         let me = RouterRecord {
             id: uuid::Uuid::new_v4().to_string(),
             url,
-            mode: config.mode.to_string(),
+            mode: mode.to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             started_at: unix_now(),
         };

@@ -1,10 +1,9 @@
 //! `EtcdConfig`: the validated etcd discovery settings (`--etcd-endpoints`, `--etcd-prefix`,
 //! `--etcd-lease-ttl-secs`, `--etcd-advertise-url`), shared by the router and the `register`
-//! subcommand, and the one way to open an etcd client with them.
+//! subcommand, and the one way to open an etcd client with them; `config::etcd` builds it
+//! from the options with the checks here.
 
 use std::time::Duration;
-
-use crate::config::{ConfigError, Options};
 
 /// Validated etcd settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,13 +16,6 @@ pub struct EtcdConfig {
     pub lease_ttl_secs: i64,
     /// What this router writes as its URL under `<prefix>/routers/` (None: `http://host:port`).
     pub advertise_url: Option<String>,
-}
-
-fn invalid(field: &str, message: impl Into<String>) -> ConfigError {
-    ConfigError {
-        field: field.to_string(),
-        message: message.into(),
-    }
 }
 
 /// Splits comma/space separated endpoint lists and checks each is `[http://]host:port`.
@@ -78,38 +70,6 @@ pub fn check_ttl(ttl: u64) -> Result<i64, String> {
 }
 
 impl EtcdConfig {
-    /// The etcd settings of `o`, or None when no endpoint is given.
-    pub fn from_options(o: &Options) -> Result<Option<EtcdConfig>, ConfigError> {
-        let endpoints =
-            parse_endpoints(&o.etcd_endpoints).map_err(|e| invalid("etcd_endpoints", e))?;
-        if endpoints.is_empty() {
-            return Ok(None);
-        }
-        #[cfg(not(feature = "etcd"))]
-        return Err(invalid("etcd_endpoints", super::absent::NOT_BUILT));
-        #[cfg(feature = "etcd")]
-        Self::validated(o, endpoints)
-    }
-
-    #[cfg(feature = "etcd")]
-    fn validated(o: &Options, endpoints: Vec<String>) -> Result<Option<EtcdConfig>, ConfigError> {
-        let advertise_url = match &o.etcd_advertise_url {
-            None => None,
-            Some(u) => Some(
-                crate::workers::url::parse_worker_url(u)
-                    .map_err(|e| invalid("etcd_advertise_url", format!("{u:?}: {e}")))?
-                    .url,
-            ),
-        };
-        Ok(Some(EtcdConfig {
-            endpoints,
-            prefix: normalize_prefix(&o.etcd_prefix).map_err(|e| invalid("etcd_prefix", e))?,
-            lease_ttl_secs: check_ttl(o.etcd_lease_ttl_secs)
-                .map_err(|e| invalid("etcd_lease_ttl_secs", e))?,
-            advertise_url,
-        }))
-    }
-
     /// The lease TTL as a duration.
     pub fn lease_ttl(&self) -> Duration {
         Duration::from_secs(self.lease_ttl_secs.unsigned_abs())
@@ -118,6 +78,8 @@ impl EtcdConfig {
 
 #[cfg(test)]
 mod tests {
+    use crate::config::Options;
+
     #[cfg(not(feature = "etcd"))]
     #[test]
     fn refused_without_the_feature() {

@@ -7,7 +7,9 @@
 
 pub mod bounds;
 pub mod compat;
+pub mod limits;
 pub mod request_end;
+pub mod subjects;
 
 use std::sync::OnceLock;
 

@@ -5,14 +5,14 @@
 //! prompt, output and prefix-hit tokens predicted at routing and reported by the worker), and
 //! the KV-mode token counts of `--metrics-compat smg`.
 
-use crate::routing::{Booking, KvOutcome};
+use super::subjects::{EndedRequest, KvOutcome};
 
 /// The message every per-request line carries (what log searches key on).
 pub const MESSAGE: &str = "request finished";
 
 /// A relayed response ended `secs` after the request arrived; `booking` (released on return)
 /// says which worker answered, with which status, and what the KV policy expected.
-pub fn relayed(route: &'static str, stream: bool, secs: f64, booking: Option<Booking>) {
+pub fn relayed(route: &'static str, stream: bool, secs: f64, booking: Option<impl EndedRequest>) {
     let Some(b) = booking else { return };
     let kv = b.kv_outcome();
     if let Some(k) = kv {
@@ -22,7 +22,7 @@ pub fn relayed(route: &'static str, stream: bool, secs: f64, booking: Option<Boo
         return;
     }
     let status = b.status().map(|s| s.as_u16()).unwrap_or(0);
-    line(route, &b.worker().url, status, stream, Some(secs), kv);
+    line(route, b.worker_url(), status, stream, Some(secs), kv);
 }
 
 /// The router answered `status` itself (no worker response was relayed).

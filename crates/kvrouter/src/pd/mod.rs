@@ -1,17 +1,19 @@
 //! Prefill-decode disaggregation (`--pd-disaggregation`), SGLang's contract as sgl-router
 //! 0.3.2 and SMG implement it (docs/pd.md):
 //!
-//! - `config`: the PD flags into [`PdConfig`] and the startup registrations;
+//! - `config`: the PD settings ([`PdConfig`], validated by `config::pd`) and the startup
+//!   registrations;
 //! - `roles`: the fleet by role (leg candidates, readiness, the model-info worker);
 //! - `pair`: a (prefill, decode) pair per attempt, each leg through a routing `Selector`
 //!   restricted to its role (the KV policy for the prefill leg in kv mode);
 //! - `splice`: the bootstrap and DP-rank fields inserted into the client's bytes;
-//! - `dispatch`: both legs at once, cancel on failure, retries with a new pair and room;
-//! - `merge`: the decode response relayed, the prefill's logprobs merged in, errors mapped.
+//!
+//! The data plane that runs both legs lives with the server, which it answers through:
+//! `server::pd_dispatch` (both legs at once, cancel on failure, retries with a new pair and
+//! room) and `server::pd_merge` (the decode response relayed, the prefill's logprobs merged
+//! in, errors mapped).
 
 pub mod config;
-pub mod dispatch;
-pub mod merge;
 pub mod pair;
 pub mod roles;
 pub mod splice;
@@ -25,11 +27,16 @@ pub struct PdRouter {
 }
 
 impl PdRouter {
-    /// The PD state for `config` (None without `--pd-disaggregation`).
-    pub fn from_config(config: &crate::config::Config) -> Option<PdRouter> {
-        let pd = config.pd.as_ref()?;
+    /// The PD state for `pd` (None without `--pd-disaggregation`) in routing `mode`, sticky
+    /// keys kept for `sticky_ttl`.
+    pub fn new(
+        pd: Option<&PdConfig>,
+        mode: crate::routing::Mode,
+        sticky_ttl: std::time::Duration,
+    ) -> Option<PdRouter> {
+        let pd = pd?;
         Some(PdRouter {
-            pairs: pair::PairSelector::new(pd, config.mode, config.sticky_ttl),
+            pairs: pair::PairSelector::new(pd, mode, sticky_ttl),
             config: pd.clone(),
         })
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::config::{LegPolicy, PdConfig};
 use super::roles::candidates;
-use crate::config::Mode;
+use crate::routing::Mode;
 use crate::routing::{policy_for, Booking, RoutingInput, Selector, StickyTable};
 use crate::workers::{Role, Worker, WorkerId};
 

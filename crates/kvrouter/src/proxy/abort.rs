@@ -8,8 +8,8 @@ use http::{header, Method, Request};
 use http_body_util::Full;
 
 use super::client::UpstreamClient;
+use super::rids::RidGuard;
 use super::target::Target;
-use crate::refit::rids::RidGuard;
 use crate::tasks::Tasks;
 use crate::workers::Worker;
 

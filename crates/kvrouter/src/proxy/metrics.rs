@@ -32,8 +32,6 @@ pub struct ProxyMetrics {
     pub retries: IntCounterVec,
     /// `kvrouter_upstream_failures_total{worker,kind}`.
     pub upstream_failures: IntCounterVec,
-    /// `kvrouter_limit_trips_total{limit}`: a request or connection refused or cut by a limit.
-    pub limit_trips: IntCounterVec,
     /// Cached children for `generate`, `chat_completions`, `completions` (in that order).
     routes: [RouteHandles; 3],
 }
@@ -67,12 +65,10 @@ fn histogram(name: &str, help: &str, labels: &[&str], buckets: &[f64]) -> Histog
 }
 
 impl ProxyMetrics {
-    /// Counts one trip of `limit` (a flag name without `--`, e.g. `header_read_timeout`).
+    /// Counts one trip of `limit` (a flag name without `--`, e.g. `header_read_timeout`;
+    /// `crate::metrics::limits`).
     pub fn limit_tripped(limit: &str) {
-        ProxyMetrics::get()
-            .limit_trips
-            .with_label_values(&[limit])
-            .inc();
+        crate::metrics::limits::limit_tripped(limit);
     }
 
     /// The cached children of a data-plane route.
@@ -141,11 +137,6 @@ impl ProxyMetrics {
                 "kvrouter_upstream_failures_total",
                 "Worker failures seen by the data plane (connect, timeout, 5xx, stream_broken)",
                 &["worker", "kind"],
-            ),
-            limit_trips: counter(
-                "kvrouter_limit_trips_total",
-                "Requests or connections refused or cut by a resource limit (docs/router.md, Limits)",
-                &["limit"],
             ),
         }
     }

@@ -16,6 +16,7 @@ pub mod headers;
 pub mod metrics;
 pub mod relay;
 pub mod retry;
+pub mod rids;
 pub mod target;
 pub mod telemetry;
 

@@ -23,8 +23,8 @@ use hyper::body::Incoming;
 
 use super::abort::abort_isolated;
 use super::client::UpstreamClient;
+use super::rids::RidGuard;
 use super::telemetry::RequestTelemetry;
-use crate::refit::rids::RidGuard;
 use crate::routing::Booking;
 
 /// Facts about the request the relay needs while it runs and when it ends.

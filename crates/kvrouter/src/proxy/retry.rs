@@ -14,6 +14,32 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backoff::ExponentialBackoff;
+use crate::workers::BreakerConfig;
+
+/// The validated retry options, built once by `config`: how many retries, the wait between
+/// attempts (`--retry-*`), and the circuit breaker that takes a failing worker out of them
+/// (`--cb-*`, `--disable-circuit-breaker`; applied by the registry to every worker).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetrySettings {
+    /// Extra attempts after the first one (0 = no retry; `--retry-max-retries` counts the
+    /// first attempt too, as sgl-router does).
+    pub max_retries: u32,
+    /// The wait between attempts (`--retry-*-backoff-ms`, multiplier, jitter).
+    pub backoff: ExponentialBackoff,
+    /// Every worker's circuit breaker.
+    pub breaker: BreakerConfig,
+}
+
+impl RetrySettings {
+    /// The policy of one request whose attempts must start before `deadline`.
+    pub fn policy(&self, deadline: Instant) -> RetryPolicy {
+        RetryPolicy {
+            max_retries: self.max_retries,
+            backoff: self.backoff,
+            deadline: Some(deadline),
+        }
+    }
+}
 
 /// How many times to retry and how long to wait in between.
 #[derive(Debug, Clone, Copy)]

@@ -368,9 +368,8 @@ mod tests {
         t.gave_up(StatusCode::BAD_GATEWAY, &w.url);
         assert_eq!(requests("chat_completions", "502", &w.url), 1);
 
-        let trips = ProxyMetrics::get()
-            .limit_trips
-            .with_label_values(&["stream_idle_timeout"]);
+        let trips =
+            crate::metrics::limits::limit_trips().with_label_values(&["stream_idle_timeout"]);
         let tripped = trips.get();
         let t = RequestTelemetry::accepted(Endpoint::ChatCompletions, Instant::now());
         t.relay_failed(&w, &RelayError::Stalled(Duration::from_secs(1)));
@@ -398,9 +397,8 @@ mod tests {
             .refused(StatusCode::PAYLOAD_TOO_LARGE);
         assert!(refused() > before);
 
-        let trips = ProxyMetrics::get()
-            .limit_trips
-            .with_label_values(&["stream_idle_timeout"]);
+        let trips =
+            crate::metrics::limits::limit_trips().with_label_values(&["stream_idle_timeout"]);
         let tripped = trips.get();
         let t = RequestTelemetry::accepted(Endpoint::Generate, Instant::now());
         t.attempt_stalled();

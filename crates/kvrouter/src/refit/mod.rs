@@ -10,7 +10,7 @@
 //! - `ops`: what each SGLang control path means (and per-worker `rank_offset`s);
 //! - `execute`: one control call over a set of workers, with its effects;
 //! - `invalidation`: the cache-cleared hook the KV index subscribes to;
-//! - `rids`: rid -> worker for `/abort_request {"rid"}`;
+//! - `proxy::rids` (re-exported): rid -> worker for `/abort_request {"rid"}`, kept by the relay;
 //! - `selector`: label selectors of the SMG-compatible RL routes;
 //! - `metrics`: `kvrouter_refit_*` handles;
 //! - `state`: the shared refit state, eligibility, `GET /refit/state`.
@@ -22,14 +22,13 @@ pub mod gate;
 pub mod invalidation;
 mod metrics;
 pub mod ops;
-pub mod rids;
 pub mod selector;
 pub mod state;
 
+pub use crate::proxy::rids::{RidGuard, RidTable};
 pub use execute::{BadControlCall, Ctx, Execution, FanoutOutcome};
 pub use gate::{GateRefusal, RefitGate};
 pub use invalidation::{CacheCleared, CacheHub, CacheInvalidation, ClearReason};
 pub use ops::{Op, FANOUT_PATHS};
-pub use rids::{RidGuard, RidTable};
 pub use selector::LabelSelector;
 pub use state::{RefitConfig, RefitState};

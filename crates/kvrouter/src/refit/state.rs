@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::gate::RefitGate;
 use super::invalidation::CacheHub;
-use super::rids::RidTable;
+use crate::proxy::rids::RidTable;
 use crate::workers::{Registry, Worker};
 
 /// Settings of the refit plane (from the router's config).

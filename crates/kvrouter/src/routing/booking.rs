@@ -87,6 +87,20 @@ impl Booking {
     }
 }
 
+impl crate::metrics::subjects::EndedRequest for Booking {
+    fn worker_url(&self) -> &str {
+        &self.worker.url
+    }
+
+    fn status(&self) -> Option<StatusCode> {
+        self.status
+    }
+
+    fn kv_outcome(&self) -> Option<super::observer::KvOutcome> {
+        Booking::kv_outcome(self)
+    }
+}
+
 impl Drop for Booking {
     fn drop(&mut self) {
         self.worker.end_request();

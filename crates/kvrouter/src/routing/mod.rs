@@ -5,13 +5,13 @@
 //! [`Policy`]) and returns a [`Booking`] that counts the request in flight until dropped.
 //! A KV-aware policy implements [`Policy`] and is passed to [`Selector::new`].
 
-pub mod assembly;
 pub mod basic;
 pub mod booking;
 pub mod dp_rank;
 pub mod input;
 pub mod kv;
 pub mod metrics;
+pub mod mode;
 pub mod observer;
 pub mod policy;
 pub mod selector;
@@ -19,6 +19,7 @@ pub mod sticky;
 
 pub use booking::Booking;
 pub use input::{Endpoint, InputError, RoutingInput};
+pub use mode::Mode;
 pub use observer::{KvOutcome, RequestObserver};
 pub use policy::{Choice, Policy};
 pub use selector::{policy_for, Selector};

@@ -7,6 +7,8 @@
 
 use http::StatusCode;
 
+pub use crate::metrics::subjects::KvOutcome;
+
 /// Per-request policy state that watches the response (e.g. the KV policy's prediction).
 pub trait RequestObserver: Send + Sync {
     /// The response head that will be relayed to the client (before any body byte).
@@ -17,15 +19,4 @@ pub trait RequestObserver: Send + Sync {
     fn kv_outcome(&self) -> Option<KvOutcome> {
         None
     }
-}
-
-/// A KV-routed request's prompt and prefix-hit tokens: predicted at routing, reported by the
-/// worker (`cached_tokens`) when its response said so.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KvOutcome {
-    pub prompt_tokens: u64,
-    /// Output tokens the worker reported (`completion_tokens`), if it did.
-    pub completion_tokens: Option<u64>,
-    pub predicted_hit_tokens: u64,
-    pub reported_hit_tokens: Option<u64>,
 }

@@ -14,7 +14,7 @@ use super::input::RoutingInput;
 use super::metrics::RoutingMetrics;
 use super::policy::{Choice, Policy};
 use super::sticky::StickyTable;
-use crate::config::Mode;
+use super::Mode;
 use crate::workers::Worker;
 
 /// Chooses and books a worker for each request.

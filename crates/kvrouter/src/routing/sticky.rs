@@ -121,7 +121,7 @@ impl StickyTable {
         self.entries.retain(|_, e| e.last_used > cutoff);
         let evicted = before.saturating_sub(self.entries.len());
         BoundsMetrics::get().sticky_evictions.inc_by(evicted as u64);
-        crate::proxy::metrics::ProxyMetrics::limit_tripped("sticky_max_keys");
+        crate::metrics::limits::limit_tripped("sticky_max_keys");
         tracing::debug!(
             evicted,
             max_keys = self.max_keys,

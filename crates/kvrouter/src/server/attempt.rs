@@ -17,12 +17,12 @@ use crate::proxy::abort::abort_isolated;
 use crate::proxy::forward::Orphan;
 use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
 use crate::proxy::retry::{is_retryable_status, Attempts};
+use crate::proxy::rids::RidGuard;
 use crate::proxy::telemetry::{RetryLabel, RetryTelemetry};
 use crate::proxy::{
     forward, ForwardError, FrameRewrite, HeadWait, RelayBody, RelayContext, RequestTelemetry,
     StallWatch,
 };
-use crate::refit::rids::RidGuard;
 use crate::routing::{Booking, Endpoint, RoutingInput};
 use crate::workers::{Worker, WorkerId};
 

@@ -49,7 +49,7 @@ pub fn admin_lock(config: &Config) -> Result<(), ApiError> {
             format!(
                 "admin routes are disabled: the router listens on {} (not loopback) without an \
                  admin key; set --admin-api-key or pass --insecure-admin",
-                config.host
+                config.server.host
             ),
         ))
     } else {

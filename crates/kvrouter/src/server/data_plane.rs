@@ -209,14 +209,14 @@ pub async fn handle(
         &state.config.header_policy,
     );
     if let Some(pd) = &state.pd {
-        return crate::pd::dispatch::handle(
+        return super::pd_dispatch::handle(
             state, pd, endpoint, &headers, &bytes, &input, telemetry,
         )
         .await;
     }
     let mut attempts = WorkerAttempts::new(state, endpoint, &headers, &bytes, &input, telemetry);
     let policy = RetryPolicy {
-        max_retries: state.config.retry_max_retries,
+        max_retries: state.config.retry.max_retries,
         backoff: state.backoff,
         deadline: Some(attempts.deadline()),
     };

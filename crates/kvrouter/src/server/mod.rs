@@ -10,6 +10,7 @@
 
 mod accept;
 mod admission;
+pub mod assembly;
 mod attempt;
 pub mod auth;
 pub mod body;
@@ -19,6 +20,8 @@ pub mod engine_metrics;
 pub mod error;
 pub mod fanout_routes;
 pub mod info;
+pub mod pd_dispatch;
+pub mod pd_merge;
 pub mod prometheus;
 pub mod refit_routes;
 pub mod rl_api;
@@ -49,7 +52,7 @@ pub async fn serve(listener: TcpListener, state: Arc<AppState>) -> std::io::Resu
     let graceful = GracefulShutdown::new();
     accept::accept_loop(&listener, &state, &graceful).await;
     drop(listener);
-    let grace = state.config.shutdown_grace_period;
+    let grace = state.config.server.shutdown_grace_period;
     tracing::info!(
         grace_secs = grace.as_secs(),
         connections = graceful.count(),
@@ -72,10 +75,16 @@ pub async fn serve(listener: TcpListener, state: Arc<AppState>) -> std::io::Resu
 
 /// Registers the configured `--worker-urls` in the background (requests get 503 until one is healthy).
 pub fn register_startup_workers(state: &AppState) {
-    let pd = state.config.pd.as_ref().map(|pd| pd.startup_workers());
+    let pd = state
+        .config
+        .workers
+        .pd
+        .as_ref()
+        .map(|pd| pd.startup_workers());
     let regular = state
         .config
-        .worker_urls
+        .workers
+        .urls
         .iter()
         .map(|u| (u.clone(), WorkerSpec::default()));
     for (url, spec) in regular.chain(pd.into_iter().flatten()) {
@@ -117,14 +126,15 @@ pub struct Started {
 /// Builds everything from `state`, binds `host:port`, registers the configured workers and
 /// starts serving in a background task (used by [`run`] and by the in-process demo).
 pub async fn start(state: Arc<AppState>) -> anyhow::Result<Started> {
-    let addr = format!("{}:{}", state.config.host, state.config.port);
+    let addr = format!("{}:{}", state.config.server.host, state.config.server.port);
     let listener = connections::bind(&addr)
         .await
         .map_err(|e| anyhow::anyhow!("cannot bind {addr}: {e}"))?;
     let local = listener.local_addr()?;
     register_startup_workers(&state);
     if let Some(d) = crate::discovery::Discovery::start(
-        &state.config,
+        state.config.workers.etcd.as_ref(),
+        &state.config.mode.to_string(),
         &state.registry,
         local,
         &state.shutdown,
@@ -134,7 +144,7 @@ pub async fn start(state: Arc<AppState>) -> anyhow::Result<Started> {
     }
     spawn_sticky_sweeper(&state);
     if let Some(flavor) = state.config.metrics_compat {
-        crate::metrics::compat::model::follow(&state.tasks, &state.registry);
+        crate::metrics::compat::model::follow(&state.tasks, state.registry.watch());
         let active = crate::metrics::compat::enable(flavor);
         if active != flavor {
             tracing::warn!(%flavor, %active, "another metrics compat flavour is already active in this process");
@@ -173,7 +183,7 @@ pub async fn run(state: Arc<AppState>) -> anyhow::Result<()> {
             tracing::info!(signal, "shutdown requested");
         }
     }
-    let deadline = tokio::time::Instant::now() + state.config.shutdown_grace_period;
+    let deadline = tokio::time::Instant::now() + state.config.server.shutdown_grace_period;
     state.shutdown.cancel();
     tokio::select! {
         ended = &mut started.task => ended??,

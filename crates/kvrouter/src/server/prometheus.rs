@@ -27,13 +27,13 @@ fn handle<B>(req: &Request<B>) -> Response<RouterBody> {
 /// sgl-router): several routers on one host cannot all have it, and `/metrics` on the main
 /// port serves the same text.
 pub async fn spawn(config: &Config, tasks: &Tasks) -> anyhow::Result<()> {
-    let Some((host, port)) = &config.prometheus else {
+    let Some((host, port)) = &config.server.prometheus else {
         return Ok(());
     };
     let addr = format!("{host}:{port}");
     let listener = match TcpListener::bind(&addr).await {
         Ok(l) => l,
-        Err(e) if !config.prometheus_port_given => {
+        Err(e) if !config.server.prometheus_port_given => {
             tracing::warn!(
                 %addr, error = %e,
                 "cannot bind the default prometheus listener; running without it (/metrics is \
@@ -77,16 +77,14 @@ mod tests {
     async fn a_busy_default_port_is_a_warning_and_a_given_one_an_error() {
         let busy = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = busy.local_addr().expect("addr").port();
-        let mut config = Config {
-            prometheus: Some(("127.0.0.1".into(), port)),
-            prometheus_port_given: false,
-            ..Config::default()
-        };
+        let mut config = Config::default();
+        config.server.prometheus = Some(("127.0.0.1".into(), port));
+        config.server.prometheus_port_given = false;
         assert!(
             spawn(&config, &Tasks::new()).await.is_ok(),
             "default port busy: run without it"
         );
-        config.prometheus_port_given = true;
+        config.server.prometheus_port_given = true;
         let err = spawn(&config, &Tasks::new())
             .await
             .expect_err("given port busy");

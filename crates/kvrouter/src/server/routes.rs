@@ -209,7 +209,7 @@ pub async fn handle(state: &AppState, req: Request<Incoming>) -> Response<Router
     let route = match_route(&method, &path);
     let key = match route.access() {
         Access::Open => None,
-        Access::Data => state.config.api_key.as_deref(),
+        Access::Data => state.config.server.api_key.as_deref(),
         Access::Info => state.config.effective_admin_key(),
         Access::Admin => {
             if let Err(e) = auth::admin_lock(&state.config) {

@@ -22,34 +22,7 @@ use tokio::time::Instant;
 use super::state::AppState;
 use crate::proxy::abort::post_abort;
 
-/// Which signal started the drain.
-pub type SignalName = &'static str;
-
-/// The installed SIGTERM and SIGINT handlers. Install them before announcing readiness so
-/// a signal sent right after the `listening on` line is not lost.
-pub struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    /// Installs the handlers (needs a tokio runtime).
-    pub fn install() -> std::io::Result<Signals> {
-        use tokio::signal::unix::{signal, SignalKind};
-        Ok(Signals {
-            term: signal(SignalKind::terminate())?,
-            int: signal(SignalKind::interrupt())?,
-        })
-    }
-
-    /// Waits for the first SIGTERM or SIGINT.
-    pub async fn recv(&mut self) -> SignalName {
-        tokio::select! {
-            _ = self.term.recv() => "SIGTERM",
-            _ = self.int.recv() => "SIGINT",
-        }
-    }
-}
+pub use crate::signals::{SignalName, Signals};
 
 /// What the background tasks get to stop when the drain used up the grace.
 pub const TASKS_MIN_GRACE: Duration = Duration::from_secs(1);

@@ -5,16 +5,16 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::assembly::{self, IndexView};
 use crate::backoff::ExponentialBackoff;
 use crate::config::Config;
 use crate::config::Mode;
 use crate::proxy::{build_client, UpstreamClient};
 use crate::refit::{RefitConfig, RefitState};
-use crate::routing::assembly::{self, IndexView};
 use crate::routing::{Policy, Selector, StickyTable};
 use crate::tasks::Tasks;
 use crate::text::TextRouting;
-use crate::workers::{HealthConfig, PageSizeRule, Registry, RegistryConfig};
+use crate::workers::{PageSizeRule, Registry, RegistryConfig};
 
 /// Shared per-process router state.
 pub struct AppState {
@@ -54,29 +54,22 @@ pub fn registry_config(config: &Config) -> RegistryConfig {
             },
             _ => PageSizeRule::Any,
         },
-        health: HealthConfig {
-            interval: config.health_check_interval,
-            timeout: config.health_check_timeout,
-            failure_threshold: config.health_failure_threshold,
-            success_threshold: config.health_success_threshold,
-            endpoint: config.health_check_endpoint.clone(),
-            ..HealthConfig::default()
-        },
-        probe_timeout: config.health_check_timeout,
+        health: config.health.checks(),
+        probe_timeout: config.health.timeout,
         idle_timeout: config.worker_idle_timeout,
-        startup_timeout: config.worker_startup_timeout,
+        startup_timeout: config.health.startup_timeout,
         hold_version_mismatch: !config.allow_version_mismatch,
-        allow_cidrs: config.worker_allow_cidr.clone(),
-        credentials: config.worker_credentials.clone(),
-        default_api_key: config.api_key.clone(),
-        breaker: config.circuit_breaker,
+        allow_cidrs: config.workers.allow_cidr.clone(),
+        credentials: config.workers.credentials.clone(),
+        default_api_key: config.server.api_key.clone(),
+        breaker: config.retry.breaker,
         ..RegistryConfig::default()
     }
 }
 
 /// The data-plane retry backoff (validated with the configuration).
 pub fn retry_backoff(config: &Config) -> ExponentialBackoff {
-    config.retry_backoff
+    config.retry.backoff
 }
 
 /// The refit plane settings derived from the router configuration.
@@ -128,7 +121,11 @@ impl AppState {
             ))
         });
         Arc::new(AppState {
-            pd: crate::pd::PdRouter::from_config(&config),
+            pd: crate::pd::PdRouter::new(
+                config.workers.pd.as_ref(),
+                config.mode,
+                config.sticky_ttl,
+            ),
             body_budget: crate::proxy::body_budget::BodyBudget::new(
                 config.bounds.max_inflight_body_bytes,
             ),

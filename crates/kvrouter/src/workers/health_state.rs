@@ -1,6 +1,6 @@
 //! Health verdicts: the consecutive-success/failure state machine each worker
-//! carries (`HealthState`), its thresholds and check settings (`HealthConfig`), and
-//! the transitions it reports. A leaf: the checker task lives in `health`.
+//! carries (`HealthState`), its thresholds and check settings (`HealthConfig`, built from
+//! the validated options `HealthSettings`), and the transitions it reports. A leaf: the checker task lives in `health`.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
@@ -31,6 +31,39 @@ impl Default for HealthConfig {
             success_threshold: 2,
             endpoint: "/health".to_string(),
             poll_load: false,
+        }
+    }
+}
+
+/// The validated health options (`--health-check-interval-secs`, `--health-check-timeout-secs`,
+/// `--health-failure-threshold`, `--health-success-threshold`, `--health-check-endpoint`,
+/// `--worker-startup-timeout-secs`), as `config` builds them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthSettings {
+    /// Time between two rounds of checks.
+    pub interval: Duration,
+    /// Deadline of one check (and of each registration probe call).
+    pub timeout: Duration,
+    /// Consecutive failures that make a healthy worker unhealthy.
+    pub failure_threshold: u32,
+    /// Consecutive successes that make an unhealthy worker healthy again.
+    pub success_threshold: u32,
+    /// Path probed on each worker.
+    pub endpoint: String,
+    /// How long a registering worker may take to pass its first probe.
+    pub startup_timeout: Duration,
+}
+
+impl HealthSettings {
+    /// The periodic checks these settings ask for.
+    pub fn checks(&self) -> HealthConfig {
+        HealthConfig {
+            interval: self.interval,
+            timeout: self.timeout,
+            failure_threshold: self.failure_threshold,
+            success_threshold: self.success_threshold,
+            endpoint: self.endpoint.clone(),
+            ..HealthConfig::default()
         }
     }
 }

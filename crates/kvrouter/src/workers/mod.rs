@@ -40,6 +40,7 @@ pub mod worker;
 
 pub use breaker::{BreakerConfig, CircuitState};
 pub use health::{HealthConfig, HealthTransition};
+pub use health_state::HealthSettings;
 pub use info::{KvEventsConfig, WorkerInfo};
 pub use kv_block::KvEventsBlock;
 /// The identifiers are the index crate's (it keys blocks by them); re-exported here, where

@@ -583,6 +583,16 @@ fn compat_code(state: CircuitState) -> crate::metrics::compat::CircuitCode {
     }
 }
 
+impl crate::metrics::subjects::SeriesWorker for Worker {
+    fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn model_id(&self) -> Option<&str> {
+        Worker::model_id(self)
+    }
+}
+
 #[cfg(test)]
 pub(super) fn test_worker(id: u32, url: &str) -> Worker {
     let mut w = Worker::new(WorkerId(id), url, WorkerInfo::default());

@@ -26,7 +26,10 @@
 
 mod mode;
 mod nats;
+mod settings;
 mod workers;
+
+pub use settings::FeedSettings;
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, Weak};
@@ -36,7 +39,6 @@ use tokio::sync::broadcast::error::RecvError;
 
 use self::mode::FeedMode;
 use super::{KvEventSink, LoadSink, SourceHandle};
-use crate::config::KvConfig;
 use crate::tasks::Tasks;
 use crate::workers::{Registry, RegistryEvent, Snapshot, Worker, WorkerId};
 
@@ -86,7 +88,7 @@ impl EventSources {
     pub fn start(
         tasks: &Tasks,
         page_size: u32,
-        config: &KvConfig,
+        config: &FeedSettings,
         registry: &Registry,
         targets: Targets,
     ) -> Arc<EventSources> {
@@ -145,7 +147,7 @@ impl EventSources {
 /// registry's events until the sources or the registry are gone.
 fn follow(
     weak: Weak<EventSources>,
-    config: KvConfig,
+    config: FeedSettings,
     registry: &Registry,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     let mut events = registry.subscribe();

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use crate::config::KvConfig;
+use super::FeedSettings;
 use crate::events::{CatchUp, NatsRelay, RelaySender, SourceHandle};
 use crate::workers::WorkerId;
 
@@ -41,7 +41,7 @@ pub(super) struct JsFeeds {
 }
 
 impl FeedMode {
-    pub(super) fn of(config: &KvConfig) -> FeedMode {
+    pub(super) fn of(config: &FeedSettings) -> FeedMode {
         match (&config.nats_url, config.publish_events, &config.jetstream) {
             (None, _, _) => FeedMode::Zmq,
             (Some(_), true, _) => FeedMode::Relay(OnceLock::new()),

@@ -7,14 +7,14 @@ use std::sync::Arc;
 
 use super::mode::{FeedMode, JsStream};
 use super::EventSources;
-use crate::config::KvConfig;
+use super::FeedSettings;
 use crate::events::nats_envelope::DEFAULT_RELAY_PREFIX;
 use crate::events::{JetStreamSetup, NatsConsumer, NatsConsumerConfig, NatsRelay, WorkerKey};
 
 impl EventSources {
     /// Connects to NATS and starts what the mode reads or writes there (no-op without
     /// `--nats-url`); a failure is logged and the sources run without NATS.
-    pub(super) async fn start_nats(&self, config: &KvConfig) {
+    pub(super) async fn start_nats(&self, config: &FeedSettings) {
         let Some(url) = config.nats_url.as_deref() else {
             return;
         };
@@ -23,7 +23,7 @@ impl EventSources {
         }
     }
 
-    async fn connect_nats(&self, url: &str, config: &KvConfig) -> anyhow::Result<()> {
+    async fn connect_nats(&self, url: &str, config: &FeedSettings) -> anyhow::Result<()> {
         let auth = &config.nats_auth;
         let dynamo = config.dynamo.clone();
         let client = auth.connect(url).await?;

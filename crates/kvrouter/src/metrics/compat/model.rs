@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use crate::workers::Worker;
+use crate::metrics::subjects::SeriesWorker;
 
 /// SMG's label value when no model is known.
 pub const UNKNOWN: &str = "unknown";
@@ -27,7 +27,7 @@ pub(super) fn set_for_test(name: Option<&str>) {
 }
 
 /// Follows the fleet: the first worker (in registration order) that reports a model name.
-pub(super) fn set_fleet(workers: &[Arc<Worker>]) {
+pub(super) fn set_fleet<W: SeriesWorker>(workers: &[Arc<W>]) {
     let name = workers.iter().find_map(|w| w.model_id()).map(Arc::from);
     let mut fleet = FLEET.write();
     if fleet.as_deref() != name.as_deref() {
@@ -37,7 +37,7 @@ pub(super) fn set_fleet(workers: &[Arc<Worker>]) {
 
 /// A worker was picked for a request: its model name stands for the fleet's until the
 /// registry watch ([`follow`]) has caught up, so no request is labelled `unknown` by a race.
-pub(super) fn seen(worker: &Worker) {
+pub(super) fn seen(worker: &impl SeriesWorker) {
     if FLEET.read().is_some() {
         return;
     }
@@ -46,9 +46,12 @@ pub(super) fn seen(worker: &Worker) {
     }
 }
 
-/// Keeps the fleet's model name current while `registry` lives (a task on its snapshot watch).
-pub fn follow(tasks: &crate::tasks::Tasks, registry: &crate::workers::Registry) {
-    let mut rx = registry.watch();
+/// Keeps the fleet's model name current while the registry lives (a task on its snapshot
+/// watch `rx`).
+pub fn follow<W: SeriesWorker + Send + Sync + 'static>(
+    tasks: &crate::tasks::Tasks,
+    mut rx: tokio::sync::watch::Receiver<Arc<Vec<Arc<W>>>>,
+) {
     tasks.spawn("compat model name", async move {
         loop {
             set_fleet(&rx.borrow_and_update());

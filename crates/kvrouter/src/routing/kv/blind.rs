@@ -18,7 +18,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 use crate::workers::Rank;
 
-/// Settings of the blind rule (`config::KvConfig`).
+/// Settings of the blind rule (`settings::KvConfig`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BlindSettings {
     /// A request is blind when its overlap spread is below this fraction of its blocks

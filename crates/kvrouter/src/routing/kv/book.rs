@@ -22,7 +22,7 @@ use super::prompt::Prompt;
 use super::rates::RateProbe;
 use super::read::UnitReader;
 use super::score::Scored;
-use crate::config::PredictCredit;
+use super::PredictCredit;
 use crate::routing::input::RoutingInput;
 use crate::routing::policy::Choice;
 use crate::workers::Worker;

@@ -47,7 +47,7 @@ use rand::Rng;
 
 pub use super::rates::Speed;
 
-/// Weights of the cost terms (see module docs); defaults in `config::KvConfig`.
+/// Weights of the cost terms (see module docs); defaults in `config::kv`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CostWeights {
     pub prefill: f64,

@@ -111,7 +111,7 @@ fn run(seed: u64, t: &mut Tally) {
     let index = Arc::new(KvIndex::new(PAGE));
     seed_index(&mut rng, &index, &workers);
     let loads = Arc::new(UnitLoads::default());
-    let settings = KvPolicySettings::from_config(&crate::config::KvConfig::default());
+    let settings = KvPolicySettings::from_config(&crate::routing::kv::KvConfig::default());
     let p = KvPolicy::new(index, loads.clone(), settings);
     let mut held: Vec<Choice> = Vec::new();
     for _ in 0..200 {

@@ -24,6 +24,7 @@ pub mod read;
 pub mod runtime;
 pub mod scan;
 mod score;
+pub mod settings;
 pub mod siblings;
 pub mod sink;
 pub mod tiers;
@@ -38,6 +39,7 @@ pub use policy::{KvPolicy, KvPolicySettings};
 pub use pressure::UnitPressure;
 pub use rates::UnitRates;
 pub use runtime::KvRuntime;
+pub use settings::{KvConfig, PredictCredit};
 pub use tiers::{LowerTiers, TierCredits};
 
 #[cfg(test)]

@@ -34,12 +34,12 @@ use super::score::{score, ScoreParams};
 use super::siblings::SiblingLocks;
 use super::tiers::LowerTiers;
 use super::trace;
-use crate::config::{KvConfig, PredictCredit};
+use super::{KvConfig, PredictCredit};
 use crate::routing::input::RoutingInput;
 use crate::routing::policy::{Choice, Policy};
 use crate::workers::Worker;
 
-/// Settings of the KV policy (from `config::KvConfig`).
+/// Settings of the KV policy (from `settings::KvConfig`).
 #[derive(Debug, Clone, Copy)]
 pub struct KvPolicySettings {
     /// `evict` is a multiple of the observed reuse (`pressure.rs`), not a cost per block.

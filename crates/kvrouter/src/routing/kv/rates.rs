@@ -43,7 +43,7 @@ use crate::workers::{Rank, WorkerId};
 /// A sample further than this factor from the unit's current estimate is clipped to it.
 const CLIP: f64 = 4.0;
 
-/// Estimator settings (from `config::KvConfig`).
+/// Estimator settings (from `settings::KvConfig`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RateSettings {
     /// Scale costs by learned factors (`--kv-learn-rates`); false keeps every factor at 1.

@@ -19,7 +19,7 @@ use super::pressure::UnitPressure;
 use super::rates::{RateSettings, UnitRates};
 use super::sink::{EngineLoadSink, TieredSink};
 use super::tiers::LowerTiers;
-use crate::config::KvConfig;
+use super::KvConfig;
 use crate::events::runtime::{EventSources, FleetKv, Targets};
 use crate::tasks::Tasks;
 use crate::workers::{Registry, Worker, WorkerId};
@@ -79,7 +79,7 @@ impl KvRuntime {
             }),
             fleet: Arc::new(tables.clone()),
         };
-        let sources = EventSources::start(tasks, page_size, config, registry, targets);
+        let sources = EventSources::start(tasks, page_size, &config.feed, registry, targets);
         let rt = Arc::new(KvRuntime {
             index: tables.index,
             tiers: tables.tiers,

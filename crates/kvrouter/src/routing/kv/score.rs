@@ -17,7 +17,7 @@ use kvrouter_index::UnitOverlap;
 use super::cost::{cost, wait, CostWeights, UnitInputs};
 use super::read::UnitRow;
 use super::tiers::TierRequest;
-use crate::config::PredictCredit;
+use super::PredictCredit;
 
 /// What the score stage needs besides the rows.
 pub struct ScoreParams {

@@ -32,9 +32,9 @@ fn worker_holding(id: u32, dp: u32, max_total_num_tokens: Option<u64>) -> Arc<Wo
 }
 
 fn settings(predict: bool) -> KvPolicySettings {
-    KvPolicySettings::from_config(&crate::config::KvConfig {
+    KvPolicySettings::from_config(&crate::routing::kv::KvConfig {
         predict,
-        ..crate::config::KvConfig::default()
+        ..crate::routing::kv::KvConfig::default()
     })
 }
 
@@ -560,7 +560,7 @@ fn a_full_cache_pays_for_the_prefixes_a_new_prefill_evicts() {
 
 /// Worker 1 holds a live prediction of `t` that nothing confirmed; its earlier predictions
 /// expired unconfirmed by the thousand (its store events name other blocks).
-fn unconfirmed_predictions(credit: crate::config::PredictCredit) -> (KvPolicy, Vec<u32>) {
+fn unconfirmed_predictions(credit: crate::routing::kv::PredictCredit) -> (KvPolicy, Vec<u32>) {
     let index = Arc::new(KvIndex::new(PAGE));
     let settings = KvPolicySettings {
         predict_credit: credit,
@@ -590,7 +590,7 @@ fn unconfirmed_predictions(credit: crate::config::PredictCredit) -> (KvPolicy, V
 
 #[test]
 fn learned_credit_stops_trusting_a_unit_whose_predictions_never_confirm() {
-    use crate::config::PredictCredit;
+    use crate::routing::kv::PredictCredit;
     for credit in [PredictCredit::Full, PredictCredit::Learned] {
         let (p, t) = unconfirmed_predictions(credit);
         let ws = vec![worker(1, 1), worker(2, 1)];

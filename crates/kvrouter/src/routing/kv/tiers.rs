@@ -382,9 +382,9 @@ mod tests {
     /// The policy over three single-rank workers, predict-on-route off (choices independent).
     fn policy_with(tiers: &Arc<LowerTiers>) -> (super::super::KvPolicy, Arc<KvIndex>) {
         use super::super::{KvPolicy, KvPolicySettings, UnitLoads};
-        let settings = KvPolicySettings::from_config(&crate::config::KvConfig {
+        let settings = KvPolicySettings::from_config(&crate::routing::kv::KvConfig {
             predict: false,
-            ..crate::config::KvConfig::default()
+            ..crate::routing::kv::KvConfig::default()
         });
         let gpu = Arc::new(KvIndex::new(PAGE));
         let p = KvPolicy::new(gpu.clone(), Arc::new(UnitLoads::default()), settings)

@@ -1,16 +1,17 @@
 //! What a routing mode contributes to the server, built from the configuration: the policy,
 //! an optional read-only view of its index (`/debug/index`), and an optional listener that
 //! the refit plane tells about cleared caches. The server holds these as trait objects, so it
-//! never names a policy's own types.
+//! never names a policy's own types. Wired here, above `routing`, `sharing` and `refit`, so
+//! none of them imports another to be assembled.
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::kv::{KvPolicy, KvPolicySettings, KvRuntime};
-use super::{policy_for, Policy};
 use crate::config::{Config, Mode};
 use crate::refit::{CacheCleared, CacheInvalidation};
+use crate::routing::kv::{KvPolicy, KvPolicySettings, KvRuntime};
+use crate::routing::{policy_for, Policy};
 use crate::tasks::Tasks;
 use crate::workers::Registry;
 
@@ -54,11 +55,11 @@ pub fn build(config: &Config, registry: &Registry, tasks: &Tasks) -> RoutingPart
     .with_rates(kv.rates.clone())
     .with_pressure(kv.pressure.clone())
     .with_tiers(kv.tiers.clone());
-    if let (true, Some(url)) = (config.kv.share_predictions, &config.kv.nats_url) {
+    if let (true, Some(url)) = (config.kv.share_predictions, &config.kv.feed.nats_url) {
         policy = policy.with_booking_hook(crate::sharing::start(
             tasks,
             url,
-            &config.kv.nats_auth,
+            &config.kv.feed.nats_auth,
             kv.index.clone(),
             registry,
         ));
@@ -75,7 +76,7 @@ pub fn build(config: &Config, registry: &Registry, tasks: &Tasks) -> RoutingPart
 
 impl IndexView for KvRuntime {
     fn index_json(&self, registry: &Registry) -> Value {
-        super::kv::debug::index_json(self, registry)
+        crate::routing::kv::debug::index_json(self, registry)
     }
 
     fn not_ready(&self, registry: &Registry) -> Option<String> {

@@ -16,16 +16,16 @@ use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
 
-use super::merge::{self, Passthrough, PrefillLeg, SseMerge};
-use super::pair::{Missing, Pair};
-use super::splice::{self, BodyFacts, Bootstrap};
-use super::PdRouter;
+use super::pd_merge::{self as merge, Passthrough, PrefillLeg, SseMerge};
+use crate::pd::pair::{Missing, Pair};
+use crate::pd::splice::{self, BodyFacts, Bootstrap};
+use crate::pd::PdRouter;
 use crate::proxy::abort::abort_isolated;
 use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
 use crate::proxy::retry::{self, is_retryable_status, Attempts, RetryPolicy};
+use crate::proxy::rids::RidGuard;
 use crate::proxy::telemetry::RetryLabel;
 use crate::proxy::{forward, ForwardError, FrameRewrite, HeadWait, RequestTelemetry, StallWatch};
-use crate::refit::rids::RidGuard;
 use crate::routing::{Booking, Endpoint, RoutingInput};
 use crate::server::body::RouterBody;
 use crate::server::data_plane::{admit, refuse, worker_error};
@@ -165,7 +165,7 @@ pub async fn handle(
         rid_guard: None,
     };
     let policy = RetryPolicy {
-        max_retries: state.config.retry_max_retries,
+        max_retries: state.config.retry.max_retries,
         backoff: state.backoff,
         deadline: Some(attempts.deadline),
     };

@@ -14,8 +14,8 @@ use serde_json::value::RawValue;
 use std::sync::Arc;
 
 use crate::proxy::abort::abort_isolated;
+use crate::proxy::rids::RidGuard;
 use crate::proxy::{FrameRewrite, UpstreamClient};
-use crate::refit::rids::RidGuard;
 use crate::server::error::ApiError;
 use crate::workers::Worker;
 
