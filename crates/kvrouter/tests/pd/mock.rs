@@ -101,18 +101,9 @@ async fn post_raw(url: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
     (status, bytes)
 }
 
-/// The JSON events of an SSE body (without `[DONE]`); panics unless it ends with `[DONE]`.
+/// The JSON events of an SSE body (without `[DONE]`; see `support::http::sse_events`).
 fn sse_events(body: &[u8]) -> Vec<Value> {
-    let text = String::from_utf8_lossy(body);
-    assert!(
-        text.trim_end().ends_with("data: [DONE]"),
-        "stream ends with [DONE]: {text}"
-    );
-    text.split("\n\n")
-        .filter_map(|e| e.strip_prefix("data: "))
-        .filter(|e| *e != "[DONE]")
-        .map(|e| serde_json::from_str(e).unwrap())
-        .collect()
+    support::http::sse_events(&String::from_utf8_lossy(body))
 }
 
 fn ids(n: usize, seed: usize) -> Vec<usize> {

@@ -19,25 +19,16 @@ fn addr(url: &str) -> String {
 }
 
 async fn metric(router: &str, key: &str) -> u64 {
-    let text = support::http::get_text(&client(), &format!("{router}/metrics")).await;
-    let key = format!("{key} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&key))
-        .map_or(0, |v| v.trim().parse().unwrap())
+    support::http::metric(router, key).await as u64
 }
 
 /// The last SSE event's `meta_info.finish_reason.type` of a `/generate` stream.
 fn last_finish_type(sse: &str) -> Option<String> {
-    sse.lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter(|d| *d != "[DONE]")
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .next_back()
-        .and_then(|v| {
-            v["meta_info"]["finish_reason"]["type"]
-                .as_str()
-                .map(str::to_string)
-        })
+    support::http::sse_events(sse).pop().and_then(|v| {
+        v["meta_info"]["finish_reason"]["type"]
+            .as_str()
+            .map(str::to_string)
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

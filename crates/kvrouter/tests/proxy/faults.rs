@@ -12,24 +12,13 @@ use std::sync::Arc;
 use futures::StreamExt;
 use serde_json::{json, Value};
 use support::admin::*;
-use support::http::client;
+use support::http::{client, metrics, status_of};
 use support::procs::*;
 use support::stub::*;
 use support::wait::wait_for;
 
 fn small() -> Value {
     json!({"text":"hello","sampling_params":{"max_new_tokens":2}})
-}
-
-async fn metrics(router: &str) -> String {
-    client()
-        .get(format!("{router}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -137,14 +126,7 @@ async fn worker_killed_mid_stream_gives_a_clean_end() {
         tail.contains("upstream_stream_broken"),
         "final error event: {tail}"
     );
-    assert_eq!(
-        c.get(format!("{}/health", r.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(status_of(c.get(format!("{}/health", r.url))).await, 200);
     let ru = r.url.clone();
     wait_for("booking released", || {
         let ru = ru.clone();

@@ -10,7 +10,7 @@ use crate::support;
 
 use futures::StreamExt;
 use serde_json::json;
-use support::http::client;
+use support::http::{client, metrics};
 use support::procs::*;
 
 /// Sends `signal` (`STOP`, `CONT`) to `pid` with kill(1).
@@ -35,10 +35,6 @@ const FLAGS: &[&str] = &[
     "--request-timeout-secs",
     "1800",
 ];
-
-async fn metrics(router: &str) -> String {
-    support::http::get_text(&client(), &format!("{router}/metrics")).await
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_waiting_on_a_frozen_worker_are_retried_elsewhere() {

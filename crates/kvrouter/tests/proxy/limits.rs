@@ -13,7 +13,7 @@ use crate::support;
 use std::time::Duration;
 
 use serde_json::json;
-use support::http::{client, read_to_close, MUST_END};
+use support::http::{client, metric, read_to_close, status_of, MUST_END};
 use support::procs::*;
 use support::stub::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -24,11 +24,8 @@ fn addr(url: &str) -> String {
 }
 
 async fn trips(router: &str, limit: &str) -> u64 {
-    let text = support::http::get_text(&client(), &format!("{router}/metrics")).await;
-    let key = format!("kvrouter_limit_trips_total{{limit=\"{limit}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&key))
-        .map_or(0, |v| v.trim().parse().unwrap())
+    let key = format!("kvrouter_limit_trips_total{{limit=\"{limit}\"}}");
+    metric(router, &key).await as u64
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,17 +220,10 @@ async fn read_response(s: &mut TcpStream) -> String {
     }
 }
 
-async fn metric(router: &str, key: &str) -> f64 {
-    let text = support::http::get_text(&client(), &format!("{router}/metrics")).await;
-    text.lines()
-        .find_map(|l| l.strip_prefix(key))
-        .map_or(0.0, |v| v.trim().parse().unwrap())
-}
-
 async fn closed(router: &str, reason: &str) -> f64 {
     metric(
         router,
-        &format!("kvrouter_connections_closed_total{{reason=\"{reason}\"}} "),
+        &format!("kvrouter_connections_closed_total{{reason=\"{reason}\"}}"),
     )
     .await
 }
@@ -274,12 +264,7 @@ async fn max_concurrent_requests_queues_then_answers_429() {
     assert_eq!(stub.received.lock().len(), 1, "the queued one waits");
     // Health and metrics are outside the limit.
     assert_eq!(
-        client()
-            .get(format!("{}/health", r.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        status_of(client().get(format!("{}/health", r.url))).await,
         200
     );
     assert!(trips(&r.url, "max_concurrent_requests").await >= 1);
@@ -361,12 +346,7 @@ async fn an_http2_rapid_reset_flood_does_not_stop_service() {
     let _ = tokio::time::timeout(MUST_END, conn).await;
     // Everyone else is still served, over HTTP/1 and HTTP/2.
     assert_eq!(
-        client()
-            .get(format!("{}/health", r.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        status_of(client().get(format!("{}/health", r.url))).await,
         200
     );
     let stream = TcpStream::connect(addr(&r.url)).await.unwrap();
@@ -424,12 +404,7 @@ async fn http2_streams_per_connection_are_capped() {
     .await;
     // A fresh connection is still served while the first one is at its cap.
     assert_eq!(
-        client()
-            .get(format!("{}/health", r.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        status_of(client().get(format!("{}/health", r.url))).await,
         200
     );
     assert_eq!(stub.received.lock().len(), 2, "the third stream waits");

@@ -9,17 +9,13 @@ use crate::support;
 
 use serde_json::{json, Value};
 use support::admin::workers;
-use support::http::{client, generate};
+use support::http::{client, generate, metrics};
 use support::procs::*;
 use support::stub::*;
 use support::wait::wait_for;
 
 fn small() -> Value {
     json!({"text":"hello","sampling_params":{"max_new_tokens":2}})
-}
-
-async fn metrics(router: &str) -> String {
-    support::http::get_text(&client(), &format!("{router}/metrics")).await
 }
 
 async fn all_released(router: &str) {

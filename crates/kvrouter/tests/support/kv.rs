@@ -1,10 +1,12 @@
 //! KV-routing helpers: mocks publishing ZMQ KV events, a KV-mode router, its
-//! `/debug/index` polled with a deadline, deterministic prompts and `/generate` calls.
+//! `/debug/index` polled with a deadline, deterministic prompts and `/generate` calls, and
+//! batches of a fake publisher published until the index holds them.
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::fake_publisher::FakePublisher;
 use super::procs::{self, Proc};
 use super::wait::Deadline;
 
@@ -107,6 +109,35 @@ pub fn prompt(seed: u32, len: usize) -> Vec<u32> {
     (0..len as u32)
         .map(|i| 1 + (seed * 7919 + i * 31) % 30000)
         .collect()
+}
+
+/// The 16 tokens `seed * 100 + 0..16` (one router page of 16, or four of the mocks' 4).
+pub fn page(seed: u32) -> Vec<u32> {
+    (0..16).map(|i| seed * 100 + i).collect()
+}
+
+/// Publishes `payload` as batch `seq` of a fake SGLang publisher (replaying it on each try,
+/// so a slow-joining subscriber gets it too) until the router's index holds `want` blocks of
+/// `worker`; panics after 30 s.
+pub async fn publish_until(
+    publisher: &mut FakePublisher,
+    c: &reqwest::Client,
+    router: &str,
+    worker: &str,
+    seq: u64,
+    payload: Vec<u8>,
+    want: u64,
+) {
+    publisher.lose(seq, payload.clone());
+    let deadline = Deadline::after(Duration::from_secs(30));
+    loop {
+        publisher.republish(seq, payload.clone()).await;
+        if blocks_of(&debug_index(c, router).await, worker) == want {
+            return;
+        }
+        deadline.check(&format!("{want} blocks of {worker} after batch {seq}"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// `POST {base}/generate` with `input_ids`; returns (status, x-kvrouter-worker, body).

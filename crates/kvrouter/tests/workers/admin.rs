@@ -6,7 +6,7 @@ use crate::support;
 
 use serde_json::{json, Value};
 use support::admin::*;
-use support::http::client;
+use support::http::{client, status_of};
 use support::procs::*;
 use support::wait::wait_for;
 
@@ -25,31 +25,19 @@ async fn rest_api_registers_lists_and_removes_workers() {
     let m = fast_mock();
     let r = start_router(&[]);
     let c = client();
-    assert_eq!(
-        c.get(format!("{}/health", r.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(status_of(c.get(format!("{}/health", r.url))).await, 200);
     let (status, v) = get_json(format!("{}/readiness", r.url)).await;
     assert_eq!(status, 503, "not ready without workers: {v}");
     assert_eq!(
-        c.get(format!("{}/health_generate", r.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        status_of(c.get(format!("{}/health_generate", r.url))).await,
         503
     );
     assert_eq!(
-        c.post(format!("{}/generate", r.url))
-            .json(&json!({"text":"x"}))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        status_of(
+            c.post(format!("{}/generate", r.url))
+                .json(&json!({"text":"x"}))
+        )
+        .await,
         503
     );
 
@@ -70,20 +58,9 @@ async fn rest_api_registers_lists_and_removes_workers() {
         id
     };
     wait_healthy_count(&r.url, 1).await;
+    assert_eq!(status_of(c.get(format!("{}/liveness", r.url))).await, 200);
     assert_eq!(
-        c.get(format!("{}/liveness", r.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
-    assert_eq!(
-        c.get(format!("{}/health_generate", r.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        status_of(c.get(format!("{}/health_generate", r.url))).await,
         200
     );
     let (status, v) = get_json(format!("{}/readiness", r.url)).await;

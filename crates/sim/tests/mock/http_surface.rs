@@ -7,8 +7,8 @@
 use crate::support;
 
 use serde_json::{json, Value};
-use support::http::post;
-use support::sglang_rules::{cached_rule, sse_events};
+use support::http::{post, sse_data, status_of};
+use support::sglang_rules::cached_rule;
 use support::zmq::server_info;
 
 fn cached(v: &Value) -> u64 {
@@ -112,7 +112,7 @@ async fn generate_stream_is_cumulative_sse() {
         .await
         .unwrap();
     assert_eq!(r.headers()["content-type"], "text/event-stream");
-    let events = sse_events(&r.text().await.unwrap());
+    let events = sse_data(&r.text().await.unwrap());
     assert_eq!(events.len(), 5);
     assert_eq!(events[4], "[DONE]");
     let chunks: Vec<Value> = events[..4]
@@ -152,7 +152,7 @@ async fn chat_stream_and_miles_shaped_chat() {
         .send()
         .await
         .unwrap();
-    let events = sse_events(&r.text().await.unwrap());
+    let events = sse_data(&r.text().await.unwrap());
     let chunks: Vec<Value> = events[..events.len() - 1]
         .iter()
         .map(|e| serde_json::from_str(e).unwrap())
@@ -452,22 +452,8 @@ async fn info_load_metrics_and_errors() {
     let (s, _) = post(&m.url, "/generate", json!({"input_ids": [1, 2], "unknown_field": {"a": 1}, "sampling_params": {"max_new_tokens": 1, "whatever": 3}})).await;
     assert_eq!(s, 200, "unknown fields are ignored");
     let c = reqwest::Client::new();
-    assert_eq!(
-        c.get(format!("{}/generate", m.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        405
-    );
-    assert_eq!(
-        c.get(format!("{}/nope", m.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        404
-    );
+    assert_eq!(status_of(c.get(format!("{}/generate", m.url))).await, 405);
+    assert_eq!(status_of(c.get(format!("{}/nope", m.url))).await, 404);
     // Health hook.
     assert_eq!(
         reqwest::get(format!("{}/health", m.url))
@@ -497,14 +483,7 @@ async fn api_key_and_warmup() {
         "600",
     ]);
     let c = reqwest::Client::new();
-    assert_eq!(
-        c.get(format!("{}/model_info", m.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        401
-    );
+    assert_eq!(status_of(c.get(format!("{}/model_info", m.url))).await, 401);
     let r = c
         .get(format!("{}/health", m.url))
         .bearer_auth("sekret")
