@@ -14,7 +14,7 @@ use rmpv::Value as V;
 use serde_json::Value;
 use support::fake_publisher::FakePublisher;
 use support::fake_worker::{port_of, server_info_0_5_23, wildcard_publisher, FakeWorker};
-use support::kv::{blocks_of, debug_index, generate, prompt, ADMIN};
+use support::kv::{blocks_of, debug_index, generate, kv_router_paged, prompt};
 use support::sglang_wire::batch;
 use support::wait::Deadline;
 
@@ -127,21 +127,7 @@ fn cleared() -> V {
 
 /// A KV-mode router (page 16) over `workers`.
 fn router(workers: &[&str], extra: &[&str]) -> support::Proc {
-    let mut args = vec![
-        "--mode",
-        "kv",
-        "--page-size",
-        "16",
-        "--admin-api-key",
-        ADMIN,
-        "--health-check-interval-secs",
-        "0.5",
-    ];
-    for w in workers {
-        args.extend(["--worker-urls", *w]);
-    }
-    args.extend_from_slice(extra);
-    support::router(&args)
+    kv_router_paged("16", workers, extra)
 }
 
 /// Waits until the router subscribed to `n` workers' event streams.

@@ -215,14 +215,7 @@ async fn routing_key_sticks_to_one_worker() {
         );
     }
     assert_eq!(used.len(), 2);
-    let metrics = c
-        .get(format!("{}/metrics", r.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = support::http::get_text(&c, &format!("{}/metrics", r.url)).await;
     assert!(metrics.contains("kvrouter_sticky_keys 3"), "{metrics}");
 }
 

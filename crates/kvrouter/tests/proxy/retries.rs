@@ -167,14 +167,9 @@ async fn a_worker_killed_before_answering_is_retried_elsewhere() {
                 let (c, slow_url) = (client(), slow_url.clone());
                 let finished = req.is_finished();
                 async move {
-                    let load: Value = c
-                        .get(format!("{slow_url}/v1/loads?include=core"))
-                        .send()
-                        .await
-                        .unwrap()
-                        .json()
-                        .await
-                        .unwrap();
+                    let load: Value =
+                        support::http::get_json(&c, &format!("{slow_url}/v1/loads?include=core"))
+                            .await;
                     finished
                         || load["loads"][0]["num_running_reqs"].as_u64().unwrap_or(0)
                             + load["loads"][0]["num_waiting_reqs"].as_u64().unwrap_or(0)

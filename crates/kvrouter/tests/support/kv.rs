@@ -27,11 +27,17 @@ pub fn kv_mock(extra: &[&str]) -> Proc {
 
 /// A KV-mode router over `workers` (page 4, admin key set).
 pub fn kv_router(workers: &[&str], extra: &[&str]) -> Proc {
+    kv_router_paged("4", workers, extra)
+}
+
+/// A KV-mode router over `workers` with `--page-size page`, the admin key set and health
+/// checks every 0.5 s, and `extra` flags.
+pub fn kv_router_paged(page: &str, workers: &[&str], extra: &[&str]) -> Proc {
     let mut args = vec![
         "--mode",
         "kv",
         "--page-size",
-        "4",
+        page,
         "--admin-api-key",
         ADMIN,
         "--health-check-interval-secs",

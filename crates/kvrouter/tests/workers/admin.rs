@@ -209,14 +209,7 @@ async fn info_and_fanout_endpoints() {
         .iter()
         .all(|l| l["load"].as_i64() >= Some(0)));
 
-    let text = c
-        .get(format!("{}/engine_metrics", r.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = support::http::get_text(&c, &format!("{}/engine_metrics", r.url)).await;
     for m in [&a.url, &b.url] {
         assert!(
             text.contains(&format!("worker_addr=\"{m}\"")),
@@ -237,14 +230,7 @@ async fn info_and_fanout_endpoints() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    let metrics = c
-        .get(format!("{}/metrics", r.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = support::http::get_text(&c, &format!("{}/metrics", r.url)).await;
     for name in [
         "kvrouter_requests_total",
         "kvrouter_router_overhead_seconds",

@@ -14,24 +14,13 @@ use support::fake_publisher::FakePublisher;
 use support::fake_worker::{
     bind_true_publisher, port_of, server_info_0_5_23, wildcard_publisher, FakeWorker,
 };
-use support::kv::{blocks_of, debug_index, wait_index, ADMIN};
+use support::kv::{blocks_of, debug_index, kv_router_paged, wait_index};
 use support::sglang_wire::{batch, stored};
 use support::wait::Deadline;
 
 /// A KV-mode router (page 16, SGLang's page in the bodies) over `worker`.
 fn router(worker: &str) -> support::Proc {
-    support::router(&[
-        "--mode",
-        "kv",
-        "--page-size",
-        "16",
-        "--admin-api-key",
-        ADMIN,
-        "--health-check-interval-secs",
-        "0.5",
-        "--worker-urls",
-        worker,
-    ])
+    kv_router_paged("16", &[worker], &[])
 }
 
 /// Serves `form(pub, replay)` behind a fake worker and checks the router subscribes to the

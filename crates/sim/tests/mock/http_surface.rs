@@ -551,14 +551,7 @@ async fn stop_tokens_abort_all_and_counters_agree() {
     });
     // Wait until the request is running (readiness via the engine's own counters).
     loop {
-        let st: Value = c
-            .get(format!("{}/mock/state", m.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let st: Value = support::http::get_json(&c, &format!("{}/mock/state", m.url)).await;
         if st["ranks"][0]["running"].as_u64() == Some(1) {
             break;
         }

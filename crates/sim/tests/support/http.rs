@@ -187,3 +187,15 @@ pub fn sse_events(body: &str) -> Vec<Value> {
 pub async fn status_of(req: reqwest::RequestBuilder) -> u16 {
     req.send().await.expect("request sent").status().as_u16()
 }
+
+/// GETs `url` and returns its body as JSON (panics on a transport error or a body that is
+/// not JSON).
+pub async fn get_json(c: &reqwest::Client, url: &str) -> Value {
+    c.get(url)
+        .send()
+        .await
+        .expect("GET")
+        .json()
+        .await
+        .expect("JSON body")
+}
