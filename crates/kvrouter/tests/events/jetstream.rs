@@ -13,6 +13,7 @@ use std::time::Duration;
 use async_nats::jetstream;
 use support::http::{client, metric};
 use support::kv::*;
+use support::nats::{spawn_nats, wait_nats};
 use support::wait::Deadline;
 
 const STREAM: &str = "KVROUTER_KV";
@@ -213,21 +214,14 @@ impl RestartableNats {
     }
 
     fn spawn(port: u16, dir: &tempfile::TempDir) -> std::process::Child {
-        std::process::Command::new("nats-server")
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-            .arg(dir.path())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("nats-server (see scripts/test)")
+        spawn_nats(port, &["-js", "-sd", dir.path().to_str().unwrap()])
     }
 
     async fn wait_up(&self) {
-        let deadline = Deadline::after(Duration::from_secs(15));
-        while async_nats::connect(self.url.as_str()).await.is_err() {
-            deadline.check("nats-server to accept connections");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_nats("nats-server to accept connections", || {
+            async_nats::connect(self.url.as_str())
+        })
+        .await;
     }
 
     fn stop(&mut self) {
