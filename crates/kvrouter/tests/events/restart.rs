@@ -15,6 +15,7 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
+use support::admin::workers_as;
 use support::fake_publisher::FakePublisher;
 use support::fake_worker::{port_of, server_info_0_5_23, wildcard_publisher, FakeWorker};
 use support::kv::{
@@ -88,15 +89,7 @@ async fn restart_inside_one_health_interval_clears_the_old_blocks() {
         stale.as_secs_f64()
     );
     assert_eq!(blocks_of(&v, &url), 0, "{v}");
-    let workers: serde_json::Value = c
-        .get(format!("{}/workers", router.url))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let workers = workers_as(&router.url, ADMIN).await;
     assert_eq!(workers["workers"][0]["incarnation"], 1, "{workers}");
 
     // The resubscribed source replays the new incarnation from 0: only its page is indexed.
@@ -165,14 +158,6 @@ async fn mock_restarted_inside_one_health_interval_is_cleared() {
         "stale window after the mock's restart: {:.2} s (health interval {INTERVAL_SECS} s)",
         up.elapsed().as_secs_f64()
     );
-    let workers: serde_json::Value = c
-        .get(format!("{}/workers", router.url))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let workers = workers_as(&router.url, ADMIN).await;
     assert_eq!(workers["workers"][0]["incarnation"], 1, "{workers}");
 }

@@ -154,16 +154,15 @@ async fn bodies_in_flight_beyond_the_budget_get_503_naming_the_limit() {
 
     // A 600 KiB body does not fit next to it: 503 naming the limit.
     let big = format!("{{\"text\":\"{}\"}}", "b".repeat(600 << 10));
-    let resp = client()
-        .post(format!("{}/generate", r.url))
-        .header("content-type", "application/json")
-        .body(big)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 503);
-    let v: Value = resp.json().await.unwrap();
-    assert_error_shape(&v, "inflight_body_budget");
+    let v = assert_error(
+        client()
+            .post(format!("{}/generate", r.url))
+            .header("content-type", "application/json")
+            .body(big),
+        503,
+        "inflight_body_budget",
+    )
+    .await;
     assert!(v.to_string().contains("max_inflight_body_bytes"), "{v}");
     assert!(
         metric(

@@ -259,13 +259,7 @@ async fn router_errors_have_the_error_shape() {
         .unwrap();
     assert_eq!(resp.status(), 413);
 
-    let resp = c
-        .get(format!("{}/no/such/route", r.url))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 404);
-    assert_error_shape(&resp.json().await.unwrap(), "not_found");
+    assert_error(c.get(format!("{}/no/such/route", r.url)), 404, "not_found").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -293,14 +287,12 @@ async fn api_keys_guard_data_and_admin_routes() {
     })
     .await;
     let body = json!({"text":"hi","sampling_params":{"max_new_tokens":1}});
-    let resp = c
-        .post(format!("{}/generate", r.url))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 401);
-    assert_error_shape(&resp.json().await.unwrap(), "invalid_api_key");
+    assert_error(
+        c.post(format!("{}/generate", r.url)).json(&body),
+        401,
+        "invalid_api_key",
+    )
+    .await;
     let resp = c
         .post(format!("{}/generate", r.url))
         .bearer_auth("admin-key")

@@ -160,24 +160,20 @@ async fn all_workers_down_gives_503() {
     let r = router_with(&[&a.url, &b.url], &["--health-check-interval-secs", "600"]).await;
     a.kill();
     b.kill();
-    let resp = client()
-        .post(format!("{}/generate", r.url))
-        .json(&small())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 503);
-    assert_error_shape(&resp.json().await.unwrap(), "upstream_unavailable");
+    assert_error(
+        client().post(format!("{}/generate", r.url)).json(&small()),
+        503,
+        "upstream_unavailable",
+    )
+    .await;
     // Once health checks notice, the answer is "no healthy worker".
     let r2 = router_with(&[], &[]).await;
-    let resp = client()
-        .post(format!("{}/generate", r2.url))
-        .json(&small())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 503);
-    assert_error_shape(&resp.json().await.unwrap(), "no_available_workers");
+    assert_error(
+        client().post(format!("{}/generate", r2.url)).json(&small()),
+        503,
+        "no_available_workers",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

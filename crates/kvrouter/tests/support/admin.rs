@@ -8,9 +8,16 @@ use super::wait::wait_for;
 
 /// `GET {router}/workers` as JSON.
 pub async fn workers(router: &str) -> Value {
-    client()
-        .get(format!("{router}/workers"))
-        .send()
+    read_workers(client().get(format!("{router}/workers"))).await
+}
+
+/// `GET {router}/workers` as JSON, with the admin key `key` as the bearer token.
+pub async fn workers_as(router: &str, key: &str) -> Value {
+    read_workers(client().get(format!("{router}/workers")).bearer_auth(key)).await
+}
+
+async fn read_workers(req: reqwest::RequestBuilder) -> Value {
+    req.send()
         .await
         .expect("GET /workers")
         .json()
@@ -47,4 +54,14 @@ pub fn assert_error_shape(v: &Value, code: &str) {
     assert!(e["message"].is_string(), "message in {v}");
     assert!(e["type"].is_string(), "type in {v}");
     assert_eq!(e["code"], code, "code in {v}");
+}
+
+/// Sends `req` and asserts the answer: `status`, and a router-made error body (see
+/// [`assert_error_shape`]) with `code`; returns that body.
+pub async fn assert_error(req: reqwest::RequestBuilder, status: u16, code: &str) -> Value {
+    let resp = req.send().await.expect("request sent");
+    assert_eq!(resp.status(), status);
+    let v: Value = resp.json().await.expect("a JSON error body");
+    assert_error_shape(&v, code);
+    v
 }

@@ -148,27 +148,24 @@ async fn legacy_api_adds_lists_and_removes_workers() {
     assert_eq!(resp.status(), 200);
     let (_, v) = get_json(format!("{}/list_workers", r.url)).await;
     assert_eq!(v, json!({"urls": []}));
-    let resp = c
-        .post(format!("{}/add_worker", r.url))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 400);
-    assert_error_shape(&resp.json().await.unwrap(), "missing_worker_url");
+    assert_error(
+        c.post(format!("{}/add_worker", r.url)),
+        400,
+        "missing_worker_url",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn page_size_mismatch_is_refused() {
     let m = mock(&["--speedup", "0", "--page-size", "32"]);
     let r = start_router(&["--page-size", "16"]);
-    let resp = client()
-        .post(format!("{}/add_worker?url={}", r.url, enc(&m.url)))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 400);
-    let v: Value = resp.json().await.unwrap();
-    assert_error_shape(&v, "page_size_mismatch");
+    let v = assert_error(
+        client().post(format!("{}/add_worker?url={}", r.url, enc(&m.url))),
+        400,
+        "page_size_mismatch",
+    )
+    .await;
     assert!(
         v["error"]["message"].as_str().unwrap().contains("32"),
         "{v}"
