@@ -21,12 +21,24 @@ pub async fn mock(extra: &[&str]) -> String {
     m.url.trim_start_matches("http://").to_string()
 }
 
-/// One request (`raw::request`); (status, body text, a chunked body decoded).
-pub async fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
+/// Sends one request (`raw::request`) and returns the connection unread (a client that
+/// may go away before the answer).
+pub async fn send(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> tokio::net::TcpStream {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     s.write_all(raw::request(addr, method, path, body).as_bytes())
         .await
         .unwrap();
+    s
+}
+
+/// One request (`raw::request`); (status, body text, a chunked body decoded).
+pub async fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
+    let mut s = send(addr, method, path, body).await;
     let mut got = String::new();
     s.read_to_string(&mut got).await.unwrap();
     raw::response(&got)
