@@ -8,15 +8,10 @@ use crate::support;
 use futures::StreamExt;
 use serde_json::{json, Value};
 use support::admin::*;
-use support::http::client;
+use support::http::{client, connect};
 use support::procs::*;
 use support::wait::wait_for;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
-
-fn addr(url: &str) -> String {
-    url.trim_start_matches("http://").to_string()
-}
 
 async fn metric(router: &str, key: &str) -> u64 {
     support::http::metric(router, key).await as u64
@@ -134,7 +129,7 @@ async fn bodies_in_flight_beyond_the_budget_get_503_naming_the_limit() {
     // A slow upload announcing 800 KiB (its buffer's allocation, taken from the 1 MiB budget)
     // sends 700 KiB and stops.
     let announced = 800 << 10;
-    let mut slow = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let mut slow = connect(&r.url).await;
     slow.write_all(
         format!(
             "POST /generate HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n\

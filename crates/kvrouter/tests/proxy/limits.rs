@@ -13,15 +13,11 @@ use crate::support;
 use std::time::Duration;
 
 use serde_json::json;
-use support::http::{client, metric, read_to_close, status_of, MUST_END};
+use support::http::{client, connect, metric, read_to_close, status_of, MUST_END};
 use support::procs::*;
 use support::stub::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-fn addr(url: &str) -> String {
-    url.trim_start_matches("http://").to_string()
-}
 
 async fn trips(router: &str, limit: &str) -> u64 {
     let key = format!("kvrouter_limit_trips_total{{limit=\"{limit}\"}}");
@@ -31,7 +27,7 @@ async fn trips(router: &str, limit: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_head_that_never_ends_is_cut_after_the_header_read_timeout() {
     let r = start_router(&["--header-read-timeout-secs", "1"]);
-    let mut s = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let mut s = connect(&r.url).await;
     s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n")
         .await
         .unwrap();
@@ -46,7 +42,7 @@ async fn a_request_head_that_never_ends_is_cut_after_the_header_read_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_upload_gets_408_and_its_connection_closed() {
     let r = start_router(&["--body-read-timeout-secs", "1"]);
-    let mut s = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let mut s = connect(&r.url).await;
     s.write_all(
         b"POST /generate HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 1048576\r\n\r\n{\"text\":\"",
     )
@@ -75,7 +71,7 @@ async fn a_body_over_max_payload_size_gets_413() {
 /// A connection with a `/generate` in flight at `stub` (a `Behaviour::Hang` stub: it never
 /// answers), returned once the request has reached the stub.
 async fn request_in_flight(router: &str, stub: &Stub) -> TcpStream {
-    let mut s = TcpStream::connect(addr(router)).await.unwrap();
+    let mut s = connect(router).await;
     s.write_all(
         b"POST /generate HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 15\r\n\r\n{\"text\":\"hang\"}",
     )
@@ -104,10 +100,10 @@ const HEALTH_CLOSE: &str = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close
 async fn at_max_connections_a_new_connection_closes_the_oldest_silent_one() {
     let r = start_router(&["--max-connections", "2"]);
     // Accepted in the order they connect (the listen backlog is FIFO).
-    let mut silent_old = TcpStream::connect(addr(&r.url)).await.unwrap();
-    let mut silent_new = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let mut silent_old = connect(&r.url).await;
+    let mut silent_new = connect(&r.url).await;
     silent_new.write_all(b"GET /hea").await.unwrap();
-    let mut good = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let mut good = connect(&r.url).await;
     let got = ask(&mut good, HEALTH_CLOSE).await;
     assert!(got.starts_with("HTTP/1.1 200"), "{got}");
     assert!(
@@ -129,7 +125,7 @@ async fn at_max_connections_the_idle_keep_alive_makes_room_and_the_busy_one_stay
     let stub = Stub::start(Behaviour::Hang).await;
     let r = router_with(&[&stub.url], &["--max-connections", "2"]).await;
     let mut busy = request_in_flight(&r.url, &stub).await;
-    let mut idle = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let mut idle = connect(&r.url).await;
     idle.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
         .unwrap();
@@ -140,7 +136,7 @@ async fn at_max_connections_the_idle_keep_alive_makes_room_and_the_busy_one_stay
         answer.to_ascii_lowercase().contains("content-length: 2"),
         "a router-made answer keeps its length: {answer}"
     );
-    let mut good = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let mut good = connect(&r.url).await;
     let got = ask(&mut good, HEALTH_CLOSE).await;
     assert!(got.starts_with("HTTP/1.1 200"), "{got}");
     read_to_close(&mut idle).await;
@@ -158,7 +154,7 @@ async fn when_every_connection_is_busy_probes_are_answered_and_requests_get_503(
     let r = router_with(&[&stub.url], &["--max-connections", "1"]).await;
     let _busy = request_in_flight(&r.url, &stub).await;
     for probe in ["/health", "/readiness", "/metrics"] {
-        let mut s = TcpStream::connect(addr(&r.url)).await.unwrap();
+        let mut s = connect(&r.url).await;
         let got = ask(&mut s, &format!("GET {probe} HTTP/1.1\r\nHost: x\r\n\r\n")).await;
         assert!(got.starts_with("HTTP/1.1 200"), "{probe}: {got}");
         assert!(
@@ -166,7 +162,7 @@ async fn when_every_connection_is_busy_probes_are_answered_and_requests_get_503(
             "{got}"
         );
     }
-    let mut s = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let mut s = connect(&r.url).await;
     let got = ask(
         &mut s,
         "POST /generate HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 12\r\n\r\n{\"text\":\"x\"}",
@@ -186,7 +182,7 @@ async fn when_every_connection_is_busy_probes_are_answered_and_requests_get_503(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_new_connection_is_closed_at_the_request_head_timeout() {
     let r = start_router(&["--request-head-timeout-secs", "0.5"]);
-    let mut s = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let mut s = connect(&r.url).await;
     assert!(read_to_close(&mut s).await.is_empty());
     assert!(trips(&r.url, "request_head_timeout").await >= 1);
     assert!(closed(&r.url, "request_head_timeout").await >= 1.0);
@@ -322,7 +318,7 @@ async fn a_request_queued_beyond_queue_timeout_gets_408() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http2_rapid_reset_flood_does_not_stop_service() {
     let r = start_router(&[]);
-    let stream = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let stream = connect(&r.url).await;
     let (mut send, conn) =
         hyper::client::conn::http2::handshake::<_, _, http_body_util::Empty<bytes::Bytes>>(
             hyper_util::rt::TokioExecutor::new(),
@@ -349,7 +345,7 @@ async fn an_http2_rapid_reset_flood_does_not_stop_service() {
         status_of(client().get(format!("{}/health", r.url))).await,
         200
     );
-    let stream = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let stream = connect(&r.url).await;
     let (mut send, conn) =
         hyper::client::conn::http2::handshake::<_, _, http_body_util::Empty<bytes::Bytes>>(
             hyper_util::rt::TokioExecutor::new(),
@@ -372,7 +368,7 @@ async fn an_http2_rapid_reset_flood_does_not_stop_service() {
 async fn http2_streams_per_connection_are_capped() {
     let stub = Stub::start(Behaviour::Hang).await;
     let r = router_with(&[&stub.url], &["--http2-max-concurrent-streams", "2"]).await;
-    let stream = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let stream = connect(&r.url).await;
     let (send, conn) =
         hyper::client::conn::http2::handshake::<_, _, http_body_util::Full<bytes::Bytes>>(
             hyper_util::rt::TokioExecutor::new(),

@@ -59,8 +59,8 @@ async fn stream_started(
 
 /// A connection that answered one keep-alive request (`GET /health`) and is now idle.
 async fn idle_keep_alive(url: &str) -> tokio::net::TcpStream {
-    let addr = url.trim_start_matches("http://").to_string();
-    let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let addr = url.trim_start_matches("http://");
+    let mut conn = support::http::connect(url).await;
     let req = format!("GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: keep-alive\r\n\r\n");
     conn.write_all(req.as_bytes()).await.unwrap();
     let mut got = Vec::new();

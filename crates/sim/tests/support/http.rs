@@ -115,6 +115,14 @@ pub async fn get_text(c: &reqwest::Client, url: &str) -> String {
         .expect("response body")
 }
 
+/// A raw TCP connection to the server at `url` (`http://HOST:PORT`).
+pub async fn connect(url: &str) -> tokio::net::TcpStream {
+    let addr = url.trim_start_matches("http://");
+    tokio::net::TcpStream::connect(addr)
+        .await
+        .unwrap_or_else(|e| panic!("connect to {addr}: {e}"))
+}
+
 /// Safety net for reads that must end (a hang is the failure being tested, not a timing).
 pub const MUST_END: Duration = Duration::from_secs(45);
 
