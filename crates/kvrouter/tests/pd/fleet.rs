@@ -9,6 +9,7 @@
 use crate::support;
 
 use serde_json::{json, Value};
+use support::admin::wait_ready;
 use support::pd_fake::{Fail, PdFake, PdFleet};
 use support::procs::start_router;
 use support::wait::wait_for;
@@ -19,17 +20,8 @@ async fn router_over(fleet: &PdFleet, extra: &[&str]) -> Proc {
     args.extend(extra.iter().map(|s| s.to_string()));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let r = start_router(&refs);
-    wait_ready(&r.url).await;
+    wait_ready(&r.url, "the PD router to be ready").await;
     r
-}
-
-async fn wait_ready(url: &str) {
-    let u = url.to_string();
-    wait_for("the PD router to be ready", || {
-        let u = u.clone();
-        async move { support::http::get(&u, "/readiness").await.0 == 200 }
-    })
-    .await;
 }
 
 /// POSTs raw `body` bytes; (status, headers, body bytes).
@@ -391,7 +383,7 @@ async fn readiness_needs_a_prefill_and_a_decode_worker_and_admin_routes_reach_bo
     )
     .await;
     assert_eq!(status, 202, "{v}");
-    wait_ready(&r.url).await;
+    wait_ready(&r.url, "the PD router to be ready").await;
     let workers = support::admin::workers(&r.url).await;
     let types: Vec<&str> = workers["workers"]
         .as_array()

@@ -12,6 +12,7 @@
 use crate::support;
 
 use serde_json::{json, Value};
+use support::admin::wait_ready;
 use support::kv::{debug_index, wait_index, ADMIN};
 use support::procs::{mock, start_router};
 use support::wait::wait_for;
@@ -86,12 +87,7 @@ impl Fleet {
         let args = self.router_args();
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         let r = start_router(&refs);
-        let u = r.url.clone();
-        wait_for("the PD router to be ready", || {
-            let u = u.clone();
-            async move { support::http::get(&u, "/readiness").await.0 == 200 }
-        })
-        .await;
+        wait_ready(&r.url, "the PD router to be ready").await;
         r
     }
 }

@@ -11,7 +11,6 @@ use support::admin::*;
 use support::http::client;
 use support::procs::*;
 use support::stub::*;
-use support::wait::wait_for;
 
 /// A body with unknown fields, odd spacing, key order, escapes and a number serde would
 /// re-format: it must reach the worker byte for byte, and the answer must come back so.
@@ -274,18 +273,7 @@ async fn api_keys_guard_data_and_admin_routes() {
         "admin-key",
     ]);
     let c = client();
-    wait_for("worker healthy", || {
-        let c = c.clone();
-        let url = r.url.clone();
-        async move {
-            c.get(format!("{url}/readiness"))
-                .send()
-                .await
-                .map(|r| r.status() == 200)
-                .unwrap_or(false)
-        }
-    })
-    .await;
+    wait_ready(&r.url, "worker healthy").await;
     let body = json!({"text":"hi","sampling_params":{"max_new_tokens":1}});
     assert_error(
         c.post(format!("{}/generate", r.url)).json(&body),

@@ -1,5 +1,5 @@
-//! The router's admin view as the tests read it: `/workers`, healthy counts, and the
-//! shape of router-made error bodies.
+//! The router's admin view as the tests read it: `/workers`, healthy counts, readiness, and
+//! the shape of router-made error bodies.
 
 use serde_json::Value;
 
@@ -44,6 +44,23 @@ pub async fn wait_healthy_count(router: &str, n: usize) {
     wait_for(&format!("{n} healthy workers"), || {
         let r = r.clone();
         async move { healthy_count(&r).await == n }
+    })
+    .await;
+}
+
+/// Waits until `GET {router}/readiness` answers 200 (30 s at most); `what` names the wait in
+/// the failure.
+pub async fn wait_ready(router: &str, what: &str) {
+    let r = router.to_string();
+    wait_for(what, || {
+        let r = r.clone();
+        async move {
+            client()
+                .get(format!("{r}/readiness"))
+                .send()
+                .await
+                .is_ok_and(|resp| resp.status() == 200)
+        }
     })
     .await;
 }
