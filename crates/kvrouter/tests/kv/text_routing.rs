@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use kvrouter::text::fixture;
 use serde_json::{json, Value};
-use support::http::client;
+use support::http::{client, post_json};
 use support::kv::*;
 use support::loadgen::metric_sum;
 use support::wait::Deadline;
@@ -176,12 +176,12 @@ async fn without_a_tokenizer_short_text_is_routed_by_load_and_counted() {
     // The chat body's messages JSON fills a text page (4 tokens of 4 bytes); the generate
     // text is shorter than one: nothing to hash, routed by load.
     let (_, _, _, _, _) = turn(&c, &router.url, &[json!({"role": "user", "content": ""})]).await;
-    let resp = c
-        .post(format!("{}/generate", router.url))
-        .json(&json!({"text": "hello there", "sampling_params": {"max_new_tokens": 2}}))
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(
+        &c,
+        &format!("{}/generate", router.url),
+        &json!({"text": "hello there", "sampling_params": {"max_new_tokens": 2}}),
+    )
+    .await;
     assert_eq!(resp.status(), 200);
     let page = metrics(&c, &router.url).await;
     assert_eq!(
@@ -225,12 +225,7 @@ fn text(seed: u32, chars: usize) -> String {
 
 /// Sends `body` to `path` through the router; the worker it went to.
 async fn routed(c: &reqwest::Client, router: &str, path: &str, body: &Value) -> String {
-    let resp = c
-        .post(format!("{router}{path}"))
-        .json(body)
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(&c, &format!("{router}{path}"), body).await;
     assert_eq!(resp.status(), 200, "{path}");
     resp.headers()["x-kvrouter-worker"]
         .to_str()
@@ -329,12 +324,12 @@ async fn a_workers_local_model_path_provides_the_tokenizer() {
     let router = kv_router(&[&a.url], &[]);
     let c = client();
     wait_sources(&c, &router.url, 1).await;
-    let resp = c
-        .post(format!("{}/generate", router.url))
-        .json(&json!({"text": words(10, 64), "sampling_params": {"max_new_tokens": 2}}))
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(
+        &c,
+        &format!("{}/generate", router.url),
+        &json!({"text": words(10, 64), "sampling_params": {"max_new_tokens": 2}}),
+    )
+    .await;
     assert_eq!(resp.status(), 200);
     let page = metrics(&c, &router.url).await;
     assert_eq!(

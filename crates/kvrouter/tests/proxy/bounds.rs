@@ -8,7 +8,7 @@ use crate::support;
 use futures::StreamExt;
 use serde_json::{json, Value};
 use support::admin::*;
-use support::http::{client, connect};
+use support::http::{client, connect, post_json};
 use support::procs::*;
 use support::wait::wait_for;
 use tokio::io::AsyncWriteExt;
@@ -169,12 +169,12 @@ async fn bodies_in_flight_beyond_the_budget_get_503_naming_the_limit() {
     );
 
     // A small request still fits and is served.
-    let resp = client()
-        .post(format!("{}/generate", r.url))
-        .json(&json!({"text":"small","sampling_params":{"max_new_tokens":2}}))
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(
+        &client(),
+        &format!("{}/generate", r.url),
+        &json!({"text":"small","sampling_params":{"max_new_tokens":2}}),
+    )
+    .await;
     assert_eq!(resp.status(), 200);
 
     // The slow upload leaves: its bytes return to the budget.

@@ -13,7 +13,7 @@ use crate::support;
 use std::time::Duration;
 
 use serde_json::json;
-use support::http::{client, connect, metric, read_to_close, status_of, MUST_END};
+use support::http::{client, connect, metric, post_json, read_to_close, status_of, MUST_END};
 use support::procs::*;
 use support::stub::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -300,12 +300,7 @@ async fn a_request_queued_beyond_queue_timeout_gets_408() {
         async move { n == 1 }
     })
     .await;
-    let queued = client()
-        .post(&url)
-        .json(&json!({"text": "second"}))
-        .send()
-        .await
-        .unwrap();
+    let queued = post_json(&client(), &url, &json!({"text": "second"})).await;
     assert_eq!(queued.status(), 408);
     let body: serde_json::Value = queued.json().await.unwrap();
     assert_eq!(body["error"]["code"], "queue_timeout", "{body}");

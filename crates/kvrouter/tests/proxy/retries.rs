@@ -9,7 +9,7 @@ use crate::support;
 
 use serde_json::{json, Value};
 use support::admin::workers;
-use support::http::{client, generate, metrics};
+use support::http::{client, generate, metrics, post_json};
 use support::procs::*;
 use support::stub::*;
 use support::wait::wait_for;
@@ -70,12 +70,7 @@ async fn a_503_is_retried_elsewhere_and_passed_through_when_alone() {
     let (stub, _m, _r) = retried_away_from(503).await;
     // Alone, the worker's own 503 comes back unchanged.
     let r2 = router_with(&[&stub.url], &["--health-failure-threshold", "1000"]).await;
-    let resp = client()
-        .post(format!("{}/generate", r2.url))
-        .json(&small())
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(&client(), &format!("{}/generate", r2.url), &small()).await;
     assert_eq!(resp.status(), 503);
     assert_eq!(resp.headers()["x-kvrouter-worker"], stub.url.as_str());
     assert_eq!(
@@ -116,12 +111,7 @@ async fn alone_each_retried_status_is_tried_max_retries_times_then_relayed() {
     ] {
         stub.set(Behaviour::Status(status));
         stub.received.lock().clear();
-        let resp = c
-            .post(format!("{}/generate", r.url))
-            .json(&small())
-            .send()
-            .await
-            .unwrap();
+        let resp = post_json(&c, &format!("{}/generate", r.url), &small()).await;
         assert_eq!(resp.status().as_u16(), status);
         assert_eq!(resp.headers()["x-kvrouter-worker"], stub.url.as_str());
         assert_eq!(

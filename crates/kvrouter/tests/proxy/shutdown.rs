@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::{json, Value};
 use support::captured::Captured;
-use support::http::client;
+use support::http::{client, post_json};
 use support::kv::{kv_mock, wait_sources, ADMIN};
 use support::procs::*;
 use support::stub::{Behaviour, Stub};
@@ -45,12 +45,7 @@ async fn stream_started(
 ) {
     let body = json!({"text":"drain me","stream":true,
                       "sampling_params":{"max_new_tokens":tokens,"ignore_eos":true}});
-    let resp = client()
-        .post(format!("{router}/generate"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(&client(), &format!("{router}/generate"), &body).await;
     assert_eq!(resp.status(), 200);
     let mut stream = Box::pin(resp.bytes_stream());
     let first = stream.next().await.unwrap().unwrap();

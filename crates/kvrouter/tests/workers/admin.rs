@@ -6,7 +6,7 @@ use crate::support;
 
 use serde_json::{json, Value};
 use support::admin::*;
-use support::http::{client, status_of};
+use support::http::{client, post_json, status_of};
 use support::procs::*;
 use support::wait::wait_for;
 
@@ -42,12 +42,12 @@ async fn rest_api_registers_lists_and_removes_workers() {
     );
 
     // 0.3: POST /workers -> 202 + worker_id + Location.
-    let resp = c
-        .post(format!("{}/workers", r.url))
-        .json(&json!({"url": m.url, "worker_type": "regular", "labels": {"a": "b"}}))
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(
+        &c,
+        &format!("{}/workers", r.url),
+        &json!({"url": m.url, "worker_type": "regular", "labels": {"a": "b"}}),
+    )
+    .await;
     assert_eq!(resp.status(), 202);
     let id = {
         let loc = resp.headers()["location"].to_str().unwrap().to_string();
@@ -92,12 +92,7 @@ async fn rest_api_registers_lists_and_removes_workers() {
     .await;
 
     // 0.2: DELETE /workers/{urlencoded url}.
-    let resp = c
-        .post(format!("{}/workers", r.url))
-        .json(&json!({"url": m.url}))
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(&c, &format!("{}/workers", r.url), &json!({"url": m.url})).await;
     assert_eq!(resp.status(), 202);
     wait_healthy_count(&r.url, 1).await;
     let resp = c
@@ -133,12 +128,12 @@ async fn legacy_api_adds_lists_and_removes_workers() {
     assert!(resp.text().await.unwrap().contains(&m.url));
     let (status, v) = get_json(format!("{}/list_workers", r.url)).await;
     assert_eq!((status, v), (200, json!({"urls": [m.url]})));
-    let resp = c
-        .post(format!("{}/generate", r.url))
-        .json(&json!({"text":"x","sampling_params":{"max_new_tokens":1}}))
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(
+        &c,
+        &format!("{}/generate", r.url),
+        &json!({"text":"x","sampling_params":{"max_new_tokens":1}}),
+    )
+    .await;
     assert_eq!(resp.status(), 200);
     let resp = c
         .post(format!("{}/remove_worker?url={}", r.url, enc(&m.url)))
@@ -220,12 +215,12 @@ async fn info_and_fanout_endpoints() {
     }
     assert!(!text.contains("sglang:"), "no colon names: {text}");
 
-    let resp = c
-        .post(format!("{}/generate", r.url))
-        .json(&json!({"text":"x","sampling_params":{"max_new_tokens":1}}))
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(
+        &c,
+        &format!("{}/generate", r.url),
+        &json!({"text":"x","sampling_params":{"max_new_tokens":1}}),
+    )
+    .await;
     assert_eq!(resp.status(), 200);
     let metrics = support::http::get_text(&c, &format!("{}/metrics", r.url)).await;
     for name in [

@@ -7,7 +7,7 @@ use crate::support;
 
 use serde_json::{json, Value};
 use support::admin::wait_ready;
-use support::http::client;
+use support::http::{client, post_json};
 use support::procs::*;
 
 /// A router bound to 0.0.0.0 (not loopback), reached through 127.0.0.1.
@@ -62,12 +62,12 @@ async fn non_loopback_bind_without_admin_key_refuses_admin_routes() {
         );
     }
     // The data plane and the (keyless) information routes still work.
-    let resp = client()
-        .post(format!("{url}/generate"))
-        .json(&json!({"text":"hi","sampling_params":{"max_new_tokens":1}}))
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(
+        &client(),
+        &format!("{url}/generate"),
+        &json!({"text":"hi","sampling_params":{"max_new_tokens":1}}),
+    )
+    .await;
     assert_eq!(resp.status(), 200);
     for path in ["/get_loads", "/get_server_info", "/metrics", "/health"] {
         let (status, v) = call("GET", format!("{url}{path}"), None).await;

@@ -6,7 +6,7 @@
 use crate::support;
 
 use serde_json::{json, Value};
-use support::http::post;
+use support::http::{post, post_json};
 use support::sglang_wire::{decode_payload, Ev};
 use support::zmq::{kv_config, port_of, replay, server_info, synced_sub};
 
@@ -38,12 +38,7 @@ async fn streaming(
     url: &str,
     body: Value,
 ) -> (reqwest::Response, Vec<u8>) {
-    let mut resp = client
-        .post(format!("{url}/generate"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let mut resp = post_json(&client, &format!("{url}/generate"), &body).await;
     let first = resp.chunk().await.unwrap().unwrap().to_vec();
     (resp, first)
 }

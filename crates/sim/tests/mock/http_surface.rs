@@ -7,7 +7,7 @@
 use crate::support;
 
 use serde_json::{json, Value};
-use support::http::{post, sse_data, status_of};
+use support::http::{post, post_json, sse_data, status_of};
 use support::sglang_rules::cached_rule;
 use support::zmq::server_info;
 
@@ -105,12 +105,7 @@ async fn chunked_prefill_counts_cache_like_sglang() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generate_stream_is_cumulative_sse() {
     let m = support::mock(&["--speedup", "0"]);
-    let r = reqwest::Client::new()
-        .post(format!("{}/generate", m.url))
-        .json(&json!({"input_ids": [1, 2, 3], "stream": true, "return_logprob": true, "sampling_params": {"max_new_tokens": 4}}))
-        .send()
-        .await
-        .unwrap();
+    let r = post_json(&reqwest::Client::new(), &format!("{}/generate", m.url), &json!({"input_ids": [1, 2, 3], "stream": true, "return_logprob": true, "sampling_params": {"max_new_tokens": 4}})).await;
     assert_eq!(r.headers()["content-type"], "text/event-stream");
     let events = sse_data(&r.text().await.unwrap());
     assert_eq!(events.len(), 5);
@@ -146,12 +141,7 @@ async fn generate_stream_is_cumulative_sse() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_stream_and_miles_shaped_chat() {
     let m = support::mock(&["--speedup", "0", "--page-size", "4"]);
-    let r = reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", m.url))
-        .json(&json!({"model": "x", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 3, "stream": true, "stream_options": {"include_usage": true}}))
-        .send()
-        .await
-        .unwrap();
+    let r = post_json(&reqwest::Client::new(), &format!("{}/v1/chat/completions", m.url), &json!({"model": "x", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 3, "stream": true, "stream_options": {"include_usage": true}})).await;
     let events = sse_data(&r.text().await.unwrap());
     let chunks: Vec<Value> = events[..events.len() - 1]
         .iter()
@@ -300,12 +290,7 @@ async fn weight_updates_bump_version_and_flush() {
 async fn pause_retract_then_flush_and_continue() {
     let m = support::mock(&["--speedup", "1", "--page-size", "4"]);
     let client = reqwest::Client::new();
-    let mut resp = client
-        .post(format!("{}/generate", m.url))
-        .json(&json!({"input_ids": [1, 2, 3, 4, 5, 6], "stream": true, "sampling_params": {"max_new_tokens": 30, "ignore_eos": true}}))
-        .send()
-        .await
-        .unwrap();
+    let mut resp = post_json(&client, &format!("{}/generate", m.url), &json!({"input_ids": [1, 2, 3, 4, 5, 6], "stream": true, "sampling_params": {"max_new_tokens": 30, "ignore_eos": true}})).await;
     resp.chunk().await.unwrap().unwrap();
     let (s, r) = post(&m.url, "/pause_generation", json!({"mode": "retract"})).await;
     assert_eq!((s, r["status"].clone()), (200, json!("ok")));

@@ -207,3 +207,12 @@ pub async fn get_json(c: &reqwest::Client, url: &str) -> Value {
         .await
         .expect("JSON body")
 }
+
+/// POSTs JSON `body` to `url` with client `c`; the response (panics on a transport error).
+pub async fn post_json(c: &reqwest::Client, url: &str, body: &Value) -> reqwest::Response {
+    c.post(url)
+        .json(body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("POST {url}: {e}"))
+}
