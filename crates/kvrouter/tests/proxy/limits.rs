@@ -310,18 +310,32 @@ async fn a_request_queued_beyond_queue_timeout_gets_408() {
     first.abort();
 }
 
+/// An HTTP/2 (prior knowledge) connection to the router at `url`, driven by a spawned task:
+/// the request sender and that task.
+async fn h2<B>(
+    url: &str,
+) -> (
+    hyper::client::conn::http2::SendRequest<B>,
+    tokio::task::JoinHandle<hyper::Result<()>>,
+)
+where
+    B: hyper::body::Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(connect(url).await),
+    )
+    .await
+    .unwrap();
+    (send, tokio::spawn(conn))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http2_rapid_reset_flood_does_not_stop_service() {
     let r = start_router(&[]);
-    let stream = connect(&r.url).await;
-    let (mut send, conn) =
-        hyper::client::conn::http2::handshake::<_, _, http_body_util::Empty<bytes::Bytes>>(
-            hyper_util::rt::TokioExecutor::new(),
-            hyper_util::rt::TokioIo::new(stream),
-        )
-        .await
-        .unwrap();
-    let conn = tokio::spawn(conn);
+    let (mut send, conn) = h2::<http_body_util::Empty<bytes::Bytes>>(&r.url).await;
     // Open and cancel (RST_STREAM) streams as fast as possible.
     for _ in 0..5000 {
         if send.ready().await.is_err() {
@@ -340,15 +354,7 @@ async fn an_http2_rapid_reset_flood_does_not_stop_service() {
         status_of(client().get(format!("{}/health", r.url))).await,
         200
     );
-    let stream = connect(&r.url).await;
-    let (mut send, conn) =
-        hyper::client::conn::http2::handshake::<_, _, http_body_util::Empty<bytes::Bytes>>(
-            hyper_util::rt::TokioExecutor::new(),
-            hyper_util::rt::TokioIo::new(stream),
-        )
-        .await
-        .unwrap();
-    tokio::spawn(conn);
+    let (mut send, _) = h2::<http_body_util::Empty<bytes::Bytes>>(&r.url).await;
     let req = http::Request::get(format!("{}/health", r.url))
         .body(http_body_util::Empty::new())
         .unwrap();
@@ -363,15 +369,7 @@ async fn an_http2_rapid_reset_flood_does_not_stop_service() {
 async fn http2_streams_per_connection_are_capped() {
     let stub = Stub::start(Behaviour::Hang).await;
     let r = router_with(&[&stub.url], &["--http2-max-concurrent-streams", "2"]).await;
-    let stream = connect(&r.url).await;
-    let (send, conn) =
-        hyper::client::conn::http2::handshake::<_, _, http_body_util::Full<bytes::Bytes>>(
-            hyper_util::rt::TokioExecutor::new(),
-            hyper_util::rt::TokioIo::new(stream),
-        )
-        .await
-        .unwrap();
-    tokio::spawn(conn);
+    let (send, _) = h2::<http_body_util::Full<bytes::Bytes>>(&r.url).await;
     // Three requests on one connection to a worker that never answers: the router's
     // SETTINGS_MAX_CONCURRENT_STREAMS lets only two streams open, the third waits.
     let mut calls = Vec::new();
