@@ -19,7 +19,7 @@ use support::admin::workers_as;
 use support::fake_publisher::FakePublisher;
 use support::fake_worker::{port_of, server_info_0_5_23, wildcard_publisher, FakeWorker};
 use support::kv::{
-    blocks_of, debug_index, generate, page, prompt, publish_until, wait_index, ADMIN,
+    blocks_of, debug_index, generate, page, prompt, publish_until, wait_index, wait_sources, ADMIN,
 };
 use support::loadgen::metric_sum;
 use support::sglang_wire::{batch, cleared, stored};
@@ -56,10 +56,7 @@ async fn restart_inside_one_health_interval_clears_the_old_blocks() {
     let url = worker.url.clone();
     let router = kv_router(&url, "16");
     let c = support::http::client();
-    wait_index(&c, &router.url, "the worker's ZMQ source", |v| {
-        v["zmq_sources"].as_u64() == Some(1)
-    })
-    .await;
+    wait_sources(&c, &router.url, 1).await;
     // Incarnation 0: the startup clear, then three pages.
     publisher.lose(0, batch(vec![cleared()]));
     let three = batch(vec![
@@ -123,10 +120,7 @@ async fn mock_restarted_inside_one_health_interval_is_cleared() {
     let port = port_of(&url);
     let router = kv_router(&url, "4");
     let c = support::http::client();
-    wait_index(&c, &router.url, "the mock's ZMQ source", |v| {
-        v["zmq_sources"].as_u64() == Some(1)
-    })
-    .await;
+    wait_sources(&c, &router.url, 1).await;
     // Requests straight to the mock until the router indexes its blocks (slow joiner).
     let deadline = Deadline::after(Duration::from_secs(30));
     let mut seed = 0;

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use support::fake_publisher::FakePublisher;
 use support::fake_worker::{port_of, server_info_0_5_23, wildcard_publisher, FakeWorker};
-use support::kv::{blocks_of, debug_index, page, publish_until, ADMIN};
+use support::kv::{blocks_of, debug_index, page, publish_until, wait_sources, ADMIN};
 use support::sglang_wire::{batch, cleared, stored};
 use support::wait::Deadline;
 
@@ -68,10 +68,7 @@ async fn indexed_worker() -> Indexed {
         &worker.url,
     ]);
     let c = support::http::client();
-    support::kv::wait_index(&c, &router.url, "the worker's ZMQ source", |v| {
-        v["zmq_sources"].as_u64() == Some(1)
-    })
-    .await;
+    wait_sources(&c, &router.url, 1).await;
     publisher.lose(0, batch(vec![cleared()]));
     let three = batch(vec![
         stored(11, &page(1)),
