@@ -6,7 +6,7 @@
 use crate::support;
 
 use serde_json::{json, Value};
-use support::http::{post, post_json};
+use support::http::{client, get_json, post, post_json};
 use support::sglang_wire::{decode_payload, Ev};
 use support::zmq::{kv_config, port_of, replay, server_info, synced_sub};
 
@@ -285,12 +285,7 @@ async fn dp_ranks_publish_on_offset_ports() {
     }
     ranks.sort();
     assert_eq!(ranks, [0, 0, 1, 1]);
-    let load: serde_json::Value = reqwest::get(format!("{}/v1/loads", m.url))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let load: serde_json::Value = get_json(&client(), &format!("{}/v1/loads", m.url)).await;
     assert_eq!(load["loads"].as_array().unwrap().len(), 2);
 }
 
@@ -330,12 +325,7 @@ async fn weight_update_drains_running_requests_then_clears() {
             .any(|e| matches!(e, Ev::Stored { .. })),
         "finish stored before the flush"
     );
-    let info: serde_json::Value = reqwest::get(format!("{}/model_info", m.url))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let info: serde_json::Value = get_json(&client, &format!("{}/model_info", m.url)).await;
     assert_eq!(info["weight_version"], "default-1");
 }
 

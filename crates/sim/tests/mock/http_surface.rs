@@ -7,7 +7,7 @@
 use crate::support;
 
 use serde_json::{json, Value};
-use support::http::{post, post_json, sse_data, status_of};
+use support::http::{client, get_json, post, post_json, sse_data, status_of};
 use support::sglang_rules::cached_rule;
 use support::zmq::server_info;
 
@@ -236,12 +236,7 @@ async fn weight_updates_bump_version_and_flush() {
     )
     .await;
     assert_eq!((s, r["new_version"].clone()), (200, json!("v3")));
-    let wv: Value = reqwest::get(format!("{}/get_weight_version", m.url))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let wv: Value = get_json(&client(), &format!("{}/get_weight_version", m.url)).await;
     assert_eq!(wv["weight_version"], "v3");
     // Injected failure, then success.
     assert_eq!(
@@ -354,22 +349,12 @@ async fn info_load_metrics_and_errors() {
     }
     assert_eq!(info["tp_size"], 4);
     assert!(info["kv_events_config"].is_null());
-    let models: Value = reqwest::get(format!("{}/v1/models", m.url))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let models: Value = get_json(&client(), &format!("{}/v1/models", m.url)).await;
     assert_eq!(models["data"][0]["id"], "qwen");
     // SGLang 0.5.23 has no /get_load (the mock answers 404 unless --sglang-version 0.5.9).
     let gone = reqwest::get(format!("{}/get_load", m.url)).await.unwrap();
     assert_eq!(gone.status(), 404);
-    let load: Value = reqwest::get(format!("{}/v1/loads", m.url))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let load: Value = get_json(&client(), &format!("{}/v1/loads", m.url)).await;
     assert_eq!(load["loads"][0]["dp_rank"], 0);
     assert!(load["loads"][0]["num_running_reqs"].is_u64());
     let loads = reqwest::get(format!("{}/v1/loads?include=core", m.url))
