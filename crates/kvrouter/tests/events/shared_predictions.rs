@@ -59,7 +59,7 @@ async fn two_replicas_converge_and_share_a_booking() {
         // Everything `first` booked has reached `second` (one publisher's messages arrive in order).
         let want = f64::from(made[first]);
         wait_for("the other replica to apply the booking", || {
-            let (c, r) = (c.clone(), replicas[second].clone());
+            let r = replicas[second].to_string();
             async move { metric(&r, BOOKS).await >= want }
         })
         .await;
@@ -75,7 +75,7 @@ async fn two_replicas_converge_and_share_a_booking() {
     // Each replica applied exactly the other's bookings: never its own, none from `off`.
     for (me, other) in [(0, 1), (1, 0)] {
         wait_for("the last bookings to arrive", || {
-            let (c, r) = (c.clone(), replicas[me].clone());
+            let r = replicas[me].to_string();
             let want = f64::from(made[other]);
             async move { metric(&r, BOOKS).await >= want }
         })

@@ -225,7 +225,7 @@ fn text(seed: u32, chars: usize) -> String {
 
 /// Sends `body` to `path` through the router; the worker it went to.
 async fn routed(c: &reqwest::Client, router: &str, path: &str, body: &Value) -> String {
-    let resp = post_json(&c, &format!("{router}{path}"), body).await;
+    let resp = post_json(c, &format!("{router}{path}"), body).await;
     assert_eq!(resp.status(), 200, "{path}");
     resp.headers()["x-kvrouter-worker"]
         .to_str()

@@ -6,7 +6,7 @@
 use crate::support;
 
 use futures::StreamExt;
-use serde_json::{json, Value};
+use serde_json::json;
 use support::admin::*;
 use support::http::{client, connect, post_json};
 use support::procs::*;

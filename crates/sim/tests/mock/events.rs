@@ -38,7 +38,7 @@ async fn streaming(
     url: &str,
     body: Value,
 ) -> (reqwest::Response, Vec<u8>) {
-    let mut resp = post_json(&client, &format!("{url}/generate"), &body).await;
+    let mut resp = post_json(client, &format!("{url}/generate"), &body).await;
     let first = resp.chunk().await.unwrap().unwrap().to_vec();
     (resp, first)
 }
