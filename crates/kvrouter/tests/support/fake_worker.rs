@@ -18,6 +18,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
+/// The port of an endpoint, for the tests that import it from here.
+pub use super::http::port_of;
+
 /// What the fake worker answers (shared with its server task, changeable while it runs).
 #[derive(Default)]
 pub struct FakeState {
@@ -192,12 +195,4 @@ pub fn bind_true_publisher(pub_port: u16, replay_port: u16) -> (String, Value) {
         ),
         json!({"publisher": "zmq", "endpoint_host": "127.0.0.1", "endpoint_port_base": pub_port, "topic": "", "block_size": 16, "dp_size": 1, "replay_endpoint_port_base": replay_port}),
     )
-}
-
-/// The port of a bound `tcp://host:port` endpoint string.
-pub fn port_of(endpoint: &str) -> u16 {
-    endpoint
-        .rsplit_once(':')
-        .and_then(|(_, p)| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {endpoint}"))
 }

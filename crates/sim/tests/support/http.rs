@@ -115,6 +115,14 @@ pub async fn get_text(c: &reqwest::Client, url: &str) -> String {
         .expect("response body")
 }
 
+/// The port at the end of a URL or a ZMQ endpoint (`...:PORT`); panics when there is none.
+pub fn port_of(addr: &str) -> u16 {
+    addr.rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {addr}"))
+}
+
 /// A raw TCP connection to the server at `url` (`http://HOST:PORT`).
 pub async fn connect(url: &str) -> tokio::net::TcpStream {
     let addr = url.trim_start_matches("http://");
