@@ -18,6 +18,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
+use super::stub::json_resp;
+
 /// The port of an endpoint, for the tests that import it from here.
 pub use super::http::port_of;
 
@@ -108,14 +110,6 @@ impl FakeWorker {
     pub fn hits(&self, path: &str) -> u64 {
         self.state.lock().hits.get(path).copied().unwrap_or(0)
     }
-}
-
-fn json_resp(status: u16, body: &Value) -> Response<Full<Bytes>> {
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .expect("response")
 }
 
 async fn answer(req: Request<Incoming>, state: Arc<Mutex<FakeState>>) -> Response<Full<Bytes>> {

@@ -157,6 +157,13 @@ pub async fn generate(
     super::http::generate(c, base, &body).await
 }
 
+/// The worker a `/generate` of `ids` through `router` goes to (asserting a 200).
+pub async fn routed(router: &str, ids: &[u32]) -> String {
+    let (status, worker, body) = generate(&super::http::client(), router, ids, 1).await;
+    assert_eq!(status, 200, "{body}");
+    worker.expect("x-kvrouter-worker")
+}
+
 /// Makes sure the router's subscription to `worker` is live (ZMQ slow joiner): sends small
 /// distinct prompts straight to the worker until the router's index shows its blocks.
 pub async fn warm(c: &reqwest::Client, router: &str, worker: &str) {
