@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::{json, Value};
 use support::http::client;
-use support::kv::{blocks_of, debug_index, generate, wait_index, ADMIN};
+use support::kv::{blocks_of, debug_index, routed, wait_index, ADMIN};
 use support::nats::NatsServer;
 use support::stub::{Behaviour, Stub};
 use support::wait::Deadline;
@@ -90,13 +90,6 @@ async fn register_labelled(router: &str, url: &str, dynamo_id: &str) {
         .await
         .unwrap();
     assert_eq!(resp.status(), 202, "{}", resp.text().await.unwrap());
-}
-
-/// The worker a request for `ids` is routed to.
-async fn routed(router: &str, ids: &[u32]) -> String {
-    let (status, worker, body) = generate(&client(), router, ids, 1).await;
-    assert_eq!(status, 200, "{body}");
-    worker.unwrap()
 }
 
 async fn wait_routable(router: &str, n: usize) {

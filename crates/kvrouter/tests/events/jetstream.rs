@@ -11,8 +11,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use support::http::client;
+use support::http::{client, metric};
 use support::kv::*;
+use support::nats::{spawn_nats, wait_nats};
 use support::wait::Deadline;
 
 const STREAM: &str = "KVROUTER_KV";
@@ -38,14 +39,6 @@ async fn wait_ready(c: &reqwest::Client, router: &str, workers: usize) {
         deadline.check(&format!("{router} to be ready; last: {body}"));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// The value of an unlabelled metric in a router's `/metrics` (0 when absent).
-async fn metric(c: &reqwest::Client, router: &str, name: &str) -> f64 {
-    let text = support::http::get_text(c, &format!("{router}/metrics")).await;
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-        .unwrap_or(0.0)
 }
 
 /// Every relayed batch in the stream: subject -> worker sequence numbers, in stream order.
@@ -138,8 +131,8 @@ async fn the_relay_fails_over_without_gap_or_duplicate() {
     let deadline = Deadline::after(Duration::from_secs(30));
     let holder = loop {
         let held = [
-            metric(&c, &relays[0].url, "kvrouter_kv_relay_locks_held").await,
-            metric(&c, &relays[1].url, "kvrouter_kv_relay_locks_held").await,
+            metric(&relays[0].url, "kvrouter_kv_relay_locks_held").await,
+            metric(&relays[1].url, "kvrouter_kv_relay_locks_held").await,
         ];
         match held {
             [1.0, 0.0] => break 0,
@@ -157,7 +150,7 @@ async fn the_relay_fails_over_without_gap_or_duplicate() {
     loop {
         seed += 1;
         assert_eq!(generate(&c, &w.url, &prompt(seed, 24), 2).await.0, 200);
-        if metric(&c, &survivor.url, "kvrouter_kv_relay_locks_held").await == 1.0 {
+        if metric(&survivor.url, "kvrouter_kv_relay_locks_held").await == 1.0 {
             break;
         }
         deadline.check("the surviving relay to take the lock");
@@ -221,21 +214,14 @@ impl RestartableNats {
     }
 
     fn spawn(port: u16, dir: &tempfile::TempDir) -> std::process::Child {
-        std::process::Command::new("nats-server")
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-            .arg(dir.path())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("nats-server (see scripts/test)")
+        spawn_nats(port, &["-js", "-sd", dir.path().to_str().unwrap()])
     }
 
     async fn wait_up(&self) {
-        let deadline = Deadline::after(Duration::from_secs(15));
-        while async_nats::connect(self.url.as_str()).await.is_err() {
-            deadline.check("nats-server to accept connections");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_nats("nats-server to accept connections", || {
+            async_nats::connect(self.url.as_str())
+        })
+        .await;
     }
 
     fn stop(&mut self) {
@@ -256,8 +242,8 @@ impl Drop for RestartableNats {
 }
 
 /// `name{label="value"} N` from a router's `/metrics` (0 when absent).
-async fn labelled(c: &reqwest::Client, router: &str, name: &str, label: &str) -> f64 {
-    metric(c, router, &format!("{name}{{{label}}}")).await
+async fn labelled(router: &str, name: &str, label: &str) -> f64 {
+    metric(router, &format!("{name}{{{label}}}")).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -315,10 +301,10 @@ async fn nats_restart_mid_run_routers_reconnect_and_converge() {
          relay publish errors {}, replica gaps {}, recoveries {}, duplicates {}",
         outage_traffic.as_secs_f64(),
         t.elapsed().as_secs_f64(),
-        labelled(&c, &relay.url, "kvrouter_kv_event_relayed_total", "result=\"error\"").await,
-        metric(&c, &replica.url, "kvrouter_kv_event_gaps_total").await,
-        metric(&c, &replica.url, "kvrouter_kv_event_recoveries_total").await,
-        metric(&c, &replica.url, "kvrouter_kv_event_duplicates_total").await,
+        labelled(&relay.url, "kvrouter_kv_event_relayed_total", "result=\"error\"").await,
+        metric(&replica.url, "kvrouter_kv_event_gaps_total").await,
+        metric(&replica.url, "kvrouter_kv_event_recoveries_total").await,
+        metric(&replica.url, "kvrouter_kv_event_duplicates_total").await,
     );
 }
 

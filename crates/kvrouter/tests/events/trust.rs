@@ -18,35 +18,9 @@ use std::time::Duration;
 
 use support::fake_publisher::FakePublisher;
 use support::fake_worker::{port_of, server_info_0_5_23, wildcard_publisher, FakeWorker};
-use support::kv::{blocks_of, debug_index, ADMIN};
+use support::kv::{blocks_of, debug_index, page, publish_until, wait_sources, ADMIN};
 use support::sglang_wire::{batch, cleared, stored};
 use support::wait::Deadline;
-
-fn page(seed: u32) -> Vec<u32> {
-    (0..16).map(|i| seed * 100 + i).collect()
-}
-
-/// Publishes `payload` as batch `seq` until the index holds `want` blocks of `worker`.
-async fn publish_until(
-    publisher: &mut FakePublisher,
-    c: &reqwest::Client,
-    router: &str,
-    worker: &str,
-    seq: u64,
-    payload: Vec<u8>,
-    want: u64,
-) {
-    publisher.lose(seq, payload.clone());
-    let deadline = Deadline::after(Duration::from_secs(30));
-    loop {
-        publisher.republish(seq, payload.clone()).await;
-        if blocks_of(&debug_index(c, router).await, worker) == want {
-            return;
-        }
-        deadline.check(&format!("{want} blocks of {worker} after batch {seq}"));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// `kvrouter_kv_events_untrusted_total` summed over reasons.
 async fn untrusted(c: &reqwest::Client, router: &str) -> u64 {
@@ -94,10 +68,7 @@ async fn indexed_worker() -> Indexed {
         &worker.url,
     ]);
     let c = support::http::client();
-    support::kv::wait_index(&c, &router.url, "the worker's ZMQ source", |v| {
-        v["zmq_sources"].as_u64() == Some(1)
-    })
-    .await;
+    wait_sources(&c, &router.url, 1).await;
     publisher.lose(0, batch(vec![cleared()]));
     let three = batch(vec![
         stored(11, &page(1)),

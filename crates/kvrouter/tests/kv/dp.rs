@@ -12,12 +12,7 @@ use support::http::client;
 use support::kv::*;
 
 async fn post(c: &reqwest::Client, base: &str, body: Value) -> Value {
-    let r = c
-        .post(format!("{base}/generate"))
-        .json(&body)
-        .send()
-        .await
-        .expect("generate");
+    let r = support::http::post_json(c, &format!("{base}/generate"), &body).await;
     let status = r.status().as_u16();
     let v: Value = r.json().await.unwrap_or(Value::Null);
     assert_eq!(status, 200, "{base}: {v}");

@@ -15,7 +15,7 @@ use rmpv::Value as V;
 use serde_json::{json, Value};
 use support::fake_publisher::FakePublisher;
 use support::fake_worker::{bind_true_publisher, port_of, server_info_0_5_23, FakeWorker};
-use support::kv::{blocks_of, debug_index, prompt, wait_index, ADMIN};
+use support::kv::{blocks_of, debug_index, kv_router_paged, prompt, wait_index, wait_sources};
 use support::sglang_wire::batch;
 use support::wait::Deadline;
 
@@ -130,25 +130,9 @@ async fn requests_match_only_stores_of_their_namespace() {
     let mut pb = FakePublisher::bind("").await;
     let (wa, wb) = (worker_of(&pa).await, worker_of(&pb).await);
     let (a, b) = (wa.url.clone(), wb.url.clone());
-    let router = support::router(&[
-        "--mode",
-        "kv",
-        "--page-size",
-        "16",
-        "--admin-api-key",
-        ADMIN,
-        "--health-check-interval-secs",
-        "0.5",
-        "--worker-urls",
-        &a,
-        "--worker-urls",
-        &b,
-    ]);
+    let router = kv_router_paged("16", &[&a, &b], &[]);
     let c = support::http::client();
-    wait_index(&c, &router.url, "a ZMQ source per worker", |v| {
-        v["zmq_sources"].as_u64() == Some(2)
-    })
-    .await;
+    wait_sources(&c, &router.url, 2).await;
 
     // P: 4 pages; Q: 2 pages; R: 8 pages (plus a partial page each, as prompts have).
     let p = prompt(1, 4 * PAGE + 3);

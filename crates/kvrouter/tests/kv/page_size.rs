@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use serde_json::Value;
-use support::admin::{assert_error_shape, workers};
+use support::admin::{assert_error, workers};
 use support::http::client;
 use support::kv::{blocks_of, debug_index, generate, prompt, wait_index, wait_sources, ADMIN};
 use support::procs::{self, router_with, start_router, Proc};
@@ -181,14 +181,12 @@ async fn unfoldable_page_sizes_are_refused_in_kv_mode_and_served_in_round_robin(
     let kv = start_router(&["--mode", "kv", "--page-size", ROUTER_PAGE]);
     let c = client();
     for (w, suggested) in [(&w24, "48"), (&w32, "32")] {
-        let resp = c
-            .post(format!("{}/add_worker?url={}", kv.url, enc(&w.url)))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 400);
-        let v: Value = resp.json().await.unwrap();
-        assert_error_shape(&v, "page_size_mismatch");
+        let v = assert_error(
+            c.post(format!("{}/add_worker?url={}", kv.url, enc(&w.url))),
+            400,
+            "page_size_mismatch",
+        )
+        .await;
         assert_refusal(v["error"]["message"].as_str().unwrap(), suggested);
     }
     assert_eq!(workers(&kv.url).await["total"], 0);

@@ -38,14 +38,7 @@ async fn a_prompt_cached_on_worker_b_goes_to_b() {
             "{body}"
         );
     }
-    let metrics = c
-        .get(format!("{}/metrics", router.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = support::http::get_text(&c, &format!("{}/metrics", router.url)).await;
     assert!(metrics.contains("kvrouter_kv_actual_hit_tokens_total"));
     assert!(metrics.contains("kvrouter_kv_decision_seconds_bucket{stage=\"match\""));
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use kvrouter::text::fixture;
 use serde_json::{json, Value};
-use support::http::client;
+use support::http::{client, metrics, post_json};
 use support::kv::*;
 use support::loadgen::metric_sum;
 use support::wait::Deadline;
@@ -31,16 +31,6 @@ fn words(from: u32, n: u32) -> String {
         .map(|i| format!("t{}", i % VOCAB as u32))
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-async fn metrics(c: &reqwest::Client, url: &str) -> String {
-    c.get(format!("{url}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
 }
 
 fn series(page: &str, line_prefix: &str) -> u64 {
@@ -111,12 +101,12 @@ async fn a_text_chat_session_stays_on_one_worker_and_cached_tokens_match_the_pre
     ];
     let mut first_worker = None;
     for t in 0..8u32 {
-        let before = metrics(&c, &router.url).await;
+        let before = metrics(&router.url).await;
         let (worker, cached, prompt, completion, reply) = turn(&c, &router.url, &messages).await;
         // The router books and reports once the response has ended.
         let deadline = Deadline::after(Duration::from_secs(30));
         let after = loop {
-            let page = metrics(&c, &router.url).await;
+            let page = metrics(&router.url).await;
             if series(&page, "kvrouter_kv_hit_reports_total{result=\"reported\"}")
                 > series(
                     &before,
@@ -157,7 +147,7 @@ async fn a_text_chat_session_stays_on_one_worker_and_cached_tokens_match_the_pre
         messages.push(json!({"role": "assistant", "content": reply}));
         messages.push(json!({"role": "user", "content": words(2000 + 50 * t, 30)}));
     }
-    let page = metrics(&c, &router.url).await;
+    let page = metrics(&router.url).await;
     assert_eq!(
         series(
             &page,
@@ -176,14 +166,14 @@ async fn without_a_tokenizer_short_text_is_routed_by_load_and_counted() {
     // The chat body's messages JSON fills a text page (4 tokens of 4 bytes); the generate
     // text is shorter than one: nothing to hash, routed by load.
     let (_, _, _, _, _) = turn(&c, &router.url, &[json!({"role": "user", "content": ""})]).await;
-    let resp = c
-        .post(format!("{}/generate", router.url))
-        .json(&json!({"text": "hello there", "sampling_params": {"max_new_tokens": 2}}))
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(
+        &c,
+        &format!("{}/generate", router.url),
+        &json!({"text": "hello there", "sampling_params": {"max_new_tokens": 2}}),
+    )
+    .await;
     assert_eq!(resp.status(), 200);
-    let page = metrics(&c, &router.url).await;
+    let page = metrics(&router.url).await;
     assert_eq!(
         series(
             &page,
@@ -225,12 +215,7 @@ fn text(seed: u32, chars: usize) -> String {
 
 /// Sends `body` to `path` through the router; the worker it went to.
 async fn routed(c: &reqwest::Client, router: &str, path: &str, body: &Value) -> String {
-    let resp = c
-        .post(format!("{router}{path}"))
-        .json(body)
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(c, &format!("{router}{path}"), body).await;
     assert_eq!(resp.status(), 200, "{path}");
     resp.headers()["x-kvrouter-worker"]
         .to_str()
@@ -294,7 +279,7 @@ async fn without_a_tokenizer_text_prompts_keep_their_worker_by_approximate_text_
         2,
         "12 distinct prompts all went to {workers:?}"
     );
-    let page = metrics(&c, &router.url).await;
+    let page = metrics(&router.url).await;
     assert_eq!(
         series(
             &page,
@@ -329,14 +314,14 @@ async fn a_workers_local_model_path_provides_the_tokenizer() {
     let router = kv_router(&[&a.url], &[]);
     let c = client();
     wait_sources(&c, &router.url, 1).await;
-    let resp = c
-        .post(format!("{}/generate", router.url))
-        .json(&json!({"text": words(10, 64), "sampling_params": {"max_new_tokens": 2}}))
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(
+        &c,
+        &format!("{}/generate", router.url),
+        &json!({"text": words(10, 64), "sampling_params": {"max_new_tokens": 2}}),
+    )
+    .await;
     assert_eq!(resp.status(), 200);
-    let page = metrics(&c, &router.url).await;
+    let page = metrics(&router.url).await;
     assert_eq!(
         series(
             &page,

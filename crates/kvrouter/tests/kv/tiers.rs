@@ -14,7 +14,8 @@ use rmpv::Value as V;
 use serde_json::Value;
 use support::fake_publisher::FakePublisher;
 use support::fake_worker::{port_of, server_info_0_5_23, wildcard_publisher, FakeWorker};
-use support::kv::{blocks_of, debug_index, generate, prompt, ADMIN};
+use support::http::client;
+use support::kv::{blocks_of, debug_index, kv_router_paged, prompt, routed, wait_sources};
 use support::sglang_wire::batch;
 use support::wait::Deadline;
 
@@ -127,30 +128,7 @@ fn cleared() -> V {
 
 /// A KV-mode router (page 16) over `workers`.
 fn router(workers: &[&str], extra: &[&str]) -> support::Proc {
-    let mut args = vec![
-        "--mode",
-        "kv",
-        "--page-size",
-        "16",
-        "--admin-api-key",
-        ADMIN,
-        "--health-check-interval-secs",
-        "0.5",
-    ];
-    for w in workers {
-        args.extend(["--worker-urls", *w]);
-    }
-    args.extend_from_slice(extra);
-    support::router(&args)
-}
-
-/// Waits until the router subscribed to `n` workers' event streams.
-async fn wait_sources(router: &str, n: u64) {
-    let c = support::http::client();
-    support::kv::wait_index(&c, router, "the workers' ZMQ sources", |v| {
-        v["zmq_sources"].as_u64() == Some(n)
-    })
-    .await;
+    kv_router_paged("16", workers, extra)
 }
 
 /// `worker`'s blocks in `tier` (`host_blocks` / `disk_blocks`) per `/debug/index`'s `tiers`.
@@ -168,20 +146,12 @@ fn request(seed: u32) -> Vec<u32> {
     prompt(seed, 4 * PAGE + 1)
 }
 
-/// Routes `ids` and returns the chosen worker's URL.
-async fn routed(router: &str, ids: &[u32]) -> String {
-    let c = support::http::client();
-    let (status, worker, body) = generate(&c, router, ids, 1).await;
-    assert_eq!(status, 200, "{body}");
-    worker.expect("x-kvrouter-worker")
-}
-
 #[tokio::test]
 async fn a_prefix_in_the_host_tier_only_beats_no_prefix() {
     let mut a = Worker::start().await;
     let b = Worker::start().await;
     let r = router(&[a.url(), b.url()], &[]);
-    wait_sources(&r.url, 2).await;
+    wait_sources(&client(), &r.url, 2).await;
     // A holds four prompts' prefixes in host memory only (evicted from its GPU); B nothing.
     let seeds = [11, 12, 13, 14];
     let mut events = vec![cleared()];
@@ -218,7 +188,7 @@ async fn a_gpu_holder_beats_a_host_holder() {
     let mut a = Worker::start().await;
     let mut b = Worker::start().await;
     let r = router(&[a.url(), b.url()], &[]);
-    wait_sources(&r.url, 2).await;
+    wait_sources(&client(), &r.url, 2).await;
     let ids = request(21);
     let (ua, ub) = (a.url().to_string(), b.url().to_string());
     let host = store_chain(&ids[..4 * PAGE], 500, "CPU_PINNED");
@@ -237,7 +207,7 @@ async fn disk_tier_is_credited_and_its_removals_and_clears_reach_it() {
     let mut a = Worker::start().await;
     let b = Worker::start().await;
     let r = router(&[a.url(), b.url()], &[]);
-    wait_sources(&r.url, 2).await;
+    wait_sources(&client(), &r.url, 2).await;
     let ids = request(31);
     let ua = a.url().to_string();
     let disk = store_chain(&ids[..4 * PAGE], 700, "DISK");
@@ -271,7 +241,7 @@ async fn disk_tier_is_credited_and_its_removals_and_clears_reach_it() {
 async fn credit_off_leaves_the_tiers_unindexed() {
     let mut a = Worker::start().await;
     let r = router(&[a.url()], &["--kv-tier-credit", "off"]);
-    wait_sources(&r.url, 1).await;
+    wait_sources(&client(), &r.url, 1).await;
     let ua = a.url().to_string();
     // One batch: a host-tier prefix, then a GPU one (the readiness signal).
     let mut events = store_chain(&request(41)[..4 * PAGE], 100, "CPU_PINNED");

@@ -8,14 +8,14 @@
 use crate::support;
 
 use serde_json::{json, Value};
-use support::http::{client, get_text};
+use support::http::{client, get_text, post_json};
 use support::kv::warm_kv_pair;
 use support::procs::{mock, router_with};
 use support::stub::{Behaviour, Stub};
 use support::wait::wait_for;
 
 async fn post_ok(c: &reqwest::Client, url: String, body: Value) {
-    let r = c.post(&url).json(&body).send().await.unwrap();
+    let r = post_json(c, &url, &body).await;
     let status = r.status().as_u16();
     let text = r.text().await.unwrap();
     assert_eq!(status, 200, "{url}: {text}");

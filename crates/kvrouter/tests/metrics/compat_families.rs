@@ -13,7 +13,7 @@ use crate::support;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::json;
-use support::http::{client, get_text};
+use support::http::{client, get_text, post_json};
 use support::kv::{generate, prompt, warm_kv_pair};
 use support::procs::{fast_mock, router_with};
 use support::stub::{Behaviour, Stub};
@@ -122,7 +122,7 @@ impl Scrape {
 }
 
 async fn post(c: &reqwest::Client, url: &str, body: serde_json::Value) -> u16 {
-    let r = c.post(url).json(&body).send().await.unwrap();
+    let r = post_json(c, url, &body).await;
     let status = r.status().as_u16();
     let _ = r.bytes().await;
     status

@@ -9,6 +9,8 @@
 use crate::support;
 
 use serde_json::{json, Value};
+use support::admin::wait_ready;
+use support::http::post_bytes;
 use support::pd_fake::{Fail, PdFake, PdFleet};
 use support::procs::start_router;
 use support::wait::wait_for;
@@ -19,22 +21,8 @@ async fn router_over(fleet: &PdFleet, extra: &[&str]) -> Proc {
     args.extend(extra.iter().map(|s| s.to_string()));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let r = start_router(&refs);
-    wait_ready(&r.url).await;
+    wait_ready(&r.url, "the PD router to be ready").await;
     r
-}
-
-async fn wait_ready(url: &str) {
-    let u = url.to_string();
-    wait_for("the PD router to be ready", || {
-        let u = u.clone();
-        async move { support::http::get(&u, "/readiness").await.0 == 200 }
-    })
-    .await;
-}
-
-/// POSTs raw `body` bytes; (status, headers, body bytes).
-async fn post_raw(url: &str, path: &str, body: &str) -> (u16, reqwest::header::HeaderMap, Vec<u8>) {
-    support::http::post_bytes(url, path, body).await
 }
 
 /// The fields a leg body has beyond the client's `sent` bytes: everything else must be the
@@ -91,7 +79,7 @@ async fn a_2p2d_fleet_serves_every_route_plain_streamed_and_batched() {
     ];
     for (path, body, rooms) in cases {
         clear(&fleet);
-        let (status, headers, got) = post_raw(&r.url, path, &body).await;
+        let (status, headers, got) = post_bytes(&r.url, path, &body).await;
         assert_eq!(
             status,
             200,
@@ -135,7 +123,7 @@ async fn prefill_input_logprobs_are_prepended_plain_and_streamed() {
     let fleet = PdFleet::start(1, 1, 1, 1).await;
     let r = router_over(&fleet, &[]).await;
     let body = r#"{"input_ids": [5, 6, 7], "return_logprob": true}"#;
-    let (status, _, got) = post_raw(&r.url, "/generate", body).await;
+    let (status, _, got) = post_bytes(&r.url, "/generate", body).await;
     assert_eq!(status, 200);
     let decode_sent = String::from_utf8(fleet.decode[0].responses()[0].to_vec()).unwrap();
     let got = String::from_utf8(got).unwrap();
@@ -147,7 +135,7 @@ async fn prefill_input_logprobs_are_prepended_plain_and_streamed() {
         "only the logprob list changes"
     );
     let body = r#"{"input_ids": [5, 6, 7], "return_logprob": true, "stream": true}"#;
-    let (status, headers, got) = post_raw(&r.url, "/generate", body).await;
+    let (status, headers, got) = post_bytes(&r.url, "/generate", body).await;
     assert_eq!(status, 200);
     assert!(headers["content-type"]
         .to_str()
@@ -180,7 +168,7 @@ async fn a_failed_leg_cancels_the_other_and_the_client_gets_a_5xx_naming_it() {
     let body = r#"{"input_ids": [1, 2, 3]}"#;
     // The decode connection breaks: the prefill (waiting for its decode peer) is cancelled.
     fleet.decode[0].set_fail(Fail::Drop);
-    let (status, headers, got) = post_raw(&r.url, "/generate", body).await;
+    let (status, headers, got) = post_bytes(&r.url, "/generate", body).await;
     let v: Value = serde_json::from_slice(&got).unwrap();
     assert_eq!(status, 502, "{v}");
     assert_eq!(v["error"]["code"], "decode_unavailable", "{v}");
@@ -202,7 +190,7 @@ async fn a_failed_leg_cancels_the_other_and_the_client_gets_a_5xx_naming_it() {
     fleet.decode[0].set_fail(Fail::None);
     fleet.prefill[0].set_fail(Fail::Status(500));
     let (served0, cancelled0) = (fleet.decode[0].served(), fleet.decode[0].cancelled());
-    let (status, headers, got) = post_raw(&r.url, "/generate", body).await;
+    let (status, headers, got) = post_bytes(&r.url, "/generate", body).await;
     let v: Value = serde_json::from_slice(&got).unwrap();
     assert_eq!(status, 502, "{v}");
     assert_eq!(v["error"]["code"], "prefill_server_error", "{v}");
@@ -215,7 +203,7 @@ async fn a_failed_leg_cancels_the_other_and_the_client_gets_a_5xx_naming_it() {
     .await;
     // A prefill 400 keeps its status.
     fleet.prefill[0].set_fail(Fail::Status(400));
-    let (status, _, got) = post_raw(&r.url, "/generate", body).await;
+    let (status, _, got) = post_bytes(&r.url, "/generate", body).await;
     let v: Value = serde_json::from_slice(&got).unwrap();
     assert_eq!(
         (status, v["error"]["code"].as_str()),
@@ -224,7 +212,7 @@ async fn a_failed_leg_cancels_the_other_and_the_client_gets_a_5xx_naming_it() {
     );
     // Healthy again: served.
     fleet.prefill[0].set_fail(Fail::None);
-    assert_eq!(post_raw(&r.url, "/generate", body).await.0, 200);
+    assert_eq!(post_bytes(&r.url, "/generate", body).await.0, 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -247,7 +235,7 @@ async fn a_retry_takes_a_new_pair_and_a_new_room() {
     fleet.prefill[0].set_fail(Fail::Status(503));
     fleet.prefill[1].set_fail(Fail::Status(503));
     // Both prefills refuse: every attempt fails, each with a new room.
-    let (status, _, _) = post_raw(&r.url, "/generate", r#"{"input_ids": [1]}"#).await;
+    let (status, _, _) = post_bytes(&r.url, "/generate", r#"{"input_ids": [1]}"#).await;
     assert_eq!(status, 502);
     let rooms: Vec<u64> = fleet
         .prefill
@@ -270,7 +258,7 @@ async fn a_retry_takes_a_new_pair_and_a_new_room() {
     assert_eq!(distinct.len(), 3, "a new room per attempt");
     fleet.prefill[1].set_fail(Fail::None);
     assert_eq!(
-        post_raw(&r.url, "/generate", r#"{"input_ids": [1]}"#)
+        post_bytes(&r.url, "/generate", r#"{"input_ids": [1]}"#)
             .await
             .0,
         200
@@ -298,7 +286,7 @@ async fn grpo_siblings_share_one_prefill_worker() {
     support::kv::wait_units(&support::http::client(), &r.url, 4).await;
     let mut order = Vec::new();
     for _ in 0..8 {
-        assert_eq!(post_raw(&r.url, "/generate", &body).await.0, 200);
+        assert_eq!(post_bytes(&r.url, "/generate", &body).await.0, 200);
         order.push(fleet.prefill.iter().map(PdFake::served).collect::<Vec<_>>());
         // The prefill leg is drained beside the decode response: wait until it is released.
         wait_for("the legs to be released", || async {
@@ -329,7 +317,7 @@ async fn dp_ranks_go_to_both_legs() {
     let fleet = PdFleet::start(1, 1, 2, 2).await;
     let r = router_over(&fleet, &[]).await;
     let body = r#"{"input_ids": [1, 2, 3]}"#;
-    assert_eq!(post_raw(&r.url, "/generate", body).await.0, 200);
+    assert_eq!(post_bytes(&r.url, "/generate", body).await.0, 200);
     let ((_, p), (_, d)) = last_pair(&fleet);
     let (p, d) = (injected(body, &p), injected(body, &d));
     let rank = p["routed_dp_rank"].as_u64().unwrap();
@@ -344,7 +332,7 @@ async fn dp_ranks_go_to_both_legs() {
     assert!(p.get("disagg_prefill_dp_rank").is_none());
     // A batch: every room on the chosen rank.
     let body = r#"{"input_ids": [[1, 2, 3], [4, 5, 6], [7, 8, 9]]}"#;
-    assert_eq!(post_raw(&r.url, "/generate", body).await.0, 200);
+    assert_eq!(post_bytes(&r.url, "/generate", body).await.0, 200);
     let ((_, p), (_, d)) = last_pair(&fleet);
     let (p, d) = (injected(body, &p), injected(body, &d));
     let rank = p["routed_dp_rank"].as_u64().unwrap();
@@ -359,7 +347,7 @@ async fn dp_ranks_go_to_both_legs() {
     assert_eq!(p["bootstrap_room"], d["bootstrap_room"]);
     // The client's own rank wins: nothing injected but the bootstrap fields.
     let body = r#"{"input_ids": [1, 2, 3], "routed_dp_rank": 1}"#;
-    assert_eq!(post_raw(&r.url, "/generate", body).await.0, 200);
+    assert_eq!(post_bytes(&r.url, "/generate", body).await.0, 200);
     let ((_, p), (_, d)) = last_pair(&fleet);
     assert!(injected(body, &p).get("routed_dp_rank").is_none());
     assert!(injected(body, &d).get("disagg_prefill_dp_rank").is_none());
@@ -391,7 +379,7 @@ async fn readiness_needs_a_prefill_and_a_decode_worker_and_admin_routes_reach_bo
     )
     .await;
     assert_eq!(status, 202, "{v}");
-    wait_ready(&r.url).await;
+    wait_ready(&r.url, "the PD router to be ready").await;
     let workers = support::admin::workers(&r.url).await;
     let types: Vec<&str> = workers["workers"]
         .as_array()
@@ -405,7 +393,7 @@ async fn readiness_needs_a_prefill_and_a_decode_worker_and_admin_routes_reach_bo
         "{types:?}"
     );
     let body = r#"{"input_ids": [1, 2, 3]}"#;
-    assert_eq!(post_raw(&r.url, "/generate", body).await.0, 200);
+    assert_eq!(post_bytes(&r.url, "/generate", body).await.0, 200);
     let ((_, p), _) = last_pair(&fleet);
     assert_eq!(
         injected(body, &p)["bootstrap_port"],

@@ -12,6 +12,7 @@
 use crate::support;
 
 use serde_json::{json, Value};
+use support::admin::wait_ready;
 use support::kv::{debug_index, wait_index, ADMIN};
 use support::procs::{mock, start_router};
 use support::wait::wait_for;
@@ -86,12 +87,7 @@ impl Fleet {
         let args = self.router_args();
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         let r = start_router(&refs);
-        let u = r.url.clone();
-        wait_for("the PD router to be ready", || {
-            let u = u.clone();
-            async move { support::http::get(&u, "/readiness").await.0 == 200 }
-        })
-        .await;
+        wait_ready(&r.url, "the PD router to be ready").await;
         r
     }
 }
@@ -101,18 +97,9 @@ async fn post_raw(url: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
     (status, bytes)
 }
 
-/// The JSON events of an SSE body (without `[DONE]`); panics unless it ends with `[DONE]`.
+/// The JSON events of an SSE body (without `[DONE]`; see `support::http::sse_events`).
 fn sse_events(body: &[u8]) -> Vec<Value> {
-    let text = String::from_utf8_lossy(body);
-    assert!(
-        text.trim_end().ends_with("data: [DONE]"),
-        "stream ends with [DONE]: {text}"
-    );
-    text.split("\n\n")
-        .filter_map(|e| e.strip_prefix("data: "))
-        .filter(|e| *e != "[DONE]")
-        .map(|e| serde_json::from_str(e).unwrap())
-        .collect()
+    support::http::sse_events(&String::from_utf8_lossy(body))
 }
 
 fn ids(n: usize, seed: usize) -> Vec<usize> {

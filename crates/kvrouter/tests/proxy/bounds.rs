@@ -6,38 +6,24 @@
 use crate::support;
 
 use futures::StreamExt;
-use serde_json::{json, Value};
+use serde_json::json;
 use support::admin::*;
-use support::http::client;
+use support::http::{client, connect, post_json};
 use support::procs::*;
 use support::wait::wait_for;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
-
-fn addr(url: &str) -> String {
-    url.trim_start_matches("http://").to_string()
-}
 
 async fn metric(router: &str, key: &str) -> u64 {
-    let text = support::http::get_text(&client(), &format!("{router}/metrics")).await;
-    let key = format!("{key} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&key))
-        .map_or(0, |v| v.trim().parse().unwrap())
+    support::http::metric(router, key).await as u64
 }
 
 /// The last SSE event's `meta_info.finish_reason.type` of a `/generate` stream.
 fn last_finish_type(sse: &str) -> Option<String> {
-    sse.lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter(|d| *d != "[DONE]")
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .next_back()
-        .and_then(|v| {
-            v["meta_info"]["finish_reason"]["type"]
-                .as_str()
-                .map(str::to_string)
-        })
+    support::http::sse_events(sse).pop().and_then(|v| {
+        v["meta_info"]["finish_reason"]["type"]
+            .as_str()
+            .map(str::to_string)
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -143,7 +129,7 @@ async fn bodies_in_flight_beyond_the_budget_get_503_naming_the_limit() {
     // A slow upload announcing 800 KiB (its buffer's allocation, taken from the 1 MiB budget)
     // sends 700 KiB and stops.
     let announced = 800 << 10;
-    let mut slow = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let mut slow = connect(&r.url).await;
     slow.write_all(
         format!(
             "POST /generate HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n\
@@ -163,16 +149,15 @@ async fn bodies_in_flight_beyond_the_budget_get_503_naming_the_limit() {
 
     // A 600 KiB body does not fit next to it: 503 naming the limit.
     let big = format!("{{\"text\":\"{}\"}}", "b".repeat(600 << 10));
-    let resp = client()
-        .post(format!("{}/generate", r.url))
-        .header("content-type", "application/json")
-        .body(big)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 503);
-    let v: Value = resp.json().await.unwrap();
-    assert_error_shape(&v, "inflight_body_budget");
+    let v = assert_error(
+        client()
+            .post(format!("{}/generate", r.url))
+            .header("content-type", "application/json")
+            .body(big),
+        503,
+        "inflight_body_budget",
+    )
+    .await;
     assert!(v.to_string().contains("max_inflight_body_bytes"), "{v}");
     assert!(
         metric(
@@ -184,12 +169,12 @@ async fn bodies_in_flight_beyond_the_budget_get_503_naming_the_limit() {
     );
 
     // A small request still fits and is served.
-    let resp = client()
-        .post(format!("{}/generate", r.url))
-        .json(&json!({"text":"small","sampling_params":{"max_new_tokens":2}}))
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(
+        &client(),
+        &format!("{}/generate", r.url),
+        &json!({"text":"small","sampling_params":{"max_new_tokens":2}}),
+    )
+    .await;
     assert_eq!(resp.status(), 200);
 
     // The slow upload leaves: its bytes return to the budget.

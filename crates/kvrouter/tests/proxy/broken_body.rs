@@ -8,7 +8,7 @@
 use crate::support;
 
 use serde_json::json;
-use support::http::client;
+use support::http::{client, post_json};
 use support::procs::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -85,12 +85,12 @@ async fn breaking_worker() -> String {
 async fn a_broken_chunked_body_reaches_the_client_broken() {
     let worker = breaking_worker().await;
     let r = router_with(&[&worker], &["--retry-max-retries", "0"]).await;
-    let resp = client()
-        .post(format!("{}/generate", r.url))
-        .json(&json!({"text": "hi"}))
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(
+        &client(),
+        &format!("{}/generate", r.url),
+        &json!({"text": "hi"}),
+    )
+    .await;
     assert_eq!(resp.status(), 200, "the head was already relayed");
     let body = resp.bytes().await;
     assert!(

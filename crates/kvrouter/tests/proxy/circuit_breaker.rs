@@ -10,7 +10,7 @@ use crate::support;
 
 use serde_json::{json, Value};
 use support::admin::workers;
-use support::http::client;
+use support::http::{client, post_json};
 use support::procs::*;
 use support::stub::*;
 use support::wait::wait_for;
@@ -40,12 +40,7 @@ async fn send(router: &str, n: usize) -> Vec<String> {
     let c = client();
     let mut by = Vec::new();
     for _ in 0..n {
-        let resp = c
-            .post(format!("{router}/generate"))
-            .json(&small())
-            .send()
-            .await
-            .unwrap();
+        let resp = post_json(&c, &format!("{router}/generate"), &small()).await;
         assert_eq!(resp.status(), 200);
         by.push(
             resp.headers()["x-kvrouter-worker"]

@@ -8,10 +8,9 @@ use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::{json, Value};
 use support::admin::*;
-use support::http::client;
+use support::http::{client, post_json};
 use support::procs::*;
 use support::stub::*;
-use support::wait::wait_for;
 
 /// A body with unknown fields, odd spacing, key order, escapes and a number serde would
 /// re-format: it must reach the worker byte for byte, and the answer must come back so.
@@ -59,12 +58,7 @@ async fn generate_chat_and_completions_reach_the_mock_with_meta_info() {
         .json()
         .await
         .unwrap();
-    let resp = c
-        .post(format!("{}/generate", r.url))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(&c, &format!("{}/generate", r.url), &body).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["x-kvrouter-worker"], m.url.as_str());
     let routed: Value = resp.json().await.unwrap();
@@ -91,12 +85,7 @@ async fn generate_chat_and_completions_reach_the_mock_with_meta_info() {
 
     let chat = json!({"model":"default","messages":[{"role":"user","content":"hi"}],
                       "max_tokens":3,"return_meta_info":true,"logprobs":true});
-    let resp = c
-        .post(format!("{}/v1/chat/completions", r.url))
-        .json(&chat)
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(&c, &format!("{}/v1/chat/completions", r.url), &chat).await;
     assert_eq!(resp.status(), 200);
     let v: Value = resp.json().await.unwrap();
     assert!(v["choices"][0]["message"]["content"].is_string(), "{v}");
@@ -106,32 +95,17 @@ async fn generate_chat_and_completions_reach_the_mock_with_meta_info() {
     );
 
     let comp = json!({"model":"default","prompt":"abc","max_tokens":2});
-    let resp = c
-        .post(format!("{}/v1/completions", r.url))
-        .json(&comp)
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(&c, &format!("{}/v1/completions", r.url), &comp).await;
     assert_eq!(resp.status(), 200);
     let v: Value = resp.json().await.unwrap();
     assert!(v["choices"][0]["text"].is_string(), "{v}");
 
     // A 4xx from the worker passes through unchanged and does not make it unhealthy.
     let bad = json!({"text":"x","sampling_params":{"max_new_tokens":-5}});
-    let direct = c
-        .post(format!("{}/generate", m.url))
-        .json(&bad)
-        .send()
-        .await
-        .unwrap();
+    let direct = post_json(&c, &format!("{}/generate", m.url), &bad).await;
     let direct_status = direct.status();
     let direct_body = direct.bytes().await.unwrap();
-    let resp = c
-        .post(format!("{}/generate", r.url))
-        .json(&bad)
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(&c, &format!("{}/generate", r.url), &bad).await;
     assert!(
         direct_status.is_client_error(),
         "mock rejects it: {direct_status}"
@@ -146,12 +120,7 @@ async fn sse_is_relayed_chunk_by_chunk() {
     let m = fast_mock();
     let r = router_with(&[&m.url], &[]).await;
     let body = json!({"text":"stream me","stream":true,"sampling_params":{"max_new_tokens":5}});
-    let resp = client()
-        .post(format!("{}/generate", r.url))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(&client(), &format!("{}/generate", r.url), &body).await;
     assert_eq!(resp.status(), 200);
     assert!(resp.headers()["content-type"]
         .to_str()
@@ -201,12 +170,12 @@ async fn routing_key_sticks_to_one_worker() {
     // Without a key, round-robin uses both workers.
     let mut used = std::collections::HashSet::new();
     for _ in 0..4 {
-        let resp = c
-            .post(format!("{}/generate", r.url))
-            .json(&json!({"text":"hi","sampling_params":{"max_new_tokens":1}}))
-            .send()
-            .await
-            .unwrap();
+        let resp = post_json(
+            &c,
+            &format!("{}/generate", r.url),
+            &json!({"text":"hi","sampling_params":{"max_new_tokens":1}}),
+        )
+        .await;
         used.insert(
             resp.headers()["x-kvrouter-worker"]
                 .to_str()
@@ -215,14 +184,7 @@ async fn routing_key_sticks_to_one_worker() {
         );
     }
     assert_eq!(used.len(), 2);
-    let metrics = c
-        .get(format!("{}/metrics", r.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = support::http::get_text(&c, &format!("{}/metrics", r.url)).await;
     assert!(metrics.contains("kvrouter_sticky_keys 3"), "{metrics}");
 }
 
@@ -266,13 +228,7 @@ async fn router_errors_have_the_error_shape() {
         .unwrap();
     assert_eq!(resp.status(), 413);
 
-    let resp = c
-        .get(format!("{}/no/such/route", r.url))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 404);
-    assert_error_shape(&resp.json().await.unwrap(), "not_found");
+    assert_error(c.get(format!("{}/no/such/route", r.url)), 404, "not_found").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -287,27 +243,14 @@ async fn api_keys_guard_data_and_admin_routes() {
         "admin-key",
     ]);
     let c = client();
-    wait_for("worker healthy", || {
-        let c = c.clone();
-        let url = r.url.clone();
-        async move {
-            c.get(format!("{url}/readiness"))
-                .send()
-                .await
-                .map(|r| r.status() == 200)
-                .unwrap_or(false)
-        }
-    })
-    .await;
+    wait_ready(&r.url, "worker healthy").await;
     let body = json!({"text":"hi","sampling_params":{"max_new_tokens":1}});
-    let resp = c
-        .post(format!("{}/generate", r.url))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 401);
-    assert_error_shape(&resp.json().await.unwrap(), "invalid_api_key");
+    assert_error(
+        c.post(format!("{}/generate", r.url)).json(&body),
+        401,
+        "invalid_api_key",
+    )
+    .await;
     let resp = c
         .post(format!("{}/generate", r.url))
         .bearer_auth("admin-key")

@@ -12,24 +12,13 @@ use std::sync::Arc;
 use futures::StreamExt;
 use serde_json::{json, Value};
 use support::admin::*;
-use support::http::client;
+use support::http::{client, metrics, post_json, status_of};
 use support::procs::*;
 use support::stub::*;
 use support::wait::wait_for;
 
 fn small() -> Value {
     json!({"text":"hello","sampling_params":{"max_new_tokens":2}})
-}
-
-async fn metrics(router: &str) -> String {
-    client()
-        .get(format!("{router}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -49,12 +38,7 @@ async fn connect_failures_are_retried_on_another_worker() {
     b.kill();
     let c = client();
     for _ in 0..6 {
-        let resp = c
-            .post(format!("{}/generate", r.url))
-            .json(&small())
-            .send()
-            .await
-            .unwrap();
+        let resp = post_json(&c, &format!("{}/generate", r.url), &small()).await;
         assert_eq!(resp.status(), 200);
         assert_eq!(resp.headers()["x-kvrouter-worker"], a.url.as_str());
     }
@@ -75,12 +59,7 @@ async fn unhealthy_workers_are_skipped_and_return() {
         .unwrap();
     wait_healthy_count(&r.url, 1).await;
     for _ in 0..4 {
-        let resp = c
-            .post(format!("{}/generate", r.url))
-            .json(&small())
-            .send()
-            .await
-            .unwrap();
+        let resp = post_json(&c, &format!("{}/generate", r.url), &small()).await;
         assert_eq!(resp.headers()["x-kvrouter-worker"], a.url.as_str());
     }
     c.post(format!("{}/mock/set_health", b.url))
@@ -91,12 +70,7 @@ async fn unhealthy_workers_are_skipped_and_return() {
     wait_healthy_count(&r.url, 2).await;
     let mut used = std::collections::HashSet::new();
     for _ in 0..4 {
-        let resp = c
-            .post(format!("{}/generate", r.url))
-            .json(&small())
-            .send()
-            .await
-            .unwrap();
+        let resp = post_json(&c, &format!("{}/generate", r.url), &small()).await;
         used.insert(
             resp.headers()["x-kvrouter-worker"]
                 .to_str()
@@ -113,12 +87,7 @@ async fn worker_killed_mid_stream_gives_a_clean_end() {
     let r = router_with(&[&slow.url], &[]).await;
     let c = client();
     let body = json!({"text":"a long one","stream":true,"sampling_params":{"max_new_tokens":100000,"ignore_eos":true}});
-    let resp = c
-        .post(format!("{}/generate", r.url))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(&c, &format!("{}/generate", r.url), &body).await;
     assert_eq!(resp.status(), 200);
     let mut stream = resp.bytes_stream();
     let first = stream
@@ -137,14 +106,7 @@ async fn worker_killed_mid_stream_gives_a_clean_end() {
         tail.contains("upstream_stream_broken"),
         "final error event: {tail}"
     );
-    assert_eq!(
-        c.get(format!("{}/health", r.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(status_of(c.get(format!("{}/health", r.url))).await, 200);
     let ru = r.url.clone();
     wait_for("booking released", || {
         let ru = ru.clone();
@@ -161,12 +123,7 @@ async fn worker_killed_mid_stream_gives_a_clean_end() {
 async fn a_worker_that_never_answers_times_out() {
     let stub = Stub::start(Behaviour::Hang).await;
     let r = router_with(&[&stub.url], &["--request-timeout-secs", "0.3"]).await;
-    let resp = client()
-        .post(format!("{}/generate", r.url))
-        .json(&small())
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(&client(), &format!("{}/generate", r.url), &small()).await;
     assert_eq!(resp.status(), 504);
     assert_eq!(resp.headers()["x-kvrouter-worker"], stub.url.as_str());
     assert_error_shape(&resp.json().await.unwrap(), "upstream_timeout");
@@ -178,24 +135,20 @@ async fn all_workers_down_gives_503() {
     let r = router_with(&[&a.url, &b.url], &["--health-check-interval-secs", "600"]).await;
     a.kill();
     b.kill();
-    let resp = client()
-        .post(format!("{}/generate", r.url))
-        .json(&small())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 503);
-    assert_error_shape(&resp.json().await.unwrap(), "upstream_unavailable");
+    assert_error(
+        client().post(format!("{}/generate", r.url)).json(&small()),
+        503,
+        "upstream_unavailable",
+    )
+    .await;
     // Once health checks notice, the answer is "no healthy worker".
     let r2 = router_with(&[], &[]).await;
-    let resp = client()
-        .post(format!("{}/generate", r2.url))
-        .json(&small())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 503);
-    assert_error_shape(&resp.json().await.unwrap(), "no_available_workers");
+    assert_error(
+        client().post(format!("{}/generate", r2.url)).json(&small()),
+        503,
+        "no_available_workers",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -205,12 +158,7 @@ async fn client_disconnect_aborts_the_upstream_request() {
     let c = client();
     let body = json!({"text":"long","rid":"to-abort","stream":true,
                       "sampling_params":{"max_new_tokens":100000,"ignore_eos":true}});
-    let resp = c
-        .post(format!("{}/generate", r.url))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(&c, &format!("{}/generate", r.url), &body).await;
     let mut stream = resp.bytes_stream();
     stream.next().await.expect("first chunk").expect("ok");
     drop(stream);
@@ -264,12 +212,7 @@ async fn workers_added_and_removed_under_load_lose_no_request() {
         async move { ok2.load(Ordering::Relaxed) > before + 20 }
     })
     .await;
-    let resp = c
-        .post(format!("{}/workers", r.url))
-        .json(&json!({"url": c3.url}))
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(&c, &format!("{}/workers", r.url), &json!({"url": c3.url})).await;
     assert_eq!(resp.status(), 202);
     wait_healthy_count(&r.url, 3).await;
     let resp = c

@@ -10,7 +10,7 @@ use crate::support;
 
 use futures::StreamExt;
 use serde_json::json;
-use support::http::client;
+use support::http::{client, metrics, post_json};
 use support::procs::*;
 
 /// Sends `signal` (`STOP`, `CONT`) to `pid` with kill(1).
@@ -35,10 +35,6 @@ const FLAGS: &[&str] = &[
     "--request-timeout-secs",
     "1800",
 ];
-
-async fn metrics(router: &str) -> String {
-    support::http::get_text(&client(), &format!("{router}/metrics")).await
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_waiting_on_a_frozen_worker_are_retried_elsewhere() {
@@ -76,12 +72,7 @@ async fn a_stream_from_a_frozen_worker_ends_with_the_error_event() {
     let r = router_with(&[&slow.url], FLAGS).await;
     let body = json!({"text": "a long one", "stream": true,
         "sampling_params": {"max_new_tokens": 100000, "ignore_eos": true}});
-    let resp = client()
-        .post(format!("{}/generate", r.url))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(&client(), &format!("{}/generate", r.url), &body).await;
     assert_eq!(resp.status(), 200);
     let mut stream = resp.bytes_stream();
     let first = stream.next().await.expect("a first chunk").unwrap();

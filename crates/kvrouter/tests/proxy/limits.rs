@@ -13,28 +13,21 @@ use crate::support;
 use std::time::Duration;
 
 use serde_json::json;
-use support::http::{client, read_to_close, MUST_END};
+use support::http::{client, connect, metric, post_json, read_to_close, status_of, MUST_END};
 use support::procs::*;
 use support::stub::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-fn addr(url: &str) -> String {
-    url.trim_start_matches("http://").to_string()
-}
-
 async fn trips(router: &str, limit: &str) -> u64 {
-    let text = support::http::get_text(&client(), &format!("{router}/metrics")).await;
-    let key = format!("kvrouter_limit_trips_total{{limit=\"{limit}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&key))
-        .map_or(0, |v| v.trim().parse().unwrap())
+    let key = format!("kvrouter_limit_trips_total{{limit=\"{limit}\"}}");
+    metric(router, &key).await as u64
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_head_that_never_ends_is_cut_after_the_header_read_timeout() {
     let r = start_router(&["--header-read-timeout-secs", "1"]);
-    let mut s = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let mut s = connect(&r.url).await;
     s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n")
         .await
         .unwrap();
@@ -49,7 +42,7 @@ async fn a_request_head_that_never_ends_is_cut_after_the_header_read_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_upload_gets_408_and_its_connection_closed() {
     let r = start_router(&["--body-read-timeout-secs", "1"]);
-    let mut s = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let mut s = connect(&r.url).await;
     s.write_all(
         b"POST /generate HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 1048576\r\n\r\n{\"text\":\"",
     )
@@ -78,7 +71,7 @@ async fn a_body_over_max_payload_size_gets_413() {
 /// A connection with a `/generate` in flight at `stub` (a `Behaviour::Hang` stub: it never
 /// answers), returned once the request has reached the stub.
 async fn request_in_flight(router: &str, stub: &Stub) -> TcpStream {
-    let mut s = TcpStream::connect(addr(router)).await.unwrap();
+    let mut s = connect(router).await;
     s.write_all(
         b"POST /generate HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 15\r\n\r\n{\"text\":\"hang\"}",
     )
@@ -107,10 +100,10 @@ const HEALTH_CLOSE: &str = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close
 async fn at_max_connections_a_new_connection_closes_the_oldest_silent_one() {
     let r = start_router(&["--max-connections", "2"]);
     // Accepted in the order they connect (the listen backlog is FIFO).
-    let mut silent_old = TcpStream::connect(addr(&r.url)).await.unwrap();
-    let mut silent_new = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let mut silent_old = connect(&r.url).await;
+    let mut silent_new = connect(&r.url).await;
     silent_new.write_all(b"GET /hea").await.unwrap();
-    let mut good = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let mut good = connect(&r.url).await;
     let got = ask(&mut good, HEALTH_CLOSE).await;
     assert!(got.starts_with("HTTP/1.1 200"), "{got}");
     assert!(
@@ -132,7 +125,7 @@ async fn at_max_connections_the_idle_keep_alive_makes_room_and_the_busy_one_stay
     let stub = Stub::start(Behaviour::Hang).await;
     let r = router_with(&[&stub.url], &["--max-connections", "2"]).await;
     let mut busy = request_in_flight(&r.url, &stub).await;
-    let mut idle = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let mut idle = connect(&r.url).await;
     idle.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
         .unwrap();
@@ -143,7 +136,7 @@ async fn at_max_connections_the_idle_keep_alive_makes_room_and_the_busy_one_stay
         answer.to_ascii_lowercase().contains("content-length: 2"),
         "a router-made answer keeps its length: {answer}"
     );
-    let mut good = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let mut good = connect(&r.url).await;
     let got = ask(&mut good, HEALTH_CLOSE).await;
     assert!(got.starts_with("HTTP/1.1 200"), "{got}");
     read_to_close(&mut idle).await;
@@ -161,7 +154,7 @@ async fn when_every_connection_is_busy_probes_are_answered_and_requests_get_503(
     let r = router_with(&[&stub.url], &["--max-connections", "1"]).await;
     let _busy = request_in_flight(&r.url, &stub).await;
     for probe in ["/health", "/readiness", "/metrics"] {
-        let mut s = TcpStream::connect(addr(&r.url)).await.unwrap();
+        let mut s = connect(&r.url).await;
         let got = ask(&mut s, &format!("GET {probe} HTTP/1.1\r\nHost: x\r\n\r\n")).await;
         assert!(got.starts_with("HTTP/1.1 200"), "{probe}: {got}");
         assert!(
@@ -169,7 +162,7 @@ async fn when_every_connection_is_busy_probes_are_answered_and_requests_get_503(
             "{got}"
         );
     }
-    let mut s = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let mut s = connect(&r.url).await;
     let got = ask(
         &mut s,
         "POST /generate HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 12\r\n\r\n{\"text\":\"x\"}",
@@ -189,7 +182,7 @@ async fn when_every_connection_is_busy_probes_are_answered_and_requests_get_503(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_new_connection_is_closed_at_the_request_head_timeout() {
     let r = start_router(&["--request-head-timeout-secs", "0.5"]);
-    let mut s = TcpStream::connect(addr(&r.url)).await.unwrap();
+    let mut s = connect(&r.url).await;
     assert!(read_to_close(&mut s).await.is_empty());
     assert!(trips(&r.url, "request_head_timeout").await >= 1);
     assert!(closed(&r.url, "request_head_timeout").await >= 1.0);
@@ -223,17 +216,10 @@ async fn read_response(s: &mut TcpStream) -> String {
     }
 }
 
-async fn metric(router: &str, key: &str) -> f64 {
-    let text = support::http::get_text(&client(), &format!("{router}/metrics")).await;
-    text.lines()
-        .find_map(|l| l.strip_prefix(key))
-        .map_or(0.0, |v| v.trim().parse().unwrap())
-}
-
 async fn closed(router: &str, reason: &str) -> f64 {
     metric(
         router,
-        &format!("kvrouter_connections_closed_total{{reason=\"{reason}\"}} "),
+        &format!("kvrouter_connections_closed_total{{reason=\"{reason}\"}}"),
     )
     .await
 }
@@ -274,12 +260,7 @@ async fn max_concurrent_requests_queues_then_answers_429() {
     assert_eq!(stub.received.lock().len(), 1, "the queued one waits");
     // Health and metrics are outside the limit.
     assert_eq!(
-        client()
-            .get(format!("{}/health", r.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        status_of(client().get(format!("{}/health", r.url))).await,
         200
     );
     assert!(trips(&r.url, "max_concurrent_requests").await >= 1);
@@ -319,12 +300,7 @@ async fn a_request_queued_beyond_queue_timeout_gets_408() {
         async move { n == 1 }
     })
     .await;
-    let queued = client()
-        .post(&url)
-        .json(&json!({"text": "second"}))
-        .send()
-        .await
-        .unwrap();
+    let queued = post_json(&client(), &url, &json!({"text": "second"})).await;
     assert_eq!(queued.status(), 408);
     let body: serde_json::Value = queued.json().await.unwrap();
     assert_eq!(body["error"]["code"], "queue_timeout", "{body}");
@@ -334,18 +310,32 @@ async fn a_request_queued_beyond_queue_timeout_gets_408() {
     first.abort();
 }
 
+/// An HTTP/2 (prior knowledge) connection to the router at `url`, driven by a spawned task:
+/// the request sender and that task.
+async fn h2<B>(
+    url: &str,
+) -> (
+    hyper::client::conn::http2::SendRequest<B>,
+    tokio::task::JoinHandle<hyper::Result<()>>,
+)
+where
+    B: hyper::body::Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(connect(url).await),
+    )
+    .await
+    .unwrap();
+    (send, tokio::spawn(conn))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http2_rapid_reset_flood_does_not_stop_service() {
     let r = start_router(&[]);
-    let stream = TcpStream::connect(addr(&r.url)).await.unwrap();
-    let (mut send, conn) =
-        hyper::client::conn::http2::handshake::<_, _, http_body_util::Empty<bytes::Bytes>>(
-            hyper_util::rt::TokioExecutor::new(),
-            hyper_util::rt::TokioIo::new(stream),
-        )
-        .await
-        .unwrap();
-    let conn = tokio::spawn(conn);
+    let (mut send, conn) = h2::<http_body_util::Empty<bytes::Bytes>>(&r.url).await;
     // Open and cancel (RST_STREAM) streams as fast as possible.
     for _ in 0..5000 {
         if send.ready().await.is_err() {
@@ -361,23 +351,10 @@ async fn an_http2_rapid_reset_flood_does_not_stop_service() {
     let _ = tokio::time::timeout(MUST_END, conn).await;
     // Everyone else is still served, over HTTP/1 and HTTP/2.
     assert_eq!(
-        client()
-            .get(format!("{}/health", r.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        status_of(client().get(format!("{}/health", r.url))).await,
         200
     );
-    let stream = TcpStream::connect(addr(&r.url)).await.unwrap();
-    let (mut send, conn) =
-        hyper::client::conn::http2::handshake::<_, _, http_body_util::Empty<bytes::Bytes>>(
-            hyper_util::rt::TokioExecutor::new(),
-            hyper_util::rt::TokioIo::new(stream),
-        )
-        .await
-        .unwrap();
-    tokio::spawn(conn);
+    let (mut send, _) = h2::<http_body_util::Empty<bytes::Bytes>>(&r.url).await;
     let req = http::Request::get(format!("{}/health", r.url))
         .body(http_body_util::Empty::new())
         .unwrap();
@@ -392,15 +369,7 @@ async fn an_http2_rapid_reset_flood_does_not_stop_service() {
 async fn http2_streams_per_connection_are_capped() {
     let stub = Stub::start(Behaviour::Hang).await;
     let r = router_with(&[&stub.url], &["--http2-max-concurrent-streams", "2"]).await;
-    let stream = TcpStream::connect(addr(&r.url)).await.unwrap();
-    let (send, conn) =
-        hyper::client::conn::http2::handshake::<_, _, http_body_util::Full<bytes::Bytes>>(
-            hyper_util::rt::TokioExecutor::new(),
-            hyper_util::rt::TokioIo::new(stream),
-        )
-        .await
-        .unwrap();
-    tokio::spawn(conn);
+    let (send, _) = h2::<http_body_util::Full<bytes::Bytes>>(&r.url).await;
     // Three requests on one connection to a worker that never answers: the router's
     // SETTINGS_MAX_CONCURRENT_STREAMS lets only two streams open, the third waits.
     let mut calls = Vec::new();
@@ -424,12 +393,7 @@ async fn http2_streams_per_connection_are_capped() {
     .await;
     // A fresh connection is still served while the first one is at its cap.
     assert_eq!(
-        client()
-            .get(format!("{}/health", r.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        status_of(client().get(format!("{}/health", r.url))).await,
         200
     );
     assert_eq!(stub.received.lock().len(), 2, "the third stream waits");

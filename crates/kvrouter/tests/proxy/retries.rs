@@ -9,17 +9,13 @@ use crate::support;
 
 use serde_json::{json, Value};
 use support::admin::workers;
-use support::http::{client, generate};
+use support::http::{client, generate, metrics, post_json};
 use support::procs::*;
 use support::stub::*;
 use support::wait::wait_for;
 
 fn small() -> Value {
     json!({"text":"hello","sampling_params":{"max_new_tokens":2}})
-}
-
-async fn metrics(router: &str) -> String {
-    support::http::get_text(&client(), &format!("{router}/metrics")).await
 }
 
 async fn all_released(router: &str) {
@@ -74,12 +70,7 @@ async fn a_503_is_retried_elsewhere_and_passed_through_when_alone() {
     let (stub, _m, _r) = retried_away_from(503).await;
     // Alone, the worker's own 503 comes back unchanged.
     let r2 = router_with(&[&stub.url], &["--health-failure-threshold", "1000"]).await;
-    let resp = client()
-        .post(format!("{}/generate", r2.url))
-        .json(&small())
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(&client(), &format!("{}/generate", r2.url), &small()).await;
     assert_eq!(resp.status(), 503);
     assert_eq!(resp.headers()["x-kvrouter-worker"], stub.url.as_str());
     assert_eq!(
@@ -120,12 +111,7 @@ async fn alone_each_retried_status_is_tried_max_retries_times_then_relayed() {
     ] {
         stub.set(Behaviour::Status(status));
         stub.received.lock().clear();
-        let resp = c
-            .post(format!("{}/generate", r.url))
-            .json(&small())
-            .send()
-            .await
-            .unwrap();
+        let resp = post_json(&c, &format!("{}/generate", r.url), &small()).await;
         assert_eq!(resp.status().as_u16(), status);
         assert_eq!(resp.headers()["x-kvrouter-worker"], stub.url.as_str());
         assert_eq!(
@@ -171,14 +157,9 @@ async fn a_worker_killed_before_answering_is_retried_elsewhere() {
                 let (c, slow_url) = (client(), slow_url.clone());
                 let finished = req.is_finished();
                 async move {
-                    let load: Value = c
-                        .get(format!("{slow_url}/v1/loads?include=core"))
-                        .send()
-                        .await
-                        .unwrap()
-                        .json()
-                        .await
-                        .unwrap();
+                    let load: Value =
+                        support::http::get_json(&c, &format!("{slow_url}/v1/loads?include=core"))
+                            .await;
                     finished
                         || load["loads"][0]["num_running_reqs"].as_u64().unwrap_or(0)
                             + load["loads"][0]["num_waiting_reqs"].as_u64().unwrap_or(0)

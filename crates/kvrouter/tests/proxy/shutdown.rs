@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::{json, Value};
 use support::captured::Captured;
-use support::http::client;
+use support::http::{client, post_json};
 use support::kv::{kv_mock, wait_sources, ADMIN};
 use support::procs::*;
 use support::stub::{Behaviour, Stub};
@@ -45,12 +45,7 @@ async fn stream_started(
 ) {
     let body = json!({"text":"drain me","stream":true,
                       "sampling_params":{"max_new_tokens":tokens,"ignore_eos":true}});
-    let resp = client()
-        .post(format!("{router}/generate"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(&client(), &format!("{router}/generate"), &body).await;
     assert_eq!(resp.status(), 200);
     let mut stream = Box::pin(resp.bytes_stream());
     let first = stream.next().await.unwrap().unwrap();
@@ -59,8 +54,8 @@ async fn stream_started(
 
 /// A connection that answered one keep-alive request (`GET /health`) and is now idle.
 async fn idle_keep_alive(url: &str) -> tokio::net::TcpStream {
-    let addr = url.trim_start_matches("http://").to_string();
-    let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let addr = url.trim_start_matches("http://");
+    let mut conn = support::http::connect(url).await;
     let req = format!("GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: keep-alive\r\n\r\n");
     conn.write_all(req.as_bytes()).await.unwrap();
     let mut got = Vec::new();

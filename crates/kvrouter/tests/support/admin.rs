@@ -1,5 +1,5 @@
-//! The router's admin view as the tests read it: `/workers`, healthy counts, and the
-//! shape of router-made error bodies.
+//! The router's admin view as the tests read it: `/workers`, healthy counts, readiness, and
+//! the shape of router-made error bodies.
 
 use serde_json::Value;
 
@@ -8,9 +8,16 @@ use super::wait::wait_for;
 
 /// `GET {router}/workers` as JSON.
 pub async fn workers(router: &str) -> Value {
-    client()
-        .get(format!("{router}/workers"))
-        .send()
+    read_workers(client().get(format!("{router}/workers"))).await
+}
+
+/// `GET {router}/workers` as JSON, with the admin key `key` as the bearer token.
+pub async fn workers_as(router: &str, key: &str) -> Value {
+    read_workers(client().get(format!("{router}/workers")).bearer_auth(key)).await
+}
+
+async fn read_workers(req: reqwest::RequestBuilder) -> Value {
+    req.send()
         .await
         .expect("GET /workers")
         .json()
@@ -41,10 +48,37 @@ pub async fn wait_healthy_count(router: &str, n: usize) {
     .await;
 }
 
+/// Waits until `GET {router}/readiness` answers 200 (30 s at most); `what` names the wait in
+/// the failure.
+pub async fn wait_ready(router: &str, what: &str) {
+    let r = router.to_string();
+    wait_for(what, || {
+        let r = r.clone();
+        async move {
+            client()
+                .get(format!("{r}/readiness"))
+                .send()
+                .await
+                .is_ok_and(|resp| resp.status() == 200)
+        }
+    })
+    .await;
+}
+
 /// Asserts a router-made error body has the `{"error":{"message","type","code"}}` shape.
 pub fn assert_error_shape(v: &Value, code: &str) {
     let e = &v["error"];
     assert!(e["message"].is_string(), "message in {v}");
     assert!(e["type"].is_string(), "type in {v}");
     assert_eq!(e["code"], code, "code in {v}");
+}
+
+/// Sends `req` and asserts the answer: `status`, and a router-made error body (see
+/// [`assert_error_shape`]) with `code`; returns that body.
+pub async fn assert_error(req: reqwest::RequestBuilder, status: u16, code: &str) -> Value {
+    let resp = req.send().await.expect("request sent");
+    assert_eq!(resp.status(), status);
+    let v: Value = resp.json().await.expect("a JSON error body");
+    assert_error_shape(&v, code);
+    v
 }

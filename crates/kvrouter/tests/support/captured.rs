@@ -113,26 +113,19 @@ impl Captured {
 
     /// Every stderr line so far, after waiting (up to 30 s) until `n` lines contain `wanted`.
     pub fn stderr_until_count(&mut self, wanted: &str, n: usize) -> &[String] {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while self.seen.iter().filter(|l| l.contains(wanted)).count() < n {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.stderr.recv_timeout(left) {
-                Ok(line) => self.seen.push(line),
-                Err(_) => break,
-            }
-        }
-        self.seen.extend(self.stderr.try_iter());
-        &self.seen
+        self.stderr_until_seen(|seen| seen.iter().filter(|l| l.contains(wanted)).count() >= n)
     }
 
     /// Every stderr line so far, after waiting (up to 30 s) until each of `wanted` is contained
     /// in some line.
     pub fn stderr_until_all(&mut self, wanted: &[&str]) -> &[String] {
+        self.stderr_until_seen(|seen| wanted.iter().all(|w| seen.iter().any(|l| l.contains(w))))
+    }
+
+    /// Every stderr line so far, after reading lines (up to 30 s) until `done` holds for them.
+    fn stderr_until_seen(&mut self, done: impl Fn(&[String]) -> bool) -> &[String] {
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !wanted
-            .iter()
-            .all(|w| self.seen.iter().any(|l| l.contains(w)))
-        {
+        while !done(&self.seen) {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.stderr.recv_timeout(left) {
                 Ok(line) => self.seen.push(line),

@@ -18,6 +18,11 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
+use super::stub::json_resp;
+
+/// The port of an endpoint, for the tests that import it from here.
+pub use super::http::port_of;
+
 /// What the fake worker answers (shared with its server task, changeable while it runs).
 #[derive(Default)]
 pub struct FakeState {
@@ -107,14 +112,6 @@ impl FakeWorker {
     }
 }
 
-fn json_resp(status: u16, body: &Value) -> Response<Full<Bytes>> {
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .expect("response")
-}
-
 async fn answer(req: Request<Incoming>, state: Arc<Mutex<FakeState>>) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_string();
     let _ = req.into_body().collect().await;
@@ -192,12 +189,4 @@ pub fn bind_true_publisher(pub_port: u16, replay_port: u16) -> (String, Value) {
         ),
         json!({"publisher": "zmq", "endpoint_host": "127.0.0.1", "endpoint_port_base": pub_port, "topic": "", "block_size": 16, "dp_size": 1, "replay_endpoint_port_base": replay_port}),
     )
-}
-
-/// The port of a bound `tcp://host:port` endpoint string.
-pub fn port_of(endpoint: &str) -> u16 {
-    endpoint
-        .rsplit_once(':')
-        .and_then(|(_, p)| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {endpoint}"))
 }

@@ -1,10 +1,12 @@
 //! KV-routing helpers: mocks publishing ZMQ KV events, a KV-mode router, its
-//! `/debug/index` polled with a deadline, deterministic prompts and `/generate` calls.
+//! `/debug/index` polled with a deadline, deterministic prompts and `/generate` calls, and
+//! batches of a fake publisher published until the index holds them.
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::fake_publisher::FakePublisher;
 use super::procs::{self, Proc};
 use super::wait::Deadline;
 
@@ -25,11 +27,17 @@ pub fn kv_mock(extra: &[&str]) -> Proc {
 
 /// A KV-mode router over `workers` (page 4, admin key set).
 pub fn kv_router(workers: &[&str], extra: &[&str]) -> Proc {
+    kv_router_paged("4", workers, extra)
+}
+
+/// A KV-mode router over `workers` with `--page-size page`, the admin key set and health
+/// checks every 0.5 s, and `extra` flags.
+pub fn kv_router_paged(page: &str, workers: &[&str], extra: &[&str]) -> Proc {
     let mut args = vec![
         "--mode",
         "kv",
         "--page-size",
-        "4",
+        page,
         "--admin-api-key",
         ADMIN,
         "--health-check-interval-secs",
@@ -109,6 +117,35 @@ pub fn prompt(seed: u32, len: usize) -> Vec<u32> {
         .collect()
 }
 
+/// The 16 tokens `seed * 100 + 0..16` (one router page of 16, or four of the mocks' 4).
+pub fn page(seed: u32) -> Vec<u32> {
+    (0..16).map(|i| seed * 100 + i).collect()
+}
+
+/// Publishes `payload` as batch `seq` of a fake SGLang publisher (replaying it on each try,
+/// so a slow-joining subscriber gets it too) until the router's index holds `want` blocks of
+/// `worker`; panics after 30 s.
+pub async fn publish_until(
+    publisher: &mut FakePublisher,
+    c: &reqwest::Client,
+    router: &str,
+    worker: &str,
+    seq: u64,
+    payload: Vec<u8>,
+    want: u64,
+) {
+    publisher.lose(seq, payload.clone());
+    let deadline = Deadline::after(Duration::from_secs(30));
+    loop {
+        publisher.republish(seq, payload.clone()).await;
+        if blocks_of(&debug_index(c, router).await, worker) == want {
+            return;
+        }
+        deadline.check(&format!("{want} blocks of {worker} after batch {seq}"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// `POST {base}/generate` with `input_ids`; returns (status, x-kvrouter-worker, body).
 pub async fn generate(
     c: &reqwest::Client,
@@ -118,6 +155,13 @@ pub async fn generate(
 ) -> (u16, Option<String>, Value) {
     let body = json!({"input_ids": ids, "sampling_params": {"max_new_tokens": max_new}});
     super::http::generate(c, base, &body).await
+}
+
+/// The worker a `/generate` of `ids` through `router` goes to (asserting a 200).
+pub async fn routed(router: &str, ids: &[u32]) -> String {
+    let (status, worker, body) = generate(&super::http::client(), router, ids, 1).await;
+    assert_eq!(status, 200, "{body}");
+    worker.expect("x-kvrouter-worker")
 }
 
 /// Makes sure the router's subscription to `worker` is live (ZMQ slow joiner): sends small

@@ -24,6 +24,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
+use super::stub::json_resp;
+
 /// How long a leg waits for its peer (SGLang's 300 s defaults).
 const PEER_WAIT: Duration = Duration::from_secs(300);
 
@@ -211,14 +213,6 @@ impl PdFleet {
         }
         args
     }
-}
-
-fn json_resp(status: u16, body: &Value) -> Response<Full<Bytes>> {
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .expect("response")
 }
 
 fn server_info(role: &str, dp_size: u32) -> Value {

@@ -83,7 +83,8 @@ impl Drop for Stub {
     }
 }
 
-fn json_resp(status: u16, body: Value) -> Response<Full<Bytes>> {
+/// A response with `status` and the JSON `body` (the fake workers' answers).
+pub fn json_resp(status: u16, body: &Value) -> Response<Full<Bytes>> {
     Response::builder()
         .status(status)
         .header("content-type", "application/json")
@@ -105,18 +106,18 @@ async fn stub_answer(
         .map(|c| c.to_bytes())
         .unwrap_or_default();
     match path.as_str() {
-        "/health" => json_resp(200, serde_json::json!({})),
+        "/health" => json_resp(200, &serde_json::json!({})),
         "/server_info" | "/get_server_info" => json_resp(
             200,
-            serde_json::json!({"page_size": 16, "dp_size": 1, "served_model_name": "stub"}),
+            &serde_json::json!({"page_size": 16, "dp_size": 1, "served_model_name": "stub"}),
         ),
         "/model_info" | "/get_model_info" => json_resp(
             200,
-            serde_json::json!({"model_path": "stub", "weight_version": "default"}),
+            &serde_json::json!({"model_path": "stub", "weight_version": "default"}),
         ),
         "/abort_request" => {
             aborts.lock().push(body);
-            json_resp(200, serde_json::json!({}))
+            json_resp(200, &serde_json::json!({}))
         }
         "/generate" | "/v1/chat/completions" | "/v1/completions" => {
             received.lock().push(body);
@@ -128,13 +129,13 @@ async fn stub_answer(
                     .header("x-stub-header", "kept")
                     .body(Full::new(bytes))
                     .expect("response"),
-                Behaviour::Status(s) => json_resp(s, serde_json::json!({"detail": "stub status"})),
+                Behaviour::Status(s) => json_resp(s, &serde_json::json!({"detail": "stub status"})),
                 Behaviour::Hang => {
                     std::future::pending::<()>().await;
                     unreachable!()
                 }
             }
         }
-        _ => json_resp(404, serde_json::json!({"detail": "not found"})),
+        _ => json_resp(404, &serde_json::json!({"detail": "not found"})),
     }
 }

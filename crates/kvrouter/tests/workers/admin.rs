@@ -6,14 +6,15 @@ use crate::support;
 
 use serde_json::{json, Value};
 use support::admin::*;
-use support::http::client;
+use support::http::{client, get, post_json, status_of};
 use support::procs::*;
 use support::wait::wait_for;
 
-async fn get_json(url: String) -> (u16, Value) {
-    let resp = client().get(url).send().await.unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
+/// One small `/generate` through `router`, which must answer 200.
+async fn generate_one(c: &reqwest::Client, router: &str) {
+    let body = json!({"text":"x","sampling_params":{"max_new_tokens":1}});
+    let resp = post_json(c, &format!("{router}/generate"), &body).await;
+    assert_eq!(resp.status(), 200);
 }
 
 fn enc(url: &str) -> String {
@@ -25,41 +26,29 @@ async fn rest_api_registers_lists_and_removes_workers() {
     let m = fast_mock();
     let r = start_router(&[]);
     let c = client();
-    assert_eq!(
-        c.get(format!("{}/health", r.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
-    let (status, v) = get_json(format!("{}/readiness", r.url)).await;
+    assert_eq!(status_of(c.get(format!("{}/health", r.url))).await, 200);
+    let (status, v) = get(&r.url, "/readiness").await;
     assert_eq!(status, 503, "not ready without workers: {v}");
     assert_eq!(
-        c.get(format!("{}/health_generate", r.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        status_of(c.get(format!("{}/health_generate", r.url))).await,
         503
     );
     assert_eq!(
-        c.post(format!("{}/generate", r.url))
-            .json(&json!({"text":"x"}))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        status_of(
+            c.post(format!("{}/generate", r.url))
+                .json(&json!({"text":"x"}))
+        )
+        .await,
         503
     );
 
     // 0.3: POST /workers -> 202 + worker_id + Location.
-    let resp = c
-        .post(format!("{}/workers", r.url))
-        .json(&json!({"url": m.url, "worker_type": "regular", "labels": {"a": "b"}}))
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(
+        &c,
+        &format!("{}/workers", r.url),
+        &json!({"url": m.url, "worker_type": "regular", "labels": {"a": "b"}}),
+    )
+    .await;
     assert_eq!(resp.status(), 202);
     let id = {
         let loc = resp.headers()["location"].to_str().unwrap().to_string();
@@ -70,23 +59,12 @@ async fn rest_api_registers_lists_and_removes_workers() {
         id
     };
     wait_healthy_count(&r.url, 1).await;
+    assert_eq!(status_of(c.get(format!("{}/liveness", r.url))).await, 200);
     assert_eq!(
-        c.get(format!("{}/liveness", r.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        status_of(c.get(format!("{}/health_generate", r.url))).await,
         200
     );
-    assert_eq!(
-        c.get(format!("{}/health_generate", r.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
-    let (status, v) = get_json(format!("{}/readiness", r.url)).await;
+    let (status, v) = get(&r.url, "/readiness").await;
     assert_eq!((status, v["healthy_workers"].as_u64()), (200, Some(1)));
     let list = workers(&r.url).await;
     assert_eq!(list["total"], 1);
@@ -95,9 +73,9 @@ async fn rest_api_registers_lists_and_removes_workers() {
     assert_eq!(w["url"], m.url.as_str());
     assert_eq!(w["is_healthy"], true);
     assert!(w["load"].is_number(), "{w}");
-    let (status, one) = get_json(format!("{}/workers/{id}", r.url)).await;
+    let (status, one) = get(&r.url, &format!("/workers/{id}")).await;
     assert_eq!((status, one["url"].as_str()), (200, Some(m.url.as_str())));
-    let (status, _) = get_json(format!("{}/workers/not-a-worker", r.url)).await;
+    let (status, _) = get(&r.url, "/workers/not-a-worker").await;
     assert_eq!(status, 404);
 
     // 0.3: DELETE /workers/{id}.
@@ -115,12 +93,7 @@ async fn rest_api_registers_lists_and_removes_workers() {
     .await;
 
     // 0.2: DELETE /workers/{urlencoded url}.
-    let resp = c
-        .post(format!("{}/workers", r.url))
-        .json(&json!({"url": m.url}))
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(&c, &format!("{}/workers", r.url), &json!({"url": m.url})).await;
     assert_eq!(resp.status(), 202);
     wait_healthy_count(&r.url, 1).await;
     let resp = c
@@ -154,44 +127,35 @@ async fn legacy_api_adds_lists_and_removes_workers() {
         .unwrap();
     assert_eq!(resp.status(), 200);
     assert!(resp.text().await.unwrap().contains(&m.url));
-    let (status, v) = get_json(format!("{}/list_workers", r.url)).await;
+    let (status, v) = get(&r.url, "/list_workers").await;
     assert_eq!((status, v), (200, json!({"urls": [m.url]})));
-    let resp = c
-        .post(format!("{}/generate", r.url))
-        .json(&json!({"text":"x","sampling_params":{"max_new_tokens":1}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
+    generate_one(&c, &r.url).await;
     let resp = c
         .post(format!("{}/remove_worker?url={}", r.url, enc(&m.url)))
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    let (_, v) = get_json(format!("{}/list_workers", r.url)).await;
+    let (_, v) = get(&r.url, "/list_workers").await;
     assert_eq!(v, json!({"urls": []}));
-    let resp = c
-        .post(format!("{}/add_worker", r.url))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 400);
-    assert_error_shape(&resp.json().await.unwrap(), "missing_worker_url");
+    assert_error(
+        c.post(format!("{}/add_worker", r.url)),
+        400,
+        "missing_worker_url",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn page_size_mismatch_is_refused() {
     let m = mock(&["--speedup", "0", "--page-size", "32"]);
     let r = start_router(&["--page-size", "16"]);
-    let resp = client()
-        .post(format!("{}/add_worker?url={}", r.url, enc(&m.url)))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 400);
-    let v: Value = resp.json().await.unwrap();
-    assert_error_shape(&v, "page_size_mismatch");
+    let v = assert_error(
+        client().post(format!("{}/add_worker?url={}", r.url, enc(&m.url))),
+        400,
+        "page_size_mismatch",
+    )
+    .await;
     assert!(
         v["error"]["message"].as_str().unwrap().contains("32"),
         "{v}"
@@ -205,7 +169,7 @@ async fn info_and_fanout_endpoints() {
     let r = router_with(&[&a.url, &b.url], &[]).await;
     let c = client();
 
-    let (status, v) = get_json(format!("{}/v1/models", r.url)).await;
+    let (status, v) = get(&r.url, "/v1/models").await;
     assert_eq!(status, 200);
     assert_eq!(v["object"], "list");
     assert!(v["data"][0]["id"].is_string(), "{v}");
@@ -217,12 +181,12 @@ async fn info_and_fanout_endpoints() {
         assert!(v["model_path"].is_string(), "{path}: {v}");
     }
 
-    let (status, v) = get_json(format!("{}/get_server_info", r.url)).await;
+    let (status, v) = get(&r.url, "/get_server_info").await;
     assert_eq!(status, 200);
     assert_eq!(v["router"]["page_size"], 16);
     assert_eq!(v["workers"].as_array().unwrap().len(), 2);
 
-    let (status, v) = get_json(format!("{}/get_loads", r.url)).await;
+    let (status, v) = get(&r.url, "/get_loads").await;
     assert_eq!(status, 200);
     assert_eq!(v["total_workers"], 2);
     assert_eq!(v["successful"], 2, "{v}");
@@ -232,14 +196,7 @@ async fn info_and_fanout_endpoints() {
         .iter()
         .all(|l| l["load"].as_i64() >= Some(0)));
 
-    let text = c
-        .get(format!("{}/engine_metrics", r.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = support::http::get_text(&c, &format!("{}/engine_metrics", r.url)).await;
     for m in [&a.url, &b.url] {
         assert!(
             text.contains(&format!("worker_addr=\"{m}\"")),
@@ -253,21 +210,8 @@ async fn info_and_fanout_endpoints() {
     }
     assert!(!text.contains("sglang:"), "no colon names: {text}");
 
-    let resp = c
-        .post(format!("{}/generate", r.url))
-        .json(&json!({"text":"x","sampling_params":{"max_new_tokens":1}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let metrics = c
-        .get(format!("{}/metrics", r.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    generate_one(&c, &r.url).await;
+    let metrics = support::http::get_text(&c, &format!("{}/metrics", r.url)).await;
     for name in [
         "kvrouter_requests_total",
         "kvrouter_router_overhead_seconds",

@@ -6,9 +6,9 @@
 use crate::support;
 
 use serde_json::{json, Value};
-use support::http::client;
+use support::admin::wait_ready;
+use support::http::{client, post_json};
 use support::procs::*;
-use support::wait::wait_for;
 
 /// A router bound to 0.0.0.0 (not loopback), reached through 127.0.0.1.
 fn open_router(args: &[&str]) -> (Proc, String) {
@@ -18,22 +18,6 @@ fn open_router(args: &[&str]) -> (Proc, String) {
     let p = Proc::spawn(env!("CARGO_BIN_EXE_router"), &all);
     let url = p.url.replace("0.0.0.0", "127.0.0.1");
     (p, url)
-}
-
-async fn ready(url: &str) {
-    let url = url.to_string();
-    wait_for("router ready", || {
-        let url = url.clone();
-        async move {
-            client()
-                .get(format!("{url}/readiness"))
-                .send()
-                .await
-                .map(|r| r.status() == 200)
-                .unwrap_or(false)
-        }
-    })
-    .await;
 }
 
 /// `(status, json body)` of `method path` with an optional bearer key.
@@ -66,7 +50,7 @@ const ADMIN: &[(&str, &str)] = &[
 async fn non_loopback_bind_without_admin_key_refuses_admin_routes() {
     let m = fast_mock();
     let (_r, url) = open_router(&["--worker-urls", &m.url]);
-    ready(&url).await;
+    wait_ready(&url, "router ready").await;
     for (method, path) in ADMIN {
         let (status, v) = call(method, format!("{url}{path}"), None).await;
         assert_eq!(status, 403, "{method} {path}: {v}");
@@ -78,12 +62,12 @@ async fn non_loopback_bind_without_admin_key_refuses_admin_routes() {
         );
     }
     // The data plane and the (keyless) information routes still work.
-    let resp = client()
-        .post(format!("{url}/generate"))
-        .json(&json!({"text":"hi","sampling_params":{"max_new_tokens":1}}))
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json(
+        &client(),
+        &format!("{url}/generate"),
+        &json!({"text":"hi","sampling_params":{"max_new_tokens":1}}),
+    )
+    .await;
     assert_eq!(resp.status(), 200);
     for path in ["/get_loads", "/get_server_info", "/metrics", "/health"] {
         let (status, v) = call("GET", format!("{url}{path}"), None).await;
@@ -95,7 +79,7 @@ async fn non_loopback_bind_without_admin_key_refuses_admin_routes() {
 async fn insecure_admin_opens_admin_routes() {
     let m = fast_mock();
     let (_r, url) = open_router(&["--worker-urls", &m.url, "--insecure-admin"]);
-    ready(&url).await;
+    wait_ready(&url, "router ready").await;
     let (status, v) = call("GET", format!("{url}/workers"), None).await;
     assert_eq!(status, 200, "{v}");
     let id = v["workers"][0]["id"].as_str().unwrap().to_string();
@@ -120,7 +104,7 @@ async fn admin_key_guards_fanout_information_routes() {
         "--admin-api-key",
         "admin-key",
     ]);
-    ready(&url).await;
+    wait_ready(&url, "router ready").await;
     for path in ["/get_loads", "/engine_metrics", "/get_server_info"] {
         for key in [None, Some("data-key"), Some("admin-ke"), Some("admin-key!")] {
             let (status, v) = call("GET", format!("{url}{path}"), key).await;
@@ -146,7 +130,7 @@ async fn api_key_alone_is_the_admin_key() {
     let m = fast_mock();
     let (_r, url) = open_router(&["--worker-urls", &m.url, "--api-key", "k"]);
     // /readiness stays open: a probe has no key.
-    ready(&url).await;
+    wait_ready(&url, "router ready").await;
     for path in [
         "/workers",
         "/get_loads",

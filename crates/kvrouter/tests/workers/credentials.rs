@@ -12,7 +12,7 @@ use reqwest::Client;
 use serde_json::{json, Value};
 use support::captured::Captured;
 use support::http::client;
-use support::procs::mock;
+use support::procs::{mock, Proc};
 use support::wait::wait_for;
 
 const WORKER_KEY: &str = "worker-key-5e1f0c";
@@ -179,26 +179,17 @@ fn assert_never_shown(secret: &str, log: &[String], answers: &[String]) {
     );
 }
 
+/// A mock (`--speedup 0`, weight version `v1`) that wants `key` on every call.
+fn keyed_mock(key: &str) -> Proc {
+    mock(&["--speedup", "0", "--api-key", key, "--weight-version", "v1"])
+}
+
 /// Workers registered with `POST /workers {"url", "api_key"}`; the router itself has no key,
 /// so no client `Authorization` exists to pass through: every call carries the worker's key.
 #[tokio::test]
 async fn per_worker_keys_reach_every_call() {
-    let a = mock(&[
-        "--speedup",
-        "0",
-        "--api-key",
-        WORKER_KEY,
-        "--weight-version",
-        "v1",
-    ]);
-    let b = mock(&[
-        "--speedup",
-        "0",
-        "--api-key",
-        WORKER_KEY,
-        "--weight-version",
-        "v1",
-    ]);
+    let a = keyed_mock(WORKER_KEY);
+    let b = keyed_mock(WORKER_KEY);
     let c = client();
     let (s, _) = call(&c, None, "GET", &format!("{}/health", a.url), Value::Null).await;
     assert_eq!(s, 401, "the mock refuses calls without its key");
@@ -233,22 +224,8 @@ async fn per_worker_keys_reach_every_call() {
 /// behind the same key, clients calling the router with it.
 #[tokio::test]
 async fn router_key_is_the_default_worker_key() {
-    let a = mock(&[
-        "--speedup",
-        "0",
-        "--api-key",
-        ROUTER_KEY,
-        "--weight-version",
-        "v1",
-    ]);
-    let b = mock(&[
-        "--speedup",
-        "0",
-        "--api-key",
-        ROUTER_KEY,
-        "--weight-version",
-        "v1",
-    ]);
+    let a = keyed_mock(ROUTER_KEY);
+    let b = keyed_mock(ROUTER_KEY);
     let c = client();
     let urls = format!("{},{}", a.url, b.url);
     let mut args = FAST.to_vec();

@@ -14,24 +14,13 @@ use support::fake_publisher::FakePublisher;
 use support::fake_worker::{
     bind_true_publisher, port_of, server_info_0_5_23, wildcard_publisher, FakeWorker,
 };
-use support::kv::{blocks_of, debug_index, wait_index, ADMIN};
+use support::kv::{blocks_of, debug_index, kv_router_paged, wait_sources};
 use support::sglang_wire::{batch, stored};
 use support::wait::Deadline;
 
 /// A KV-mode router (page 16, SGLang's page in the bodies) over `worker`.
 fn router(worker: &str) -> support::Proc {
-    support::router(&[
-        "--mode",
-        "kv",
-        "--page-size",
-        "16",
-        "--admin-api-key",
-        ADMIN,
-        "--health-check-interval-secs",
-        "0.5",
-        "--worker-urls",
-        worker,
-    ])
+    kv_router_paged("16", &[worker], &[])
 }
 
 /// Serves `form(pub, replay)` behind a fake worker and checks the router subscribes to the
@@ -51,10 +40,7 @@ async fn subscribes_to(mut publisher: FakePublisher, config: String, block: Valu
     let worker = FakeWorker::start(server_info_0_5_23(&config, block, 0)).await;
     let router = router(&worker.url);
     let c = support::http::client();
-    wait_index(&c, &router.url, "one ZMQ source for the worker", |v| {
-        v["zmq_sources"].as_u64() == Some(1)
-    })
-    .await;
+    wait_sources(&c, &router.url, 1).await;
     let tokens: Vec<u32> = (1..=16).collect();
     let payload = batch(vec![stored(0x1234, &tokens)]);
     publisher.lose(0, payload.clone());

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use kvrouter::workers::{
     HealthConfig, PageSizeRule, Registry, RegistryConfig, RegistryEvent, WorkerSpec,
 };
+use support::http::port_of;
 use support::Proc;
 
 fn registry(interval: Duration) -> Registry {
@@ -39,13 +40,6 @@ fn mock_on(port: u16, extra: &[&str]) -> Proc {
     let mut args = vec!["--host", "127.0.0.1", "--port", &port, "--page-size", "16"];
     args.extend_from_slice(extra);
     Proc::spawn(&support::procs::sim_bin("sglang-mock"), &args)
-}
-
-fn port_of(url: &str) -> u16 {
-    url.rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("url ends with :port")
 }
 
 /// Waits (bounded) for a condition the background checker will make true.

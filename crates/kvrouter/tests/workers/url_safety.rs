@@ -11,10 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-
-fn port_of(url: &str) -> u16 {
-    url.rsplit(':').next().unwrap().parse().unwrap()
-}
+use support::http::port_of;
 
 #[tokio::test]
 async fn credentials_never_leak() {

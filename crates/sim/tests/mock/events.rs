@@ -5,8 +5,8 @@
 
 use crate::support;
 
-use serde_json::json;
-use support::http::post;
+use serde_json::{json, Value};
+use support::http::{client, get_json, post, post_json};
 use support::sglang_wire::{decode_payload, Ev};
 use support::zmq::{kv_config, port_of, replay, server_info, synced_sub};
 
@@ -14,17 +14,47 @@ fn events_cfg(topic: &str) -> String {
     json!({"publisher": "zmq", "endpoint": "tcp://*:0", "replay_endpoint": "tcp://*:0", "topic": topic}).to_string()
 }
 
+/// An `sglang-mock` with page 4, `--speedup speedup`, `extra` flags and ZMQ KV events on
+/// `topic` (ephemeral event and replay ports).
+fn events_mock(speedup: &str, topic: &str, extra: &[&str]) -> support::Proc {
+    let cfg = events_cfg(topic);
+    let mut args = vec!["--speedup", speedup, "--page-size", "4"];
+    args.extend_from_slice(extra);
+    args.extend(["--kv-events-config", &cfg]);
+    support::mock(&args)
+}
+
+/// The KV event endpoint a mock reports in its `/server_info`.
+async fn endpoint(url: &str) -> String {
+    kv_config(url).await["endpoint"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A streaming `/generate` of `body` that has sent its first chunk: the response and that chunk.
+async fn streaming(
+    client: &reqwest::Client,
+    url: &str,
+    body: Value,
+) -> (reqwest::Response, Vec<u8>) {
+    let mut resp = post_json(client, &format!("{url}/generate"), &body).await;
+    let first = resp.chunk().await.unwrap().unwrap().to_vec();
+    (resp, first)
+}
+
+/// The rest of a streaming response, as text.
+async fn rest_of(resp: &mut reqwest::Response) -> String {
+    let mut rest = Vec::new();
+    while let Some(c) = resp.chunk().await.unwrap() {
+        rest.extend_from_slice(&c);
+    }
+    String::from_utf8(rest).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stored_events_match_sglang_format_and_hashes() {
-    let cfg = events_cfg("kv");
-    let m = support::mock(&[
-        "--speedup",
-        "0",
-        "--page-size",
-        "4",
-        "--kv-events-config",
-        &cfg,
-    ]);
+    let m = events_mock("0", "kv", &[]);
     let kv = kv_config(&m.url).await;
     let ep = kv["endpoint"].as_str().unwrap().to_string();
     assert_ne!(port_of(&ep), 0, "actual port is reported");
@@ -86,22 +116,9 @@ async fn stored_events_match_sglang_format_and_hashes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eviction_emits_block_removed_and_later_misses() {
-    let cfg = events_cfg("");
     // 16 pages of 4 tokens.
-    let m = support::mock(&[
-        "--speedup",
-        "0",
-        "--page-size",
-        "4",
-        "--max-total-tokens",
-        "64",
-        "--kv-events-config",
-        &cfg,
-    ]);
-    let ep = kv_config(&m.url).await["endpoint"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let m = events_mock("0", "", &["--max-total-tokens", "64"]);
+    let ep = endpoint(&m.url).await;
     let mut sub = synced_sub(&m.url, &ep, "").await;
     let prompt = |base: u32| -> Vec<u32> { (base..base + 32).collect() };
     let gen = |p: Vec<u32>| {
@@ -146,29 +163,17 @@ async fn eviction_emits_block_removed_and_later_misses() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flush_clears_and_refuses_when_busy() {
-    let cfg = events_cfg("");
-    let m = support::mock(&[
-        "--speedup",
-        "1",
-        "--page-size",
-        "4",
-        "--kv-events-config",
-        &cfg,
-    ]);
-    let ep = kv_config(&m.url).await["endpoint"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let m = events_mock("1", "", &[]);
+    let ep = endpoint(&m.url).await;
     let mut sub = synced_sub(&m.url, &ep, "").await;
     // A long streaming request keeps the server busy.
     let client = reqwest::Client::new();
-    let mut resp = client
-        .post(format!("{}/generate", m.url))
-        .json(&json!({"input_ids": [1, 2, 3, 4, 5], "rid": "busy", "stream": true, "sampling_params": {"max_new_tokens": 100000, "ignore_eos": true}}))
-        .send()
-        .await
-        .unwrap();
-    let first = resp.chunk().await.unwrap().unwrap();
+    let (mut resp, first) = streaming(
+        &client,
+        &m.url,
+        json!({"input_ids": [1, 2, 3, 4, 5], "rid": "busy", "stream": true, "sampling_params": {"max_new_tokens": 100000, "ignore_eos": true}}),
+    )
+    .await;
     assert!(first.starts_with(b"data: {"));
     let r = client
         .post(format!("{}/flush_cache", m.url))
@@ -178,11 +183,7 @@ async fn flush_clears_and_refuses_when_busy() {
     assert_eq!(r.status(), 400, "flush refused while a request runs");
     let (s, _) = post(&m.url, "/abort_request", json!({"rid": "busy"})).await;
     assert_eq!(s, 200);
-    let mut rest = Vec::new();
-    while let Some(c) = resp.chunk().await.unwrap() {
-        rest.extend_from_slice(&c);
-    }
-    let rest = String::from_utf8(rest).unwrap();
+    let rest = rest_of(&mut resp).await;
     assert!(
         rest.contains("\"type\":\"abort\""),
         "aborted stream ends with finish_reason abort"
@@ -199,15 +200,7 @@ async fn flush_clears_and_refuses_when_busy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_returns_missed_batches() {
-    let cfg = events_cfg("t");
-    let m = support::mock(&[
-        "--speedup",
-        "0",
-        "--page-size",
-        "4",
-        "--kv-events-config",
-        &cfg,
-    ]);
+    let m = events_mock("0", "t", &[]);
     let kv = kv_config(&m.url).await;
     let replay_ep = kv["replay_endpoint"].as_str().unwrap().to_string();
     for base in [0u32, 100, 200] {
@@ -256,17 +249,7 @@ async fn replay_returns_missed_batches() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dp_ranks_publish_on_offset_ports() {
-    let cfg = events_cfg("");
-    let m = support::mock(&[
-        "--speedup",
-        "0",
-        "--page-size",
-        "4",
-        "--dp-size",
-        "2",
-        "--kv-events-config",
-        &cfg,
-    ]);
+    let m = events_mock("0", "", &["--dp-size", "2"]);
     let info = server_info(&m.url).await;
     assert_eq!(info["dp_size"], 2);
     let kv = kv_config(&m.url).await;
@@ -302,39 +285,22 @@ async fn dp_ranks_publish_on_offset_ports() {
     }
     ranks.sort();
     assert_eq!(ranks, [0, 0, 1, 1]);
-    let load: serde_json::Value = reqwest::get(format!("{}/v1/loads", m.url))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let load: serde_json::Value = get_json(&client(), &format!("{}/v1/loads", m.url)).await;
     assert_eq!(load["loads"].as_array().unwrap().len(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn weight_update_drains_running_requests_then_clears() {
-    let cfg = events_cfg("");
-    let m = support::mock(&[
-        "--speedup",
-        "1",
-        "--page-size",
-        "4",
-        "--kv-events-config",
-        &cfg,
-    ]);
-    let ep = kv_config(&m.url).await["endpoint"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let m = events_mock("1", "", &[]);
+    let ep = endpoint(&m.url).await;
     let mut sub = synced_sub(&m.url, &ep, "").await;
     let client = reqwest::Client::new();
-    let mut resp = client
-        .post(format!("{}/generate", m.url))
-        .json(&json!({"input_ids": (1..=9).collect::<Vec<u32>>(), "stream": true, "sampling_params": {"max_new_tokens": 40}}))
-        .send()
-        .await
-        .unwrap();
-    resp.chunk().await.unwrap().unwrap();
+    let (mut resp, _) = streaming(
+        &client,
+        &m.url,
+        json!({"input_ids": (1..=9).collect::<Vec<u32>>(), "stream": true, "sampling_params": {"max_new_tokens": 40}}),
+    )
+    .await;
     let (s, r) = post(
         &m.url,
         "/update_weights_from_disk",
@@ -342,11 +308,7 @@ async fn weight_update_drains_running_requests_then_clears() {
     )
     .await;
     assert_eq!((s, r["success"].clone()), (200, json!(true)));
-    let mut rest = Vec::new();
-    while let Some(c) = resp.chunk().await.unwrap() {
-        rest.extend_from_slice(&c);
-    }
-    let rest = String::from_utf8(rest).unwrap();
+    let rest = rest_of(&mut resp).await;
     assert!(
         rest.contains("\"completion_tokens\":40"),
         "the running request finished, not aborted"
@@ -363,12 +325,7 @@ async fn weight_update_drains_running_requests_then_clears() {
             .any(|e| matches!(e, Ev::Stored { .. })),
         "finish stored before the flush"
     );
-    let info: serde_json::Value = reqwest::get(format!("{}/model_info", m.url))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let info: serde_json::Value = get_json(&client, &format!("{}/model_info", m.url)).await;
     assert_eq!(info["weight_version"], "default-1");
 }
 

@@ -7,8 +7,8 @@
 use crate::support;
 
 use serde_json::{json, Value};
-use support::http::post;
-use support::sglang_rules::{cached_rule, sse_events};
+use support::http::{client, get_json, post, post_json, sse_data, status_of};
+use support::sglang_rules::cached_rule;
 use support::zmq::server_info;
 
 fn cached(v: &Value) -> u64 {
@@ -105,14 +105,9 @@ async fn chunked_prefill_counts_cache_like_sglang() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generate_stream_is_cumulative_sse() {
     let m = support::mock(&["--speedup", "0"]);
-    let r = reqwest::Client::new()
-        .post(format!("{}/generate", m.url))
-        .json(&json!({"input_ids": [1, 2, 3], "stream": true, "return_logprob": true, "sampling_params": {"max_new_tokens": 4}}))
-        .send()
-        .await
-        .unwrap();
+    let r = post_json(&reqwest::Client::new(), &format!("{}/generate", m.url), &json!({"input_ids": [1, 2, 3], "stream": true, "return_logprob": true, "sampling_params": {"max_new_tokens": 4}})).await;
     assert_eq!(r.headers()["content-type"], "text/event-stream");
-    let events = sse_events(&r.text().await.unwrap());
+    let events = sse_data(&r.text().await.unwrap());
     assert_eq!(events.len(), 5);
     assert_eq!(events[4], "[DONE]");
     let chunks: Vec<Value> = events[..4]
@@ -146,13 +141,8 @@ async fn generate_stream_is_cumulative_sse() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_stream_and_miles_shaped_chat() {
     let m = support::mock(&["--speedup", "0", "--page-size", "4"]);
-    let r = reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", m.url))
-        .json(&json!({"model": "x", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 3, "stream": true, "stream_options": {"include_usage": true}}))
-        .send()
-        .await
-        .unwrap();
-    let events = sse_events(&r.text().await.unwrap());
+    let r = post_json(&reqwest::Client::new(), &format!("{}/v1/chat/completions", m.url), &json!({"model": "x", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 3, "stream": true, "stream_options": {"include_usage": true}})).await;
+    let events = sse_data(&r.text().await.unwrap());
     let chunks: Vec<Value> = events[..events.len() - 1]
         .iter()
         .map(|e| serde_json::from_str(e).unwrap())
@@ -246,12 +236,7 @@ async fn weight_updates_bump_version_and_flush() {
     )
     .await;
     assert_eq!((s, r["new_version"].clone()), (200, json!("v3")));
-    let wv: Value = reqwest::get(format!("{}/get_weight_version", m.url))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let wv: Value = get_json(&client(), &format!("{}/get_weight_version", m.url)).await;
     assert_eq!(wv["weight_version"], "v3");
     // Injected failure, then success.
     assert_eq!(
@@ -300,12 +285,7 @@ async fn weight_updates_bump_version_and_flush() {
 async fn pause_retract_then_flush_and_continue() {
     let m = support::mock(&["--speedup", "1", "--page-size", "4"]);
     let client = reqwest::Client::new();
-    let mut resp = client
-        .post(format!("{}/generate", m.url))
-        .json(&json!({"input_ids": [1, 2, 3, 4, 5, 6], "stream": true, "sampling_params": {"max_new_tokens": 30, "ignore_eos": true}}))
-        .send()
-        .await
-        .unwrap();
+    let mut resp = post_json(&client, &format!("{}/generate", m.url), &json!({"input_ids": [1, 2, 3, 4, 5, 6], "stream": true, "sampling_params": {"max_new_tokens": 30, "ignore_eos": true}})).await;
     resp.chunk().await.unwrap().unwrap();
     let (s, r) = post(&m.url, "/pause_generation", json!({"mode": "retract"})).await;
     assert_eq!((s, r["status"].clone()), (200, json!("ok")));
@@ -369,22 +349,12 @@ async fn info_load_metrics_and_errors() {
     }
     assert_eq!(info["tp_size"], 4);
     assert!(info["kv_events_config"].is_null());
-    let models: Value = reqwest::get(format!("{}/v1/models", m.url))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let models: Value = get_json(&client(), &format!("{}/v1/models", m.url)).await;
     assert_eq!(models["data"][0]["id"], "qwen");
     // SGLang 0.5.23 has no /get_load (the mock answers 404 unless --sglang-version 0.5.9).
     let gone = reqwest::get(format!("{}/get_load", m.url)).await.unwrap();
     assert_eq!(gone.status(), 404);
-    let load: Value = reqwest::get(format!("{}/v1/loads", m.url))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let load: Value = get_json(&client(), &format!("{}/v1/loads", m.url)).await;
     assert_eq!(load["loads"][0]["dp_rank"], 0);
     assert!(load["loads"][0]["num_running_reqs"].is_u64());
     let loads = reqwest::get(format!("{}/v1/loads?include=core", m.url))
@@ -452,22 +422,8 @@ async fn info_load_metrics_and_errors() {
     let (s, _) = post(&m.url, "/generate", json!({"input_ids": [1, 2], "unknown_field": {"a": 1}, "sampling_params": {"max_new_tokens": 1, "whatever": 3}})).await;
     assert_eq!(s, 200, "unknown fields are ignored");
     let c = reqwest::Client::new();
-    assert_eq!(
-        c.get(format!("{}/generate", m.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        405
-    );
-    assert_eq!(
-        c.get(format!("{}/nope", m.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        404
-    );
+    assert_eq!(status_of(c.get(format!("{}/generate", m.url))).await, 405);
+    assert_eq!(status_of(c.get(format!("{}/nope", m.url))).await, 404);
     // Health hook.
     assert_eq!(
         reqwest::get(format!("{}/health", m.url))
@@ -497,14 +453,7 @@ async fn api_key_and_warmup() {
         "600",
     ]);
     let c = reqwest::Client::new();
-    assert_eq!(
-        c.get(format!("{}/model_info", m.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        401
-    );
+    assert_eq!(status_of(c.get(format!("{}/model_info", m.url))).await, 401);
     let r = c
         .get(format!("{}/health", m.url))
         .bearer_auth("sekret")
@@ -572,14 +521,7 @@ async fn stop_tokens_abort_all_and_counters_agree() {
     });
     // Wait until the request is running (readiness via the engine's own counters).
     loop {
-        let st: Value = c
-            .get(format!("{}/mock/state", m.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let st: Value = support::http::get_json(&c, &format!("{}/mock/state", m.url)).await;
         if st["ranks"][0]["running"].as_u64() == Some(1) {
             break;
         }

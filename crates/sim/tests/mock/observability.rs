@@ -3,51 +3,12 @@
 //! count, `/metrics` gauges per DP rank, `/get_load` and `/server_info` fields.
 #![allow(clippy::unwrap_used)] // tests: an unwrap is an assertion
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::Command;
 
 use serde_json::{json, Value};
 
 use crate::support::procs::mock;
-
-/// One HTTP/1.1 exchange with `Connection: close`; returns (status, body).
-fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    let payload = body.map(Value::to_string).unwrap_or_default();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{payload}",
-        payload.len()
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let (head, rest) = raw.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        dechunk(rest)
-    } else {
-        rest.to_string()
-    };
-    (status, body)
-}
-
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap();
-        if n == 0 {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        s = &rest[n + 2..];
-    }
-    out
-}
+use crate::support::raw::http;
 
 #[test]
 fn roofline_lpm_mock_reports_sglang_timings_and_load() {

@@ -6,9 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: an unwrap is an assertion
 
 use serde_json::{json, Value};
-use tokio::io::AsyncWriteExt;
 
-use crate::support::inproc::{http, mock, post};
+use crate::support::inproc::{http, mock, post, send};
 
 async fn get(addr: &str, path: &str) -> Value {
     let (st, b) = http(addr, "GET", path, None).await;
@@ -337,14 +336,9 @@ async fn dp_ranks_follow_the_room_or_the_pinned_rank() {
 async fn a_prefill_client_going_away_frees_its_room() {
     let (p, port) = prefill(&[]).await;
     let boot = json!({"bootstrap_host": "127.0.0.1", "bootstrap_port": port, "bootstrap_room": 11});
-    let body = gen(&prompt(8), 2, boot.clone()).to_string();
+    let body = gen(&prompt(8), 2, boot.clone());
     // A client that sends its request and leaves while the prefill waits for its decode.
-    let mut s = tokio::net::TcpStream::connect(&p).await.unwrap();
-    let req = format!(
-        "POST /generate HTTP/1.1\r\nHost: {p}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
+    let s = send(&p, "POST", "/generate", Some(&body)).await;
     let waiting = |n: u64| {
         let p = p.clone();
         async move {
@@ -406,13 +400,8 @@ async fn a_decode_client_going_away_withdraws_its_registration() {
     let (p, port) = prefill(&[]).await;
     let d = mock(&["--disaggregation-mode", "decode"]).await;
     let boot = json!({"bootstrap_host": "127.0.0.1", "bootstrap_port": port, "bootstrap_room": 21});
-    let body = gen(&prompt(8), 2, boot.clone()).to_string();
-    let mut s = tokio::net::TcpStream::connect(&d).await.unwrap();
-    let req = format!(
-        "POST /generate HTTP/1.1\r\nHost: {d}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
+    let body = gen(&prompt(8), 2, boot.clone());
+    let s = send(&d, "POST", "/generate", Some(&body)).await;
     until(&p, "/mock/state", "the decode's registration", |v| {
         v["pd_rooms"] == 1
     })

@@ -5,26 +5,11 @@
 #![allow(clippy::unwrap_used)] // tests: an unwrap is an assertion
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 
 use serde_json::Value;
 
 use crate::support::procs::mock;
-
-fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, body.to_string())
-}
+use crate::support::raw::get;
 
 fn fixture(name: &str) -> Value {
     let path = format!(

@@ -1,11 +1,14 @@
 //! An `sglang-mock` started in this process on an ephemeral port (page 4, `--speedup 0` unless
-//! given), and raw HTTP/1 calls to it over loopback (one connection each, `Connection: close`).
+//! given), and raw HTTP/1 calls to it over loopback (one connection each, `Connection: close`;
+//! the request and response as `raw` writes and reads them).
 
 use clap::Parser;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use kvrouter_sim::mock::{start, MockArgs};
+
+use super::raw;
 
 /// Starts a mock with `extra` flags; its `host:port`.
 pub async fn mock(extra: &[&str]) -> String {
@@ -18,20 +21,27 @@ pub async fn mock(extra: &[&str]) -> String {
     m.url.trim_start_matches("http://").to_string()
 }
 
-/// One request; (status, body text).
-pub async fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
+/// Sends one request (`raw::request`) and returns the connection unread (a client that
+/// may go away before the answer).
+pub async fn send(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> tokio::net::TcpStream {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let body = body.map(Value::to_string).unwrap_or_default();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).await.unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, body.to_string())
+    s.write_all(raw::request(addr, method, path, body).as_bytes())
+        .await
+        .unwrap();
+    s
+}
+
+/// One request (`raw::request`); (status, body text, a chunked body decoded).
+pub async fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
+    let mut s = send(addr, method, path, body).await;
+    let mut got = String::new();
+    s.read_to_string(&mut got).await.unwrap();
+    raw::response(&got)
 }
 
 /// A JSON POST; (status, body as JSON, or as a string when it is not JSON).

@@ -1,7 +1,7 @@
 //! The one support module of the simulator's test binaries (`mod support;` in each `main.rs`).
 //! Each file has one job: an `sglang-mock` inside the test process and raw HTTP/1 calls to it
 //! (`inproc`), `sglang-mock` / `loadgen` child processes (`procs`), HTTP calls on `reqwest`
-//! (`http`), SGLang's event wire format decoded and built independently of `src/`
+//! (`http`), blocking raw HTTP/1 calls (`raw`), SGLang's event wire format decoded and built independently of `src/`
 //! (`sglang_wire`), ZMQ subscriber/replay clients of a mock (`zmq`), SGLang's HTTP rules
 //! (`sglang_rules`), and `loadgen` runs checked against the mocks' counters (`loadgen`).
 //!
@@ -15,6 +15,7 @@ pub mod http;
 pub mod inproc;
 pub mod loadgen;
 pub mod procs;
+pub mod raw;
 pub mod sglang_rules;
 pub mod sglang_wire;
 pub mod zmq;

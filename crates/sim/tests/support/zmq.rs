@@ -11,6 +11,9 @@ use zeromq::{DealerSocket, Socket, SocketRecv, SocketSend, SubSocket, ZmqMessage
 use super::http;
 use super::sglang_wire::{decode_payload, Batch, Ev};
 
+/// The port of an endpoint, for the tests that import it from here.
+pub use super::http::port_of;
+
 /// A mock's `/server_info` (where a client reads its configuration).
 pub async fn server_info(url: &str) -> Value {
     let (_, info) = http::get(url, "/server_info").await;
@@ -30,14 +33,6 @@ pub async fn kv_config(url: &str) -> Value {
 /// Turns `tcp://*:P` into a dialable address.
 pub fn dialable(ep: &str) -> String {
     ep.replace('*', "127.0.0.1")
-}
-
-/// TCP port of an endpoint.
-pub fn port_of(ep: &str) -> u16 {
-    ep.rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("port")
 }
 
 /// A subscriber on a mock's PUB socket.
