@@ -19,10 +19,9 @@ use crate::workers::{Rank, Worker};
 pub struct BookingMade<'a> {
     pub worker: &'a Worker,
     pub rank: Rank,
-    /// The request's chained sequence hashes past what the unit's store events confirmed (all
-    /// predicted; the index reads a unit's predictions from its confirmed depth on).
+    /// The request's chained sequence hashes (all predicted).
     pub seqs: &'a [SeqHash],
-    /// Of `seqs`, leading blocks already cached on the unit (not prefill in flight).
+    /// Leading blocks already cached on the unit (not prefill in flight).
     pub cached: usize,
     pub ttl: Duration,
     /// The policy already ended the in-flight marks (non-streaming request).
