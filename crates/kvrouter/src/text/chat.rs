@@ -131,10 +131,7 @@ fn list(v: &Value) -> Result<Vec<Value>, TextError> {
 }
 
 /// Parses a chat request body into template input (see module docs).
-pub(crate) fn template_input(
-    body: &[u8],
-    format: ContentFormat,
-) -> Result<TemplateInput, TextError> {
+pub(crate) fn template_input(body: &[u8], fmt: ContentFormat) -> Result<TemplateInput, TextError> {
     let wire: Wire = serde_json::from_slice(body).map_err(|e| bad(format!("chat request: {e}")))?;
     if wire.messages.kind() != ValueKind::Seq {
         return Err(bad("`messages` must be a list"));
@@ -144,7 +141,7 @@ pub(crate) fn template_input(
         if m.kind() != ValueKind::Map {
             return Err(bad(format!("messages[{i}] must be an object")));
         }
-        messages.push(message(&m, format)?);
+        messages.push(message(&m, fmt)?);
     }
     let continue_final = wire.continue_final_message.unwrap_or(false);
     let mut assistant_prefix = None;
