@@ -21,20 +21,21 @@
 // `std::time::Instant` and `std::sync::Mutex` are disallowed here (crates/kvrouter/clippy.toml:
 // tokio's `Instant`, which paused-time tests move; parking_lot's `Mutex`).
 #![warn(clippy::disallowed_types)]
+#![warn(unreachable_pub)]
 
-pub mod backoff;
+mod backoff;
 pub mod config;
 pub mod discovery;
 pub mod events;
 pub mod log_level;
-pub mod metrics;
-pub mod pd;
-pub mod proxy;
+mod metrics;
+mod pd;
+mod proxy;
 pub mod refit;
 pub mod routing;
 pub mod server;
-pub mod sharing;
-pub mod signals;
+mod sharing;
+mod signals;
 pub mod tasks;
 pub mod text;
 pub mod workers;

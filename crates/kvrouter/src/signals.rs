@@ -2,18 +2,18 @@
 //! (`server::shutdown`) and the `router register` sidecar (`discovery::register`).
 
 /// Which signal started the drain.
-pub type SignalName = &'static str;
+pub(crate) type SignalName = &'static str;
 
 /// The installed SIGTERM and SIGINT handlers. Install them before announcing readiness so
 /// a signal sent right after the `listening on` line is not lost.
-pub struct Signals {
+pub(crate) struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
 }
 
 impl Signals {
     /// Installs the handlers (needs a tokio runtime).
-    pub fn install() -> std::io::Result<Signals> {
+    pub(crate) fn install() -> std::io::Result<Signals> {
         use tokio::signal::unix::{signal, SignalKind};
         Ok(Signals {
             term: signal(SignalKind::terminate())?,
@@ -22,7 +22,7 @@ impl Signals {
     }
 
     /// Waits for the first SIGTERM or SIGINT.
-    pub async fn recv(&mut self) -> SignalName {
+    pub(crate) async fn recv(&mut self) -> SignalName {
         tokio::select! {
             _ = self.term.recv() => "SIGTERM",
             _ = self.int.recv() => "SIGINT",

@@ -76,7 +76,7 @@ impl Limits {
 
 /// `max_connections = 0`: every client connection may need a second descriptor for its worker
 /// connection, and 64 stay for listeners, event sockets and health checks.
-pub fn auto_max_connections(open_files: Option<u64>) -> usize {
+pub(crate) fn auto_max_connections(open_files: Option<u64>) -> usize {
     let limit = open_files.unwrap_or(1024).min(1 << 24);
     usize::try_from(limit.saturating_sub(64) / 2)
         .unwrap_or(usize::MAX)

@@ -5,20 +5,20 @@
 //! `KVROUTER_*` environment variable > `--config` file > default.
 //! [`Config::from_sources`] merges and validates; every error names the offending field.
 
-pub mod bounds;
-pub mod cli;
+pub(crate) mod bounds;
+pub(crate) mod cli;
 pub mod compat;
 pub mod env_check;
 mod etcd;
 pub mod example;
-pub mod file;
-pub mod kv;
-pub mod limits;
-pub mod listener;
-pub mod options;
+pub(crate) mod file;
+pub(crate) mod kv;
+pub(crate) mod limits;
+pub(crate) mod listener;
+pub(crate) mod options;
 mod pd;
 mod resilience;
-pub mod sources;
+pub(crate) mod sources;
 
 use std::time::Duration;
 

@@ -10,7 +10,7 @@ use super::record::WorkerRecord;
 use crate::workers::{Registry, WorkerSpec};
 
 /// What the fleet needs from the worker registry.
-pub trait FleetOps {
+pub(crate) trait FleetOps {
     /// Starts registering `url` (idempotent); `Ok(true)` when this call started it,
     /// `Ok(false)` when the URL was already registered.
     fn add(&self, url: &str, spec: WorkerSpec) -> Result<bool, Refusal>;
@@ -44,7 +44,7 @@ impl FleetOps for Registry {
 
 /// Why the registry refused a worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     pub message: String,
     /// Worth retrying soon (the URL is still draining from an earlier removal).
     pub retry: bool,
@@ -60,7 +60,7 @@ struct Entry {
 
 /// What a change did (for logs and tests).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// A registration was started for the URL.
     Added(String),
     /// The URL was registered already (by hand, or by another key).
@@ -80,7 +80,7 @@ pub enum Outcome {
 
 /// The worker keys discovery acts on.
 #[derive(Debug, Default)]
-pub struct Fleet {
+pub(crate) struct Fleet {
     keys: BTreeMap<String, Entry>,
     /// Values refused for a passing reason, by key, retried by [`Fleet::retry`].
     pending: BTreeMap<String, Vec<u8>>,
@@ -88,27 +88,23 @@ pub struct Fleet {
 
 impl Fleet {
     /// Number of keys that stand for a worker.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.keys.len()
     }
 
-    /// True when no key stands for a worker.
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
-
     /// The URL `key` stands for, if any.
-    pub fn url_of(&self, key: &str) -> Option<&str> {
+    #[cfg(test)]
+    pub(crate) fn url_of(&self, key: &str) -> Option<&str> {
         self.keys.get(key).map(|e| e.url.as_str())
     }
 
     /// True when some refused value waits for [`Fleet::retry`].
-    pub fn has_pending(&self) -> bool {
+    pub(crate) fn has_pending(&self) -> bool {
         !self.pending.is_empty()
     }
 
     /// Puts again the values refused for a passing reason (a URL still draining).
-    pub fn retry(&mut self, ops: &dyn FleetOps) -> Vec<(String, Outcome)> {
+    pub(crate) fn retry(&mut self, ops: &dyn FleetOps) -> Vec<(String, Outcome)> {
         let pending = std::mem::take(&mut self.pending);
         pending
             .into_iter()
@@ -120,7 +116,7 @@ impl Fleet {
     }
 
     /// A key was written (created or changed).
-    pub fn put(&mut self, ops: &dyn FleetOps, key: &str, value: &[u8]) -> Outcome {
+    pub(crate) fn put(&mut self, ops: &dyn FleetOps, key: &str, value: &[u8]) -> Outcome {
         self.pending.remove(key);
         let record = match WorkerRecord::parse(value) {
             Ok(r) => r,
@@ -171,7 +167,7 @@ impl Fleet {
     }
 
     /// A key was deleted (by its writer, or by the expiry of its lease).
-    pub fn delete(&mut self, ops: &dyn FleetOps, key: &str) -> Outcome {
+    pub(crate) fn delete(&mut self, ops: &dyn FleetOps, key: &str) -> Outcome {
         self.pending.remove(key);
         match self.forget(ops, key) {
             Some(url) => Outcome::Removed(url),
@@ -182,7 +178,7 @@ impl Fleet {
     /// Replaces the whole view with `kvs` (after a start, a reconnect that lost history or a
     /// compaction): keys no longer present are deleted, the others are put. Returns each
     /// key with what was done.
-    pub fn resync(
+    pub(crate) fn resync(
         &mut self,
         ops: &dyn FleetOps,
         kvs: &[(String, Vec<u8>)],

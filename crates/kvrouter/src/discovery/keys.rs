@@ -3,29 +3,29 @@
 //! is attached to its writer's lease, so it disappears when the writer stops renewing it.
 
 /// `<prefix>/workers/`: the watched prefix of worker keys.
-pub fn workers_prefix(prefix: &str) -> String {
+pub(crate) fn workers_prefix(prefix: &str) -> String {
     format!("{prefix}/workers/")
 }
 
 /// `<prefix>/routers/`: the prefix of router replica keys.
-pub fn routers_prefix(prefix: &str) -> String {
+pub(crate) fn routers_prefix(prefix: &str) -> String {
     format!("{prefix}/routers/")
 }
 
 /// The key of one worker.
-pub fn worker_key(prefix: &str, worker_id: &str) -> String {
+pub(crate) fn worker_key(prefix: &str, worker_id: &str) -> String {
     format!("{}{worker_id}", workers_prefix(prefix))
 }
 
 /// The key of one router replica.
-pub fn router_key(prefix: &str, router_id: &str) -> String {
+pub(crate) fn router_key(prefix: &str, router_id: &str) -> String {
     format!("{}{router_id}", routers_prefix(prefix))
 }
 
 /// The default worker id of a canonical worker URL: the URL without its scheme, `/` as `_`
 /// (`http://10.0.0.5:30000` -> `10.0.0.5:30000`), so one worker has one key whoever
 /// registers it.
-pub fn default_worker_id(canonical_url: &str) -> String {
+pub(crate) fn default_worker_id(canonical_url: &str) -> String {
     let rest = canonical_url
         .split_once("://")
         .map_or(canonical_url, |(_, r)| r);
@@ -33,7 +33,7 @@ pub fn default_worker_id(canonical_url: &str) -> String {
 }
 
 /// A worker id must be one non-empty key segment.
-pub fn check_id(id: &str) -> Result<(), String> {
+pub(crate) fn check_id(id: &str) -> Result<(), String> {
     if id.is_empty() || id.contains('/') || id.chars().any(|c| c.is_whitespace() || c.is_control())
     {
         return Err(format!(

@@ -17,7 +17,7 @@ use crate::backoff::ExponentialBackoff;
 
 /// Where the key stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LeaseStatus {
+pub(crate) enum LeaseStatus {
     /// Not written yet (connecting, granting).
     Pending,
     /// Written under this lease id.
@@ -29,7 +29,7 @@ pub enum LeaseStatus {
 }
 
 /// A running holder of one key.
-pub struct LeasedKey {
+pub(crate) struct LeasedKey {
     status: watch::Receiver<LeaseStatus>,
     stop: CancellationToken,
     task: JoinHandle<()>,
@@ -42,7 +42,7 @@ const RETRY: ExponentialBackoff =
 impl LeasedKey {
     /// Starts holding `key` = `value` under leases of `ttl_secs`; stops when `stop` is
     /// cancelled (or [`Self::stop`] is called).
-    pub fn spawn(
+    pub(crate) fn spawn(
         tasks: &crate::tasks::Tasks,
         client: Client,
         key: String,
@@ -57,18 +57,8 @@ impl LeasedKey {
         LeasedKey { status, stop, task }
     }
 
-    /// The current status.
-    pub fn status(&self) -> LeaseStatus {
-        self.status.borrow().clone()
-    }
-
-    /// A receiver notified on every status change.
-    pub fn subscribe(&self) -> watch::Receiver<LeaseStatus> {
-        self.status.clone()
-    }
-
     /// Waits until the key is written (or the holder stopped); the lease id if written.
-    pub async fn held(&self) -> Option<i64> {
+    pub(crate) async fn held(&self) -> Option<i64> {
         let mut rx = self.status.clone();
         loop {
             match &*rx.borrow_and_update() {
@@ -84,7 +74,7 @@ impl LeasedKey {
 
     /// Stops renewing, revokes the lease (deleting the key) and waits for the task; true when
     /// the revoke reached etcd.
-    pub async fn stop(self) -> bool {
+    pub(crate) async fn stop(self) -> bool {
         self.stop.cancel();
         let _ = self.task.await;
         let status = self.status.borrow().clone();

@@ -19,22 +19,25 @@
 #[cfg(not(feature = "etcd"))]
 mod absent;
 #[cfg(feature = "etcd")]
-pub mod client;
+pub(crate) mod client;
 #[cfg(feature = "etcd")]
-pub mod fleet;
-pub mod keys;
+pub(crate) mod fleet;
+// Without `etcd` only the tests call the key and settings helpers.
+#[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+pub(crate) mod keys;
 #[cfg(feature = "etcd")]
-pub mod lease;
-pub mod record;
+pub(crate) mod lease;
+pub(crate) mod record;
 #[cfg(feature = "etcd")]
 pub mod register;
 #[cfg(feature = "etcd")]
-pub mod routers;
+pub(crate) mod routers;
 #[cfg(feature = "etcd")]
 mod service;
-pub mod settings;
+#[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+pub(crate) mod settings;
 #[cfg(feature = "etcd")]
-pub mod watch;
+pub(crate) mod watch;
 
 #[cfg(not(feature = "etcd"))]
 pub use absent::{register, Discovery, NOT_BUILT};

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::workers::WorkerSpec;
 
 /// The environment variables a worker record may name as its API key.
-pub const API_KEY_ENV_PREFIX: &str = "KVROUTER_WORKER_API_KEY";
+pub(crate) const API_KEY_ENV_PREFIX: &str = "KVROUTER_WORKER_API_KEY";
 
 /// The value of `<prefix>/workers/<id>`. Unknown fields are ignored (newer writers).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,7 +59,7 @@ pub struct RouterRecord {
 }
 
 /// Checks a variable name a record may name as its API key.
-pub fn check_api_key_env(name: &str) -> Result<(), String> {
+pub(crate) fn check_api_key_env(name: &str) -> Result<(), String> {
     let ok_chars = name
         .chars()
         .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');

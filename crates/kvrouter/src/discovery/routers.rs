@@ -12,7 +12,7 @@ use super::Discovery;
 
 /// `{"routers":[{id,url,mode,version,started_at,self}],"total":n,"self":id}`; an error
 /// message when etcd cannot be read.
-pub async fn routers_json(discovery: &Discovery) -> Result<Value, String> {
+pub(crate) async fn routers_json(discovery: &Discovery) -> Result<Value, String> {
     let Some(mut client) = discovery.client() else {
         return Err("not connected to etcd yet".to_string());
     };

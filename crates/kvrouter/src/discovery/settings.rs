@@ -19,7 +19,7 @@ pub struct EtcdConfig {
 }
 
 /// Splits comma/space separated endpoint lists and checks each is `[http://]host:port`.
-pub fn parse_endpoints(raw: &[String]) -> Result<Vec<String>, String> {
+pub(crate) fn parse_endpoints(raw: &[String]) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     for part in raw
         .iter()
@@ -45,7 +45,7 @@ pub fn parse_endpoints(raw: &[String]) -> Result<Vec<String>, String> {
 
 /// `/kvrouter/` and `kvrouter` both become `/kvrouter`; empty and `/` are refused (the router
 /// would watch the whole keyspace).
-pub fn normalize_prefix(raw: &str) -> Result<String, String> {
+pub(crate) fn normalize_prefix(raw: &str) -> Result<String, String> {
     let trimmed = raw.trim().trim_end_matches('/');
     if trimmed.is_empty() {
         return Err("must name a key prefix such as /kvrouter".to_string());
@@ -62,7 +62,7 @@ pub fn normalize_prefix(raw: &str) -> Result<String, String> {
 
 /// Lease TTLs below etcd's own minimum (about 1.5 s with default election settings) are
 /// raised by etcd silently; refuse them here instead, and cap at a day.
-pub fn check_ttl(ttl: u64) -> Result<i64, String> {
+pub(crate) fn check_ttl(ttl: u64) -> Result<i64, String> {
     match i64::try_from(ttl) {
         Ok(t) if (2..=86_400).contains(&t) => Ok(t),
         _ => Err(format!("must be between 2 and 86400 seconds (got {ttl})")),

@@ -38,7 +38,7 @@ enum Broke {
 }
 
 /// Follows `prefix` (the `<prefix>/workers/` key prefix) into `fleet` until `stop`.
-pub async fn run(
+pub(crate) async fn run(
     mut client: Client,
     prefix: String,
     ops: &(dyn FleetOps + Sync),

@@ -9,7 +9,7 @@
 
 /// Verdict for one sequence number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Nothing seen yet on this stream (or since the last reset).
     First,
     /// Exactly `last + 1`.
@@ -24,7 +24,7 @@ pub enum Verdict {
 
 /// Sequence cursor of one (worker, rank) stream.
 #[derive(Debug, Clone)]
-pub struct SeqCursor {
+pub(crate) struct SeqCursor {
     last: Option<u64>,
     origin: u64,
     stale_window: u64,
@@ -34,11 +34,11 @@ pub struct SeqCursor {
 /// How far behind the last sequence a copy may be and still count as stale
 /// rather than a restart (SGLang's replay buffer keeps 10,000 batches; the SUB
 /// queue holds at most its high-water mark of 100,000).
-pub const DEFAULT_STALE_WINDOW: u64 = 100_000;
+pub(crate) const DEFAULT_STALE_WINDOW: u64 = 100_000;
 
 impl SeqCursor {
     /// A cursor for a stream whose first sequence number is `origin` (SGLang 0, Dynamo 1).
-    pub fn new(origin: u64) -> Self {
+    pub(crate) fn new(origin: u64) -> Self {
         Self {
             last: None,
             origin,
@@ -48,17 +48,17 @@ impl SeqCursor {
     }
 
     /// The stream's first sequence number.
-    pub fn origin(&self) -> u64 {
+    pub(crate) fn origin(&self) -> u64 {
         self.origin
     }
 
     /// The last accepted sequence number.
-    pub fn last(&self) -> Option<u64> {
+    pub(crate) fn last(&self) -> Option<u64> {
         self.last
     }
 
     /// Classifies `seq` without changing state.
-    pub fn classify(&self, seq: u64) -> Verdict {
+    pub(crate) fn classify(&self, seq: u64) -> Verdict {
         let Some(last) = self.last else {
             return Verdict::First;
         };
@@ -78,19 +78,19 @@ impl SeqCursor {
     }
 
     /// Records `seq` as applied.
-    pub fn accept(&mut self, seq: u64) {
+    pub(crate) fn accept(&mut self, seq: u64) {
         self.last = Some(seq);
         self.reconnected = false;
     }
 
     /// Forgets the stream position (after a restart or a reset).
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.last = None;
         self.reconnected = false;
     }
 
     /// The transport reconnected: the next non-advancing sequence is a restart.
-    pub fn mark_reconnected(&mut self) {
+    pub(crate) fn mark_reconnected(&mut self) {
         if self.last.is_some() {
             self.reconnected = true;
         }

@@ -18,10 +18,10 @@ use super::sink::KvEventSink;
 use crate::workers::Rank;
 
 /// Distinct unmapped Dynamo worker ids logged (later ones are only counted).
-pub const MAX_WARNED_IDS: usize = 64;
+pub(crate) const MAX_WARNED_IDS: usize = 64;
 
 /// The feeds of one Dynamo source (a NATS consumer or one ZMQ endpoint).
-pub struct DynamoFeeds {
+pub(crate) struct DynamoFeeds {
     page_size: u32,
     resolver: Arc<dyn WorkerResolver>,
     sink: Arc<dyn KvEventSink>,
@@ -32,7 +32,7 @@ pub struct DynamoFeeds {
 }
 
 impl DynamoFeeds {
-    pub fn new(
+    pub(crate) fn new(
         page_size: u32,
         resolver: Arc<dyn WorkerResolver>,
         sink: Arc<dyn KvEventSink>,
@@ -49,14 +49,14 @@ impl DynamoFeeds {
 
     /// The transport reconnected: for every feed, a non-advancing `event_id` next means
     /// the publisher restarted.
-    pub fn mark_reconnected(&mut self) {
+    pub(crate) fn mark_reconnected(&mut self) {
         self.feeds.values_mut().for_each(RankFeed::mark_reconnected);
     }
 
     /// Handles one message received on `transport` (`nats`, `zmq`) from `origin` (its
     /// subject or endpoint, for the log): a message that does not decode is counted in
     /// `decode_errors{dynamo}` (one warning per source) and skipped whole.
-    pub fn on_message(&mut self, transport: &'static str, origin: &str, payload: &[u8]) {
+    pub(crate) fn on_message(&mut self, transport: &'static str, origin: &str, payload: &[u8]) {
         let events = match decode_router_events(payload) {
             Ok(events) => events,
             Err(e) => {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use crate::workers::{Worker, WorkerId};
 
 /// Registration label carrying a worker's Dynamo instance id.
-pub const WORKER_ID_LABEL: &str = "dynamo_worker_id";
+pub(crate) const WORKER_ID_LABEL: &str = "dynamo_worker_id";
 
 /// The `--dynamo-*` settings, validated (built by `config::kv`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -64,7 +64,7 @@ impl DynamoSettings {
 }
 
 /// Parses a Dynamo id: decimal or `0x`-prefixed hex u64.
-pub fn parse_dynamo_id(text: &str) -> Option<u64> {
+pub(crate) fn parse_dynamo_id(text: &str) -> Option<u64> {
     let text = text.trim();
     match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
         Some(hex) => u64::from_str_radix(hex, 16).ok(),
@@ -74,7 +74,7 @@ pub fn parse_dynamo_id(text: &str) -> Option<u64> {
 
 /// Parses one `URL=ID` pair; the URL is canonicalised as the registry keys workers
 /// (`workers::url::parse_worker_address`), so it matches the registered worker.
-pub fn parse_pair(text: &str) -> Result<(String, u64), String> {
+pub(crate) fn parse_pair(text: &str) -> Result<(String, u64), String> {
     let (url, id) = text
         .rsplit_once('=')
         .ok_or_else(|| format!("{text:?} is not URL=ID"))?;

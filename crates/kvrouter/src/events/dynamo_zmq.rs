@@ -30,13 +30,13 @@ use super::zmq_source::{CONNECT_TIMEOUT, RESUBSCRIBE_BACKOFF};
 use crate::workers::Snapshot;
 
 /// The topic Dynamo publishes KV events under (`KV_EVENT_SUBJECT`).
-pub const TOPIC: &str = "kv-events";
+pub(crate) const TOPIC: &str = "kv-events";
 /// Version byte that starts frame 3.
 const FRAME_VERSION: u8 = 0x01;
 
 /// Why a ZMQ message is not a Dynamo event-plane message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FrameError {
+pub(crate) enum FrameError {
     #[error("expected 4 frames, got {0}")]
     Count(usize),
     #[error("topic is not {TOPIC:?}")]
@@ -48,7 +48,7 @@ pub enum FrameError {
 }
 
 /// The msgpack envelope inside Dynamo's 4 frames.
-pub fn envelope_of(frames: &[Bytes]) -> Result<&[u8], FrameError> {
+pub(crate) fn envelope_of(frames: &[Bytes]) -> Result<&[u8], FrameError> {
     let [topic, publisher, sequence, payload] = frames else {
         return Err(FrameError::Count(frames.len()));
     };
@@ -72,13 +72,13 @@ pub fn envelope_of(frames: &[Bytes]) -> Result<&[u8], FrameError> {
 }
 
 /// Spawner of Dynamo ZMQ event-plane subscriptions.
-pub struct DynamoZmqSource;
+pub(crate) struct DynamoZmqSource;
 
 impl DynamoZmqSource {
     /// Subscribes to the Dynamo publisher at `endpoint` (e.g. `tcp://10.0.0.5:34563`);
     /// events go to `sink` for the workers `resolver` maps. Must be called inside a tokio
     /// runtime. Drop the handle to stop.
-    pub fn spawn(
+    pub(crate) fn spawn(
         tasks: &crate::tasks::Tasks,
         endpoint: String,
         page_size: u32,
@@ -92,7 +92,7 @@ impl DynamoZmqSource {
 
 /// One [`DynamoZmqSource`] per `settings.zmq_endpoints`, each resolving Dynamo ids with
 /// `settings.workers` against the registry's live snapshot (`workers`).
-pub fn spawn_all(
+pub(crate) fn spawn_all(
     tasks: &crate::tasks::Tasks,
     settings: &DynamoSettings,
     page_size: u32,

@@ -97,7 +97,7 @@ struct Page {
 
 /// Why a store was not folded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum FoldError {
+pub(crate) enum FoldError {
     /// The store's parent page is not known (stored before this router listened, or
     /// already removed): its pages cannot be placed in router blocks and are dropped.
     #[error("parent page {0:#x} is unknown")]
@@ -106,7 +106,7 @@ pub enum FoldError {
 
 /// Folds one (worker, rank)'s `worker_page`-token pages into `router_page`-token blocks.
 #[derive(Debug)]
-pub struct PageFold {
+pub(crate) struct PageFold {
     worker_page: u32,
     per_block: u32,
     pages: HashMap<EngineHash, Page>,
@@ -115,7 +115,7 @@ pub struct PageFold {
 impl PageFold {
     /// A fold of `worker_page`-token pages into `router_page`-token blocks, or None when
     /// they cannot be folded (not smaller than the router's page, or not a divisor of it).
-    pub fn new(worker_page: u32, router_page: u32) -> Option<Self> {
+    pub(crate) fn new(worker_page: u32, router_page: u32) -> Option<Self> {
         folds_into(worker_page, router_page).then(|| Self {
             worker_page,
             per_block: router_page / worker_page,
@@ -124,26 +124,28 @@ impl PageFold {
     }
 
     /// Tokens per worker page.
-    pub fn worker_page(&self) -> u32 {
+    pub(crate) fn worker_page(&self) -> u32 {
         self.worker_page
     }
 
     /// Worker pages per router block.
-    pub fn pages_per_block(&self) -> u32 {
+    pub(crate) fn pages_per_block(&self) -> u32 {
         self.per_block
     }
 
     /// Worker pages held (resident ones whose router block may still be completed or removed).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.pages.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.pages.is_empty()
     }
 
     /// Forgets every page.
-    pub fn clear(&mut self) {
+    #[cfg(test)]
+    pub(crate) fn clear(&mut self) {
         self.pages = HashMap::new();
     }
 
@@ -152,7 +154,7 @@ impl PageFold {
     /// `router_page`-token blocks (consecutive chained blocks in one event). A page already
     /// known keeps its place; a store completing an already known block repeats it (the
     /// index ignores resident blocks). `tokens` must hold `hashes.len() * worker_page` ids.
-    pub fn stored(
+    pub(crate) fn stored(
         &mut self,
         parent: Option<EngineHash>,
         hashes: &[EngineHash],
@@ -196,7 +198,7 @@ impl PageFold {
 
     /// Forgets removed worker pages (unknown hashes are ignored) and returns the keys of the
     /// router blocks that contained any of them.
-    pub fn removed(&mut self, hashes: &[EngineHash]) -> Vec<EngineHash> {
+    pub(crate) fn removed(&mut self, hashes: &[EngineHash]) -> Vec<EngineHash> {
         let mut out = Vec::new();
         for hash in hashes {
             let Some(page) = self.pages.remove(hash) else {

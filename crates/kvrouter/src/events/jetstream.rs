@@ -10,9 +10,9 @@ use async_nats::jetstream::{self, kv, stream};
 use super::nats_envelope::DEFAULT_RELAY_PREFIX;
 
 /// Default stream name.
-pub const DEFAULT_STREAM: &str = "KVROUTER_KV";
+pub(crate) const DEFAULT_STREAM: &str = "KVROUTER_KV";
 /// Default relay-lock bucket name.
-pub const DEFAULT_LOCK_BUCKET: &str = "kvrouter_relay_locks";
+pub(crate) const DEFAULT_LOCK_BUCKET: &str = "kvrouter_relay_locks";
 
 /// Where relayed batches are kept and how the relays elect one publisher per worker.
 #[derive(Debug, Clone, PartialEq)]

@@ -25,7 +25,7 @@ use super::nats_envelope::{self, encode_headers, relay_subject, worker_key, Rela
 use super::relay_lock::{self, LeaseReport};
 
 /// Batches kept per (worker, rank) for a takeover.
-pub const TAKEOVER_BUFFER: usize = 4096;
+pub(super) const TAKEOVER_BUFFER: usize = 4096;
 /// Publishes awaiting their acknowledgement at most.
 const MAX_IN_FLIGHT: usize = 1024;
 /// A worker without batches for this long (at least 10 lock TTLs) is forgotten: its lock
@@ -302,7 +302,10 @@ async fn await_ack(url: String, ack: PublishAckFuture) -> Acked {
 /// when every buffered batch is older and no reset happened since, none (the stream is
 /// ahead; later batches continue it). Otherwise all of them, the first marked `gap` so
 /// that consumers clear the rank rather than merge two histories.
-pub fn missing_after(buffer: &VecDeque<RelayedBatch>, last: Option<u64>) -> Vec<RelayedBatch> {
+pub(super) fn missing_after(
+    buffer: &VecDeque<RelayedBatch>,
+    last: Option<u64>,
+) -> Vec<RelayedBatch> {
     let Some(last) = last else {
         return buffer.iter().cloned().collect();
     };

@@ -15,7 +15,7 @@
 use rmpv::Value;
 
 /// The tag of a load report.
-pub const LOAD_STAT_TAG: &str = "LoadStat";
+pub(crate) const LOAD_STAT_TAG: &str = "LoadStat";
 
 /// One rank's load as its scheduler reported it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -38,7 +38,7 @@ pub struct LoadStat {
 
 /// Why a load payload could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LoadDecodeError {
+pub(crate) enum LoadDecodeError {
     #[error("not msgpack: {0}")]
     Msgpack(String),
     #[error("load stat must be an array [\"LoadStat\", running, waiting, tokens, capacity, ...]")]
@@ -50,7 +50,7 @@ pub enum LoadDecodeError {
 }
 
 /// Decodes one `LoadStat` payload.
-pub fn decode_load_stat(payload: &[u8]) -> Result<LoadStat, LoadDecodeError> {
+pub(crate) fn decode_load_stat(payload: &[u8]) -> Result<LoadStat, LoadDecodeError> {
     let mut rd = payload;
     let v =
         rmpv::decode::read_value(&mut rd).map_err(|e| LoadDecodeError::Msgpack(e.to_string()))?;

@@ -11,32 +11,32 @@
 //!
 //! [`KvEvent`]: kvrouter_index::KvEvent
 
-pub mod cursor;
-pub mod dynamo_feeds;
-pub mod dynamo_map;
+pub(crate) mod cursor;
+pub(crate) mod dynamo_feeds;
+pub(crate) mod dynamo_map;
 pub mod dynamo_wire;
-pub mod dynamo_zmq;
-pub mod endpoint;
-pub mod feed;
-pub mod fold;
-pub mod handle;
-pub mod jetstream;
+pub(crate) mod dynamo_zmq;
+pub(crate) mod endpoint;
+pub(crate) mod feed;
+pub(crate) mod fold;
+pub(crate) mod handle;
+pub(crate) mod jetstream;
 mod js_relay;
-pub mod js_source;
-pub mod load_source;
-pub mod load_wire;
+pub(crate) mod js_source;
+pub(crate) mod load_source;
+pub(crate) mod load_wire;
 pub mod metrics;
-pub mod nats_auth;
+pub(crate) mod nats_auth;
 pub mod nats_envelope;
-pub mod nats_source;
-pub mod relay;
-pub mod relay_lock;
-pub mod replay;
-pub mod runtime;
+pub(crate) mod nats_source;
+pub(crate) mod relay;
+pub(crate) mod relay_lock;
+pub(crate) mod replay;
+pub(crate) mod runtime;
 pub mod sglang_wire;
-pub mod sink;
-pub mod trust;
-pub mod zmq_source;
+pub(crate) mod sink;
+pub(crate) mod trust;
+pub(crate) mod zmq_source;
 
 pub use endpoint::rank_endpoint;
 pub use feed::{ApplyOutcome, Payload, RankFeed, ResetReason};

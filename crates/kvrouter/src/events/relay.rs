@@ -19,7 +19,7 @@ use super::nats_envelope::{encode_headers, relay_subject, RelayedBatch};
 
 /// Batches waiting to be published; beyond this the relay drops (and consumers
 /// see a gap and recover).
-pub const RELAY_QUEUE: usize = 65_536;
+pub(crate) const RELAY_QUEUE: usize = 65_536;
 
 /// The relay's publishing task. Dropping it stops publishing.
 pub struct NatsRelay {

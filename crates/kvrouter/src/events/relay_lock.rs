@@ -19,18 +19,18 @@ use super::handle::SourceHandle;
 
 /// A lease report: `Some(valid_until)` while held, `None` when not held.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaseReport {
+pub(crate) struct LeaseReport {
     pub worker_url: String,
     pub valid_until: Option<Instant>,
 }
 
 /// How long after a successful write (started at `started`) the holder may publish.
-pub fn lease_end(started: Instant, ttl: Duration) -> Instant {
+pub(crate) fn lease_end(started: Instant, ttl: Duration) -> Instant {
     started + ttl - ttl / 4
 }
 
 /// A relay instance id: unique per process start (`<pid>-<nanos>`).
-pub fn instance_id() -> String {
+pub(crate) fn instance_id() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -41,7 +41,7 @@ pub fn instance_id() -> String {
 /// Starts the lease loop of `worker_url` (key `key`) for relay `instance`; reports each
 /// change (and each refresh) to `reports`. Dropping the handle stops it (the entry then
 /// expires after the TTL).
-pub fn spawn(
+pub(crate) fn spawn(
     tasks: &crate::tasks::Tasks,
     store: kv::Store,
     key: String,

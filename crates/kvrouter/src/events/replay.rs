@@ -11,11 +11,11 @@ use zeromq::{DealerSocket, Socket, SocketOptions, SocketRecv, SocketSend, ZmqMes
 const END_MARKER: u64 = u64::MAX;
 
 /// At most this many batches are accepted from one replay (SGLang keeps 10,000).
-pub const MAX_REPLAY_BATCHES: usize = 200_000;
+pub(crate) const MAX_REPLAY_BATCHES: usize = 200_000;
 
 /// Why a replay failed.
 #[derive(Debug, thiserror::Error)]
-pub enum ReplayError {
+pub(crate) enum ReplayError {
     #[error("replay endpoint {0}: {1}")]
     Zmq(String, zeromq::ZmqError),
     #[error("replay endpoint {0}: no answer within {1:?}")]
@@ -28,7 +28,7 @@ pub enum ReplayError {
 
 /// Fetches every buffered batch with `seq >= from`, in order. Each step (connect,
 /// each reply) must complete within `timeout`.
-pub async fn fetch_replay(
+pub(crate) async fn fetch_replay(
     endpoint: &str,
     from: u64,
     timeout: Duration,

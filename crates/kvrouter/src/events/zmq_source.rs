@@ -26,7 +26,7 @@ pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub(crate) const RESUBSCRIBE_BACKOFF: ExponentialBackoff =
     ExponentialBackoff::constant(Duration::from_millis(100), Duration::from_secs(5));
 /// Per-step timeout of a replay (connect, then each reply).
-pub const REPLAY_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const REPLAY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What to subscribe to for one (worker, rank).
 #[derive(Debug, Clone)]

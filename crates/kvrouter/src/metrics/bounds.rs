@@ -8,7 +8,7 @@ use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts};
 use super::register;
 
 /// Handles registered once per process.
-pub struct BoundsMetrics {
+pub(crate) struct BoundsMetrics {
     /// `kvrouter_sticky_evictions_total`: sticky keys dropped to stay under `sticky_max_keys`.
     pub sticky_evictions: IntCounter,
     /// `kvrouter_rids_untracked_total`: requests whose rids were not tracked (too long, too
@@ -24,7 +24,7 @@ pub struct BoundsMetrics {
 }
 
 impl BoundsMetrics {
-    pub fn get() -> &'static BoundsMetrics {
+    pub(crate) fn get() -> &'static BoundsMetrics {
         static M: OnceLock<BoundsMetrics> = OnceLock::new();
         M.get_or_init(|| BoundsMetrics {
             sticky_evictions: register(

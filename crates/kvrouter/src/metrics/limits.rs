@@ -9,7 +9,7 @@ use prometheus::{IntCounterVec, Opts};
 use super::register;
 
 /// The family, registered on first use.
-pub fn limit_trips() -> &'static IntCounterVec {
+pub(crate) fn limit_trips() -> &'static IntCounterVec {
     static TRIPS: OnceLock<IntCounterVec> = OnceLock::new();
     TRIPS.get_or_init(|| {
         register(
@@ -26,6 +26,6 @@ pub fn limit_trips() -> &'static IntCounterVec {
 }
 
 /// Counts one trip of `limit` (a flag name without `--`, e.g. `header_read_timeout`).
-pub fn limit_tripped(limit: &str) {
+pub(crate) fn limit_tripped(limit: &str) {
     limit_trips().with_label_values(&[limit]).inc();
 }

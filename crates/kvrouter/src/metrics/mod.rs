@@ -5,25 +5,25 @@
 //! `/metrics` renders everything from one place. `compat/` adds the sgl-router / SMG
 //! series of `--metrics-compat`; `request_end` records a finished request (its debug line, its tokens).
 
-pub mod bounds;
-pub mod compat;
-pub mod limits;
-pub mod request_end;
-pub mod subjects;
+pub(crate) mod bounds;
+pub(crate) mod compat;
+pub(crate) mod limits;
+pub(crate) mod request_end;
+pub(crate) mod subjects;
 
 use std::sync::OnceLock;
 
 use prometheus::{Encoder, Registry, TextEncoder};
 
 /// The process-wide registry every `kvrouter_*` metric is registered in.
-pub fn registry() -> &'static Registry {
+pub(crate) fn registry() -> &'static Registry {
     static REGISTRY: OnceLock<Registry> = OnceLock::new();
     REGISTRY.get_or_init(Registry::new)
 }
 
 /// Registers a collector, ignoring a duplicate registration (handles are created
 /// once per process; tests may create several routers in one process).
-pub fn register<C: prometheus::core::Collector + Clone + 'static>(collector: C) -> C {
+pub(crate) fn register<C: prometheus::core::Collector + Clone + 'static>(collector: C) -> C {
     // AlreadyReg is the only error a well-formed metric can produce here.
     let _ = registry().register(Box::new(collector.clone()));
     collector
@@ -41,7 +41,7 @@ fn gather() -> Vec<prometheus::proto::MetricFamily> {
 
 /// Renders the registry (and the index's) in the Prometheus text exposition format,
 /// followed by the `--metrics-compat` series when enabled.
-pub fn render() -> String {
+pub(crate) fn render() -> String {
     let mut buf = Vec::new();
     let encoder = TextEncoder::new();
     let families = gather();

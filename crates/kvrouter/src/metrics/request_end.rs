@@ -8,11 +8,16 @@
 use super::subjects::{EndedRequest, KvOutcome};
 
 /// The message every per-request line carries (what log searches key on).
-pub const MESSAGE: &str = "request finished";
+pub(crate) const MESSAGE: &str = "request finished";
 
 /// A relayed response ended `secs` after the request arrived; `booking` (released on return)
 /// says which worker answered, with which status, and what the KV policy expected.
-pub fn relayed(route: &'static str, stream: bool, secs: f64, booking: Option<impl EndedRequest>) {
+pub(crate) fn relayed(
+    route: &'static str,
+    stream: bool,
+    secs: f64,
+    booking: Option<impl EndedRequest>,
+) {
     let Some(b) = booking else { return };
     let kv = b.kv_outcome();
     if let Some(k) = kv {
@@ -26,7 +31,7 @@ pub fn relayed(route: &'static str, stream: bool, secs: f64, booking: Option<imp
 }
 
 /// The router answered `status` itself (no worker response was relayed).
-pub fn answered_by_router(route: &'static str, stream: bool, status: u16, worker: &str) {
+pub(crate) fn answered_by_router(route: &'static str, stream: bool, status: u16, worker: &str) {
     if tracing::enabled!(target: "kvrouter::request", tracing::Level::DEBUG) {
         line(route, worker, status, stream, None, None);
     }

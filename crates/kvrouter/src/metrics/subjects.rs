@@ -17,7 +17,7 @@ pub struct KvOutcome {
 }
 
 /// A request whose relayed response ended (`request_end::relayed`).
-pub trait EndedRequest {
+pub(crate) trait EndedRequest {
     /// The URL of the worker that answered.
     fn worker_url(&self) -> &str;
     /// The status relayed to the client (`None` before the response head).
@@ -27,7 +27,7 @@ pub trait EndedRequest {
 }
 
 /// A worker as the compat series label it (`compat::selection`, `compat::model`).
-pub trait SeriesWorker {
+pub(crate) trait SeriesWorker {
     /// Its canonical URL.
     fn url(&self) -> &str;
     /// The model it serves, once it reported one.

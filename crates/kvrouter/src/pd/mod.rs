@@ -13,12 +13,12 @@
 //! room) and `server::pd_merge` (the decode response relayed, the prefill's logprobs merged
 //! in, errors mapped).
 
-pub mod config;
-pub mod pair;
-pub mod roles;
-pub mod splice;
+pub(crate) mod config;
+pub(crate) mod pair;
+pub(crate) mod roles;
+pub(crate) mod splice;
 
-pub use config::{LegPolicy, PdConfig, PrefillUrl};
+pub(crate) use config::{LegPolicy, PdConfig, PrefillUrl};
 
 /// The PD mode's per-process state (`AppState::pd`).
 pub struct PdRouter {

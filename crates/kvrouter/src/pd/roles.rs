@@ -8,7 +8,11 @@ use crate::workers::{Role, Worker, WorkerId};
 
 /// The routable workers of `role` not in `tried`; when every one was tried, all routable ones
 /// of the role again (a retry re-selects, as sgl-router does).
-pub fn candidates(snapshot: &[Arc<Worker>], role: Role, tried: &[WorkerId]) -> Vec<Arc<Worker>> {
+pub(crate) fn candidates(
+    snapshot: &[Arc<Worker>],
+    role: Role,
+    tried: &[WorkerId],
+) -> Vec<Arc<Worker>> {
     let of_role = |w: &&Arc<Worker>| w.role == role && w.is_routable();
     let fresh: Vec<Arc<Worker>> = snapshot
         .iter()
@@ -24,7 +28,7 @@ pub fn candidates(snapshot: &[Arc<Worker>], role: Role, tried: &[WorkerId]) -> V
 }
 
 /// Routable (prefill, decode) workers.
-pub fn routable_counts(snapshot: &[Arc<Worker>]) -> (usize, usize) {
+pub(crate) fn routable_counts(snapshot: &[Arc<Worker>]) -> (usize, usize) {
     snapshot
         .iter()
         .filter(|w| w.is_routable())
@@ -36,7 +40,7 @@ pub fn routable_counts(snapshot: &[Arc<Worker>]) -> (usize, usize) {
 }
 
 /// Why a PD router is not ready (no routable prefill or decode worker), or None.
-pub fn readiness_gap(snapshot: &[Arc<Worker>]) -> Option<String> {
+pub(crate) fn readiness_gap(snapshot: &[Arc<Worker>]) -> Option<String> {
     match routable_counts(snapshot) {
         (0, 0) => Some("insufficient healthy workers: no prefill and no decode worker".into()),
         (0, _) => Some("insufficient healthy workers: no prefill worker".into()),
@@ -46,7 +50,7 @@ pub fn readiness_gap(snapshot: &[Arc<Worker>]) -> Option<String> {
 }
 
 /// The worker `/model_info` and `/v1/models` are read from: the first routable prefill one.
-pub fn info_worker(snapshot: &[Arc<Worker>]) -> Option<&Arc<Worker>> {
+pub(crate) fn info_worker(snapshot: &[Arc<Worker>]) -> Option<&Arc<Worker>> {
     snapshot
         .iter()
         .find(|w| w.role == Role::Prefill && w.is_routable())

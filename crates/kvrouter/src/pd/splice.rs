@@ -26,7 +26,7 @@ struct Probe<'a> {
 
 /// What [`BodyFacts::read`] found in a request body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BodyFacts {
+pub(crate) struct BodyFacts {
     /// Rooms to send: 1 for a single prompt, else one per prompt (or per chat choice).
     pub rooms: usize,
     /// The bootstrap fields are arrays (a batch, or chat `n > 1`).
@@ -41,7 +41,7 @@ impl BodyFacts {
     /// Reads the facts of `body` (already parsed as `input`): batches as sgl-router and SMG
     /// count them (`get_*_batch_size`): a batched `input_ids` or `text` on `/generate`, an array
     /// `prompt` of strings or token lists on `/v1/completions`, `n > 1` on chat.
-    pub fn read(input: &RoutingInput<'_>, body: &[u8]) -> BodyFacts {
+    pub(crate) fn read(input: &RoutingInput<'_>, body: &[u8]) -> BodyFacts {
         let probe: Probe<'_> = serde_json::from_slice(body).unwrap_or_default();
         let (rooms, batch) = match input.endpoint {
             Endpoint::ChatCompletions => match probe.n {
@@ -63,7 +63,7 @@ impl BodyFacts {
 }
 
 /// Random bootstrap rooms, one per prompt.
-pub fn new_rooms(n: usize) -> Vec<u64> {
+pub(crate) fn new_rooms(n: usize) -> Vec<u64> {
     let mut rng = rand::rng();
     (0..n.max(1))
         .map(|_| rng.random_range(0..ROOM_LIMIT))
@@ -77,7 +77,7 @@ pub fn new_rooms(n: usize) -> Vec<u64> {
 /// prefill's default) and its decode looks for the KV on the same rank
 /// (`disaggregation/common/conn.py`), so an aligned room lands the request on the rank the
 /// policy chose there too; on newer SGLang the explicit fields agree with it.
-pub fn align_rooms(rooms: &mut [u64], rank: u32, dp_size: u32) {
+pub(crate) fn align_rooms(rooms: &mut [u64], rank: u32, dp_size: u32) {
     let dp = u64::from(dp_size.max(1));
     let rank = u64::from(rank) % dp;
     for room in rooms.iter_mut() {
@@ -90,7 +90,7 @@ pub fn align_rooms(rooms: &mut [u64], rank: u32, dp_size: u32) {
 }
 
 /// The prefill worker's address as the decode worker dials it: its host, IPv6 in brackets.
-pub fn bootstrap_host(host: &str) -> String {
+pub(crate) fn bootstrap_host(host: &str) -> String {
     if host.contains(':') && !host.starts_with('[') {
         format!("[{host}]")
     } else {
@@ -100,7 +100,7 @@ pub fn bootstrap_host(host: &str) -> String {
 
 /// The bootstrap fields both legs get.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Bootstrap {
+pub(crate) struct Bootstrap {
     pub host: String,
     pub port: Option<u16>,
     pub rooms: Vec<u64>,
@@ -136,7 +136,7 @@ impl Bootstrap {
 
 /// `body` with the bootstrap fields and `extra` (`(name, value)`, e.g. DP ranks) inserted
 /// before its last `}`; `None` when the body is not an object.
-pub fn splice(body: &[u8], bootstrap: &Bootstrap, extra: &[(&str, u32)]) -> Option<Bytes> {
+pub(crate) fn splice(body: &[u8], bootstrap: &Bootstrap, extra: &[(&str, u32)]) -> Option<Bytes> {
     let end = body.iter().rposition(|b| *b == b'}')?;
     let inner_empty = body[..end]
         .iter()

@@ -16,7 +16,7 @@ use crate::workers::Worker;
 /// Aborts on `worker` the request's rids that cannot end another request there (SGLang matches
 /// abort rids by prefix; see [`RidGuard::abortable`]). Nothing without rids. True when a rid
 /// was withheld: the caller should then keep the worker connection rather than close it.
-pub fn abort_isolated(
+pub(crate) fn abort_isolated(
     tasks: &Tasks,
     client: &UpstreamClient,
     worker: &Worker,
@@ -34,7 +34,7 @@ pub fn abort_isolated(
 
 /// Spawns one `POST {worker}/abort_request {"rid": ...}` per rid (needs a tokio runtime;
 /// silently does nothing outside one). Failures are logged at debug level only.
-pub fn abort_upstream(
+pub(crate) fn abort_upstream(
     tasks: &Tasks,
     client: &UpstreamClient,
     target: Target<'_>,
@@ -59,7 +59,7 @@ pub fn abort_upstream(
 
 /// One `POST {target}/abort_request` of an abort `body` with the worker's credentials, bounded
 /// by 5 s: the worker's status, or why not.
-pub async fn post_abort(
+pub(crate) async fn post_abort(
     client: &UpstreamClient,
     target: Target<'_>,
     body: &serde_json::Value,

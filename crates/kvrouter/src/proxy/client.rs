@@ -9,11 +9,11 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 /// Client used for every call to a worker (data plane and fan-outs).
-pub type UpstreamClient = Client<HttpConnector, Full<Bytes>>;
+pub(crate) type UpstreamClient = Client<HttpConnector, Full<Bytes>>;
 
 /// Builds the shared client: TCP_NODELAY, `connect_timeout`, pooled keep-alive connections
 /// reused while idle for less than `idle_timeout` (`--worker-idle-timeout-secs`).
-pub fn build_client(connect_timeout: Duration, idle_timeout: Duration) -> UpstreamClient {
+pub(crate) fn build_client(connect_timeout: Duration, idle_timeout: Duration) -> UpstreamClient {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
     connector.set_connect_timeout(Some(connect_timeout));

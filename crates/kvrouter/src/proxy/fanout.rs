@@ -13,7 +13,7 @@ use super::target::Target;
 
 /// Calls `{target}{path}` with the worker's credentials and returns the status and the whole
 /// body (bounded by `timeout`).
-pub async fn call(
+pub(crate) async fn call(
     client: &UpstreamClient,
     method: Method,
     target: Target<'_>,

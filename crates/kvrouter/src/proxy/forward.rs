@@ -43,7 +43,7 @@ pub enum ForwardError {
 /// How long [`forward`] waits for the response head: at most `first_byte`, and less when
 /// `stall` finds the worker stalled.
 #[derive(Clone, Copy)]
-pub struct HeadWait<'a> {
+pub(crate) struct HeadWait<'a> {
     pub first_byte: Duration,
     pub stall: Option<StallWatch<'a>>,
     /// Run the request in a task whose late response is kept if the orphan says so.
@@ -57,7 +57,7 @@ const DRAIN_MAX: Duration = Duration::from_secs(1800);
 /// dropped, closing the connection (the worker sees a disconnect), unless [`Orphan::keep`] was
 /// called by then: its body is then read to the end, holding what `keep` was given.
 #[derive(Clone)]
-pub struct Orphan {
+pub(crate) struct Orphan {
     hold: Arc<Mutex<Option<Box<dyn Send + Sync>>>>,
     /// Where the request's task and its body drain run.
     tasks: Tasks,
@@ -65,7 +65,7 @@ pub struct Orphan {
 
 impl Orphan {
     /// Nothing kept yet; the request's task runs on `tasks`.
-    pub fn new(tasks: &Tasks) -> Orphan {
+    pub(crate) fn new(tasks: &Tasks) -> Orphan {
         Orphan {
             hold: Arc::default(),
             tasks: tasks.clone(),
@@ -74,14 +74,14 @@ impl Orphan {
 
     /// Keeps the request running to its end if its response comes after all, holding `hold`
     /// (e.g. its rid entries) until then.
-    pub fn keep(&self, hold: Box<dyn Send + Sync>) {
+    pub(crate) fn keep(&self, hold: Box<dyn Send + Sync>) {
         *self.hold.lock() = Some(hold);
     }
 }
 
 /// Reads `body` to its end (or 30 min) in a task, holding `hold`, so the worker neither sees
 /// a closed connection nor gets an abort (needs a tokio runtime; without one it is dropped).
-pub fn drain_detached(tasks: &Tasks, body: Incoming, hold: Box<dyn Send + Sync>) {
+pub(crate) fn drain_detached(tasks: &Tasks, body: Incoming, hold: Box<dyn Send + Sync>) {
     if tokio::runtime::Handle::try_current().is_err() {
         return;
     }
@@ -102,14 +102,14 @@ pub fn drain_detached(tasks: &Tasks, body: Incoming, hold: Box<dyn Send + Sync>)
 /// When to give up on a worker that makes no progress: after `idle` without any, and then
 /// at every recheck, if `unhealthy()` says so (a slow but healthy worker is waited for).
 #[derive(Clone, Copy)]
-pub struct StallWatch<'a> {
+pub(crate) struct StallWatch<'a> {
     pub idle: Duration,
     pub unhealthy: &'a (dyn Fn() -> bool + Sync),
 }
 
 impl StallWatch<'_> {
     /// How often the health is looked at again once `idle` has passed.
-    pub fn recheck(&self) -> Duration {
+    pub(crate) fn recheck(&self) -> Duration {
         self.idle.min(Duration::from_secs(1))
     }
 }
@@ -129,7 +129,7 @@ impl ForwardError {
 
 /// Sends `body` to `{target}{path}` with the client's headers (and the worker's credentials,
 /// see [`Target::authorize`]), waiting for the response head as `wait` says.
-pub async fn forward(
+pub(crate) async fn forward(
     client: &UpstreamClient,
     method: Method,
     target: Target<'_>,
@@ -255,7 +255,7 @@ fn is_unsent(e: &hyper_util::client::legacy::Error) -> bool {
 }
 
 /// `e: cause: cause` in one line.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut src = e.source();
     while let Some(s) = src {

@@ -18,15 +18,15 @@ use std::net::{IpAddr, SocketAddr};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 /// The routing key header (sgl-router compatible).
-pub const ROUTING_KEY: &str = "x-smg-routing-key";
+pub(crate) const ROUTING_KEY: &str = "x-smg-routing-key";
 /// The header naming the worker that served a response.
-pub const WORKER_HEADER: HeaderName = HeaderName::from_static("x-kvrouter-worker");
+pub(crate) const WORKER_HEADER: HeaderName = HeaderName::from_static("x-kvrouter-worker");
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 
 /// Client headers forwarded to workers by default (exact names).
-pub const DEFAULT_FORWARDED: &[&str] = &[
+pub(crate) const DEFAULT_FORWARDED: &[&str] = &[
     "content-type",
     "content-length",
     "accept",
@@ -38,12 +38,12 @@ pub const DEFAULT_FORWARDED: &[&str] = &[
     ROUTING_KEY,
 ];
 /// Client header prefixes forwarded to workers by default.
-pub const DEFAULT_FORWARDED_PREFIXES: &[&str] = &["x-request-id-", "x-sglext-"];
+pub(crate) const DEFAULT_FORWARDED_PREFIXES: &[&str] = &["x-request-id-", "x-sglext-"];
 
 /// The address of the client a request came from, put in the request's extensions by the
 /// server's accept loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClientAddr(pub SocketAddr);
+pub(crate) struct ClientAddr(pub SocketAddr);
 
 /// Which client headers reach the workers: the defaults plus `--forward-request-header`
 /// names (`name`, `prefix*`, or `*` for every end-to-end header).
@@ -132,7 +132,7 @@ fn connection_named(headers: &HeaderMap) -> Vec<HeaderName> {
 /// Copies request headers for the worker: all but hop-by-hop (and those `Connection` names),
 /// `host` (set from the URL) and `expect` (the router has already read the whole body).
 /// Applied to headers already filtered by [`for_worker`], it removes nothing more.
-pub fn request_headers(from: &HeaderMap, to: &mut HeaderMap) {
+pub(crate) fn request_headers(from: &HeaderMap, to: &mut HeaderMap) {
     let named = connection_named(from);
     to.reserve(from.len());
     for (name, value) in from {
@@ -149,7 +149,7 @@ pub fn request_headers(from: &HeaderMap, to: &mut HeaderMap) {
 /// The headers a client's request carries to the workers: the end-to-end headers `policy`
 /// forwards (never hop-by-hop, `Host`, `Expect`), then `X-Forwarded-For` and `Forwarded`
 /// with the client's address appended and `X-Forwarded-Proto` set when absent.
-pub fn for_worker(
+pub(crate) fn for_worker(
     from: &HeaderMap,
     client: Option<ClientAddr>,
     policy: &HeaderPolicy,
@@ -213,7 +213,7 @@ fn append_forwarded(to: &mut HeaderMap, ip: IpAddr) {
 
 /// Removes hop-by-hop headers (and those the worker's `Connection` names) from a worker
 /// response before it is relayed.
-pub fn strip_response_headers(headers: &mut HeaderMap) {
+pub(crate) fn strip_response_headers(headers: &mut HeaderMap) {
     let mut hop: Vec<HeaderName> = headers
         .keys()
         .filter(|n| is_hop_by_hop(n))

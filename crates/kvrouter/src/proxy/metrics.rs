@@ -11,7 +11,7 @@ use crate::metrics::register;
 use crate::routing::Endpoint;
 
 /// One data-plane route's children of the per-route histograms.
-pub struct RouteHandles {
+pub(crate) struct RouteHandles {
     /// `kvrouter_router_overhead_seconds{route}`.
     pub overhead: Histogram,
     /// `kvrouter_request_duration_seconds{route,stream}`, indexed by `stream as usize`.
@@ -19,13 +19,12 @@ pub struct RouteHandles {
 }
 
 /// Handles registered once per process.
-pub struct ProxyMetrics {
+pub(crate) struct ProxyMetrics {
     /// `kvrouter_requests_total{route,status,worker}`.
     pub requests: IntCounterVec,
-    /// `kvrouter_router_overhead_seconds{route}`.
+    /// `kvrouter_router_overhead_seconds{route}` (tests read it; the data plane uses `routes`).
+    #[cfg(test)]
     pub overhead: HistogramVec,
-    /// `kvrouter_request_duration_seconds{route,stream}`.
-    pub duration: HistogramVec,
     /// `kvrouter_stream_first_byte_seconds{route}`.
     pub first_byte: HistogramVec,
     /// `kvrouter_retries_total{route,reason}`.
@@ -67,12 +66,12 @@ fn histogram(name: &str, help: &str, labels: &[&str], buckets: &[f64]) -> Histog
 impl ProxyMetrics {
     /// Counts one trip of `limit` (a flag name without `--`, e.g. `header_read_timeout`;
     /// `crate::metrics::limits`).
-    pub fn limit_tripped(limit: &str) {
+    pub(crate) fn limit_tripped(limit: &str) {
         crate::metrics::limits::limit_tripped(limit);
     }
 
     /// The cached children of a data-plane route.
-    pub fn route(&self, endpoint: Endpoint) -> &RouteHandles {
+    pub(crate) fn route(&self, endpoint: Endpoint) -> &RouteHandles {
         &self.routes[match endpoint {
             Endpoint::Generate => 0,
             Endpoint::ChatCompletions => 1,
@@ -81,14 +80,15 @@ impl ProxyMetrics {
     }
 
     /// The cached children of the route labelled `route`, if it is a data-plane route.
-    pub fn route_by_label(&self, route: &str) -> Option<&RouteHandles> {
+    #[cfg(test)]
+    pub(crate) fn route_by_label(&self, route: &str) -> Option<&RouteHandles> {
         ENDPOINTS
             .iter()
             .position(|e| e.label() == route)
             .map(|i| &self.routes[i])
     }
 
-    pub fn get() -> &'static ProxyMetrics {
+    pub(crate) fn get() -> &'static ProxyMetrics {
         static M: OnceLock<ProxyMetrics> = OnceLock::new();
         M.get_or_init(ProxyMetrics::register)
     }
@@ -115,8 +115,8 @@ impl ProxyMetrics {
         });
         ProxyMetrics {
             routes,
+            #[cfg(test)]
             overhead,
-            duration,
             requests: counter(
                 "kvrouter_requests_total",
                 "Requests answered, by route, HTTP status and serving worker (empty = router)",

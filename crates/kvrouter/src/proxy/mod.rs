@@ -7,22 +7,20 @@
 //! worker's credentials are put on a request; [`RequestTelemetry`] is what one data-plane request
 //! records (the only place its metrics are called). Choosing workers is not done here.
 
-pub mod abort;
-pub mod body_budget;
-pub mod client;
-pub mod fanout;
-pub mod forward;
-pub mod headers;
-pub mod metrics;
-pub mod relay;
-pub mod retry;
-pub mod rids;
-pub mod target;
-pub mod telemetry;
+pub(crate) mod abort;
+pub(crate) mod body_budget;
+pub(crate) mod client;
+pub(crate) mod fanout;
+pub(crate) mod forward;
+pub(crate) mod headers;
+pub(crate) mod metrics;
+pub(crate) mod relay;
+pub(crate) mod retry;
+pub(crate) mod rids;
+pub(crate) mod target;
+pub(crate) mod telemetry;
 
-pub use client::{build_client, UpstreamClient};
-pub use forward::{forward, ForwardError, HeadWait, StallWatch};
-pub use relay::{FrameRewrite, RelayBody, RelayContext};
-pub use retry::{Retried, RetryPolicy};
-pub use target::Target;
-pub use telemetry::RequestTelemetry;
+pub(crate) use client::{build_client, UpstreamClient};
+pub(crate) use forward::{forward, ForwardError, HeadWait, StallWatch};
+pub(crate) use relay::{FrameRewrite, RelayBody, RelayContext};
+pub(crate) use telemetry::RequestTelemetry;

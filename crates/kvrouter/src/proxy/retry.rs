@@ -52,7 +52,7 @@ pub struct RetryPolicy {
 }
 
 /// One kind of attempt, repeated by [`run`].
-pub trait Attempts: Send {
+pub(crate) trait Attempts: Send {
     /// What one attempt produced (success or failure alike).
     type Output: Send;
     /// Why an output deserves another attempt (e.g. a metrics label).
@@ -64,7 +64,7 @@ pub trait Attempts: Send {
 }
 
 /// Observers of the loop (all optional).
-pub trait RetryHooks<R>: Send {
+pub(crate) trait RetryHooks<R>: Send {
     /// Attempt `attempt` (0-based) will be retried after `delay`.
     fn on_retry(&mut self, _attempt: u32, _reason: &R, _delay: Duration) {}
     /// The last allowed attempt (`attempts` in all) still asked for a retry.
@@ -76,7 +76,7 @@ impl<R> RetryHooks<R> for () {}
 
 /// How the loop ended.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Retried<T> {
+pub(crate) enum Retried<T> {
     /// An attempt produced a final output.
     Done(T),
     /// Every allowed attempt asked for a retry: the last one's output.
@@ -85,7 +85,7 @@ pub enum Retried<T> {
 
 impl<T> Retried<T> {
     /// The last attempt's output, however the loop ended.
-    pub fn into_inner(self) -> T {
+    pub(crate) fn into_inner(self) -> T {
         match self {
             Retried::Done(t) | Retried::Exhausted(t) => t,
         }
@@ -94,7 +94,11 @@ impl<T> Retried<T> {
 
 /// Runs `attempts` under `policy` (see module docs). A retried output is dropped before the
 /// backoff sleep, so whatever it holds (a booking, a connection) is released first.
-pub async fn run<A, H>(policy: &RetryPolicy, attempts: &mut A, hooks: &mut H) -> Retried<A::Output>
+pub(crate) async fn run<A, H>(
+    policy: &RetryPolicy,
+    attempts: &mut A,
+    hooks: &mut H,
+) -> Retried<A::Output>
 where
     A: Attempts,
     H: RetryHooks<A::Reason>,
@@ -123,7 +127,7 @@ where
 
 /// The worker statuses sgl-router retries (`is_retryable_status` in its `core/retry.rs`):
 /// 408, 429, 500, 502, 503, 504.
-pub fn is_retryable_status(status: http::StatusCode) -> bool {
+pub(crate) fn is_retryable_status(status: http::StatusCode) -> bool {
     matches!(status.as_u16(), 408 | 429 | 500 | 502 | 503 | 504)
 }
 

@@ -27,11 +27,11 @@ use crate::metrics::bounds::BoundsMetrics;
 use crate::workers::{Worker, WorkerId};
 
 /// Longest rid tracked, in bytes (SGLang's own rids are 32 hex characters).
-pub const MAX_RID_BYTES: usize = 256;
+pub(crate) const MAX_RID_BYTES: usize = 256;
 /// Most rids tracked for one request (a batch).
-pub const MAX_RIDS_PER_REQUEST: usize = 4096;
+pub(crate) const MAX_RIDS_PER_REQUEST: usize = 4096;
 /// Bytes of rids the table holds at most (each rid charged its length + [`RID_OVERHEAD`]).
-pub const MAX_TRACKED_RID_BYTES: usize = 64 << 20;
+pub(crate) const MAX_TRACKED_RID_BYTES: usize = 64 << 20;
 /// Bytes charged per tracked rid beyond its text (tree node, holder, allocation).
 const RID_OVERHEAD: usize = 96;
 

@@ -13,7 +13,7 @@ use crate::workers::Worker;
 /// A worker's base URL and its `Authorization` value (`Bearer <api_key>`, or `Basic` of the
 /// credentials its URL carried), borrowed from the worker.
 #[derive(Clone, Copy)]
-pub struct Target<'a> {
+pub(crate) struct Target<'a> {
     /// Base URL without a trailing slash, credential-free.
     pub url: &'a str,
     authorization: Option<&'a HeaderValue>,
@@ -21,20 +21,20 @@ pub struct Target<'a> {
 
 impl<'a> Target<'a> {
     /// A target with an explicit authorization (tests, callers without a `Worker`).
-    pub fn new(url: &'a str, authorization: Option<&'a HeaderValue>) -> Target<'a> {
+    pub(crate) fn new(url: &'a str, authorization: Option<&'a HeaderValue>) -> Target<'a> {
         Target { url, authorization }
     }
 
     /// Sets the worker's `Authorization`, replacing what the client sent when the worker has
     /// credentials; without credentials the headers are left as they are.
-    pub fn authorize(&self, headers: &mut HeaderMap) {
+    pub(crate) fn authorize(&self, headers: &mut HeaderMap) {
         if let Some(v) = self.authorization {
             headers.insert(AUTHORIZATION, v.clone());
         }
     }
 
     /// An owned copy for a spawned task.
-    pub fn to_owned(&self) -> OwnedTarget {
+    pub(crate) fn to_owned(self) -> OwnedTarget {
         OwnedTarget {
             url: self.url.to_string(),
             authorization: self.authorization.cloned(),
@@ -59,14 +59,14 @@ impl std::fmt::Debug for Target<'_> {
 
 /// [`Target`] owned, for work that outlives the borrow (spawned aborts).
 #[derive(Clone)]
-pub struct OwnedTarget {
+pub(crate) struct OwnedTarget {
     url: String,
     authorization: Option<HeaderValue>,
 }
 
 impl OwnedTarget {
     /// The borrowed view.
-    pub fn target(&self) -> Target<'_> {
+    pub(crate) fn target(&self) -> Target<'_> {
         Target::new(&self.url, self.authorization.as_ref())
     }
 }

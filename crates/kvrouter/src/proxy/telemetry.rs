@@ -195,7 +195,7 @@ impl RequestTelemetry {
 
 /// A data-plane request on `route` answered `status` by the router itself at admission, before
 /// the handler accepted it (no [`RequestTelemetry`] exists yet).
-pub fn refused_at_admission(route: &'static str, status: StatusCode) {
+pub(crate) fn refused_at_admission(route: &'static str, status: StatusCode) {
     router_answered(route, false, status, "");
 }
 
@@ -223,7 +223,7 @@ fn upstream_failure(worker: &Worker, kind: &str) {
 }
 
 /// Why an attempt is repeated, as the `reason` label of `kvrouter_retries_total`.
-pub trait RetryLabel {
+pub(crate) trait RetryLabel {
     fn label(&self) -> &str;
 }
 

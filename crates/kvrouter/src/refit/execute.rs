@@ -191,7 +191,7 @@ async fn read_version(ctx: &Ctx<'_>, w: &Worker) -> Option<String> {
 
 /// Runs `method path_and_query` with `body` on `targets` (see module docs). `fleet_wide`
 /// says the targets are every eligible worker, so a pause closes the router-wide gate.
-pub async fn run(
+pub(crate) async fn run(
     ctx: &Ctx<'_>,
     method: Method,
     path_and_query: &str,

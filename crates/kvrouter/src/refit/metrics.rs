@@ -8,7 +8,7 @@ use crate::metrics::register;
 
 /// Handles registered once per process.
 #[derive(Clone)]
-pub struct RefitMetrics {
+pub(super) struct RefitMetrics {
     /// `kvrouter_refit_calls_total{path,outcome}` (outcome: ok | failed), per worker call.
     pub calls: IntCounterVec,
     /// `kvrouter_refit_call_seconds{path}`: one control call over all its workers.
@@ -20,7 +20,7 @@ pub struct RefitMetrics {
 }
 
 impl RefitMetrics {
-    pub fn get() -> &'static RefitMetrics {
+    pub(super) fn get() -> &'static RefitMetrics {
         static M: OnceLock<RefitMetrics> = OnceLock::new();
         M.get_or_init(|| RefitMetrics {
             calls: register(

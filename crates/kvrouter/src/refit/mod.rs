@@ -17,13 +17,13 @@
 //!
 //! HTTP handlers live in `server::refit_routes` and `server::rl_api`.
 
-pub mod execute;
-pub mod gate;
-pub mod invalidation;
+pub(crate) mod execute;
+pub(crate) mod gate;
+pub(crate) mod invalidation;
 mod metrics;
-pub mod ops;
-pub mod selector;
-pub mod state;
+pub(crate) mod ops;
+pub(crate) mod selector;
+pub(crate) mod state;
 
 pub use crate::proxy::rids::{RidGuard, RidTable};
 pub use execute::{BadControlCall, Ctx, Execution, FanoutOutcome};

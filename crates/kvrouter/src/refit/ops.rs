@@ -175,7 +175,7 @@ impl Op {
 
 /// One worker's slot in the NCCL weight-update group.
 #[derive(Debug, Clone)]
-pub struct RankSlot {
+pub(crate) struct RankSlot {
     pub worker: Arc<Worker>,
     pub rank_offset: u64,
     pub gpus: u64,
@@ -183,7 +183,7 @@ pub struct RankSlot {
 
 /// Assigns `rank_offset`s in `targets` order (the caller sorts them stably): the first gets
 /// `base`, each next one the previous offset plus the previous worker's GPU count.
-pub fn assign_ranks(targets: &[Arc<Worker>], base: u64) -> Vec<RankSlot> {
+pub(crate) fn assign_ranks(targets: &[Arc<Worker>], base: u64) -> Vec<RankSlot> {
     let mut next = base;
     targets
         .iter()
@@ -203,7 +203,7 @@ pub fn assign_ranks(targets: &[Arc<Worker>], base: u64) -> Vec<RankSlot> {
 /// The body each target receives, in `targets` order. For `/init_weights_update_group` the
 /// caller's `rank_offset` (default 1: the trainer is rank 0) is the base of the assignment;
 /// `world_size` must cover every assigned rank.
-pub fn prepare_bodies(
+pub(crate) fn prepare_bodies(
     op: &Op,
     targets: &[Arc<Worker>],
     body: &Bytes,

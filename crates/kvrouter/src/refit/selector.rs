@@ -113,7 +113,7 @@ impl LabelSelector {
 
 /// A worker's labels as selectors see them: its registered labels plus `engine=sglang`,
 /// `worker_type`, `model_id`, `id` and `url` (registered labels win).
-pub fn labels_of(w: &Worker) -> BTreeMap<String, String> {
+pub(crate) fn labels_of(w: &Worker) -> BTreeMap<String, String> {
     let mut l = BTreeMap::new();
     l.insert("engine".into(), "sglang".into());
     l.insert("worker_type".into(), w.spec.worker_type().to_string());

@@ -68,7 +68,7 @@ impl RefitState {
 
 /// Workers a fan-out goes to: registered, healthy, not draining or incompatible, in
 /// registration order (the stable order rank offsets follow).
-pub fn eligible(registry: &Registry) -> Vec<Arc<Worker>> {
+pub(crate) fn eligible(registry: &Registry) -> Vec<Arc<Worker>> {
     let mut v: Vec<Arc<Worker>> = registry
         .snapshot()
         .iter()
@@ -80,7 +80,7 @@ pub fn eligible(registry: &Registry) -> Vec<Arc<Worker>> {
 }
 
 /// Clears `awaiting_refit` on held workers whose version now equals the fleet's.
-pub fn relevel(registry: &Registry) {
+pub(crate) fn relevel(registry: &Registry) {
     let Some(fleet) = registry.fleet_weight_version() else {
         return;
     };
@@ -93,7 +93,7 @@ pub fn relevel(registry: &Registry) {
 }
 
 /// `GET /refit/state`.
-pub fn state_json(refit: &RefitState, registry: &Registry) -> Value {
+pub(crate) fn state_json(refit: &RefitState, registry: &Registry) -> Value {
     let snap = registry.snapshot();
     let serving: Vec<&Arc<Worker>> = snap.iter().filter(|w| !w.is_draining()).collect();
     let first = serving.first().and_then(|w| w.weight_version());

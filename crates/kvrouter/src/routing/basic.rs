@@ -11,7 +11,7 @@ use crate::workers::Worker;
 
 /// Cycles through the candidates.
 #[derive(Default)]
-pub struct RoundRobin {
+pub(crate) struct RoundRobin {
     next: AtomicUsize,
 }
 
@@ -30,7 +30,7 @@ impl Policy for RoundRobin {
 
 /// Picks uniformly at random.
 #[derive(Default)]
-pub struct Random;
+pub(crate) struct Random;
 
 impl Policy for Random {
     fn name(&self) -> &'static str {
@@ -47,13 +47,13 @@ impl Policy for Random {
 /// Picks the candidate with the fewest in-flight requests; ties rotate so equal
 /// workers share the traffic.
 #[derive(Default)]
-pub struct LeastLoad {
+pub(crate) struct LeastLoad {
     rotate: AtomicUsize,
 }
 
 impl LeastLoad {
     /// Index of the least-loaded candidate (ties broken by a rotating start).
-    pub fn pick(&self, candidates: &[Arc<Worker>]) -> Option<usize> {
+    pub(crate) fn pick(&self, candidates: &[Arc<Worker>]) -> Option<usize> {
         let n = candidates.len();
         if n == 0 {
             return None;

@@ -21,7 +21,7 @@ fn has_rank(body: &[u8]) -> bool {
 
 /// `body` with `"routed_dp_rank": rank` appended to its top-level object, or `None` when the
 /// body already has one (or is not an object).
-pub fn with_routed_rank(body: &Bytes, rank: u32) -> Option<Bytes> {
+pub(crate) fn with_routed_rank(body: &Bytes, rank: u32) -> Option<Bytes> {
     if has_rank(body) {
         return None;
     }

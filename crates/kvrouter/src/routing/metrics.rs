@@ -8,7 +8,7 @@ use crate::metrics::register;
 
 /// Handles registered once per process.
 #[derive(Clone)]
-pub struct RoutingMetrics {
+pub(crate) struct RoutingMetrics {
     /// `kvrouter_routing_decisions_total{policy}`.
     pub decisions: IntCounterVec,
     /// `kvrouter_sticky_keys`.
@@ -18,7 +18,7 @@ pub struct RoutingMetrics {
 }
 
 impl RoutingMetrics {
-    pub fn get() -> RoutingMetrics {
+    pub(crate) fn get() -> RoutingMetrics {
         static M: OnceLock<RoutingMetrics> = OnceLock::new();
         M.get_or_init(|| RoutingMetrics {
             decisions: register(

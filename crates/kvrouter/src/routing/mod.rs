@@ -5,17 +5,17 @@
 //! [`Policy`]) and returns a [`Booking`] that counts the request in flight until dropped.
 //! A KV-aware policy implements [`Policy`] and is passed to [`Selector::new`].
 
-pub mod basic;
-pub mod booking;
-pub mod dp_rank;
-pub mod input;
+pub(crate) mod basic;
+pub(crate) mod booking;
+pub(crate) mod dp_rank;
+pub(crate) mod input;
 pub mod kv;
-pub mod metrics;
-pub mod mode;
-pub mod observer;
-pub mod policy;
-pub mod selector;
-pub mod sticky;
+pub(crate) mod metrics;
+pub(crate) mod mode;
+pub(crate) mod observer;
+pub(crate) mod policy;
+pub(crate) mod selector;
+pub(crate) mod sticky;
 
 pub use booking::Booking;
 pub use input::{Endpoint, InputError, RoutingInput};

@@ -23,7 +23,7 @@ use crate::workers::{Worker, WorkerId};
 
 /// Default of `--sticky-max-keys`: about 26 MB of table when full (48-byte entries in
 /// power-of-two hash tables).
-pub const DEFAULT_STICKY_MAX_KEYS: usize = 262_144;
+pub(crate) const DEFAULT_STICKY_MAX_KEYS: usize = 262_144;
 
 struct Entry {
     worker: WorkerId,

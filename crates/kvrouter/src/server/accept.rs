@@ -40,7 +40,7 @@ struct Shared {
 
 /// Accepts until `state.shutdown` is cancelled and hands each connection to its own task
 /// (watched by `graceful`, so the caller can drain them).
-pub async fn accept_loop(
+pub(super) async fn accept_loop(
     listener: &TcpListener,
     state: &Arc<AppState>,
     graceful: &GracefulShutdown,

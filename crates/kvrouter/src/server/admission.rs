@@ -36,14 +36,14 @@ struct QueueTimeout(std::time::Duration);
 
 /// The shared admission stack (clone per connection).
 #[derive(Clone)]
-pub struct Admission {
+pub(super) struct Admission {
     svc: Svc,
 }
 
 impl Admission {
     /// The stack over [`super::routes::handle`], or `None` without `--max-concurrent-requests`.
     /// Needs a Tokio runtime (the queue's worker task is spawned here).
-    pub fn new(limits: &Limits, state: Arc<AppState>) -> Option<Admission> {
+    pub(super) fn new(limits: &Limits, state: Arc<AppState>) -> Option<Admission> {
         let slots = limits
             .max_concurrent_requests?
             .min(Semaphore::MAX_PERMITS / 2);
@@ -79,7 +79,7 @@ impl Admission {
 
     /// Runs `req` (a data-plane request to `endpoint`) through the limit: the route's response,
     /// 429 when every slot and queue place is taken, 408 when no slot came in time.
-    pub async fn handle(
+    pub(super) async fn handle(
         &self,
         endpoint: Endpoint,
         req: Request<Incoming>,

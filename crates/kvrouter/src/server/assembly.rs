@@ -28,7 +28,7 @@ pub trait IndexView: Send + Sync {
 }
 
 /// The parts a mode adds to the server.
-pub struct RoutingParts {
+pub(crate) struct RoutingParts {
     pub policy: Box<dyn Policy>,
     pub index: Option<Arc<dyn IndexView>>,
     pub invalidation: Option<Arc<dyn CacheInvalidation>>,
@@ -38,7 +38,7 @@ pub struct RoutingParts {
 /// the KV index, follows the fleet's KV event streams, routes with [`KvPolicy`] and clears a
 /// worker's blocks when the refit plane reports its cache cleared; with `--nats-url` and
 /// `--share-predictions` it shares its bookings with the other replicas (`crate::sharing`).
-pub fn build(config: &Config, registry: &Registry, tasks: &Tasks) -> RoutingParts {
+pub(crate) fn build(config: &Config, registry: &Registry, tasks: &Tasks) -> RoutingParts {
     if config.mode != Mode::Kv {
         return RoutingParts {
             policy: policy_for(config.mode),

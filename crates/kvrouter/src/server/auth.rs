@@ -8,7 +8,7 @@ use super::error::ApiError;
 use crate::config::Config;
 
 /// Ok when no key is configured or `Authorization: Bearer <key>` matches.
-pub fn check(headers: &HeaderMap, key: Option<&str>) -> Result<(), ApiError> {
+pub(crate) fn check(headers: &HeaderMap, key: Option<&str>) -> Result<(), ApiError> {
     let Some(key) = key else { return Ok(()) };
     let given = headers
         .get(header::AUTHORIZATION)
@@ -41,7 +41,7 @@ fn keys_match(given: &[u8], key: &[u8]) -> bool {
 }
 
 /// 403 when the admin routes are locked ([`Config::admin_locked`]).
-pub fn admin_lock(config: &Config) -> Result<(), ApiError> {
+pub(crate) fn admin_lock(config: &Config) -> Result<(), ApiError> {
     if config.admin_locked() {
         Err(ApiError::new(
             StatusCode::FORBIDDEN,

@@ -7,20 +7,20 @@ use http_body_util::{Either, Full};
 use crate::proxy::RelayBody;
 
 /// A router-made body (`Full`) or a relayed worker body (`RelayBody`), without boxing.
-pub type RouterBody = Either<Full<Bytes>, RelayBody>;
+pub(crate) type RouterBody = Either<Full<Bytes>, RelayBody>;
 
 /// A complete in-memory body.
-pub fn full(bytes: impl Into<Bytes>) -> RouterBody {
+pub(crate) fn full(bytes: impl Into<Bytes>) -> RouterBody {
     Either::Left(Full::new(bytes.into()))
 }
 
 /// `status` with a JSON body.
-pub fn json(status: StatusCode, value: &serde_json::Value) -> Response<RouterBody> {
+pub(crate) fn json(status: StatusCode, value: &serde_json::Value) -> Response<RouterBody> {
     with_type(status, value.to_string(), "application/json")
 }
 
 /// `status` with a body of `content_type`.
-pub fn with_type(
+pub(crate) fn with_type(
     status: StatusCode,
     body: impl Into<Bytes>,
     content_type: &'static str,
@@ -33,6 +33,6 @@ pub fn with_type(
 }
 
 /// `status` with a plain-text body.
-pub fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<RouterBody> {
+pub(crate) fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<RouterBody> {
     with_type(status, body, "text/plain; charset=utf-8")
 }

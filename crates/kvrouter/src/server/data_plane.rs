@@ -37,7 +37,7 @@ const PREALLOCATE_MAX: usize = 1 << 20;
 /// bodies in flight would pass `max_inflight_body_bytes`). On any error the partial body is
 /// dropped, so hyper closes the connection after the answer. The permit holds the body's
 /// bytes in the budget until it drops.
-pub async fn read_body(
+pub(crate) async fn read_body(
     headers: &http::HeaderMap,
     body: Incoming,
     limit: usize,
@@ -170,7 +170,7 @@ pub(crate) fn worker_error(
 }
 
 /// Handles `POST /generate`, `/v1/chat/completions`, `/v1/completions`.
-pub async fn handle(
+pub(crate) async fn handle(
     state: &AppState,
     endpoint: Endpoint,
     req: Request<Incoming>,

@@ -47,7 +47,7 @@ fn with_label(line: &str, label: &str) -> String {
 }
 
 /// Merges `(worker_url, metrics_text)` pairs.
-pub fn merge(sources: &[(String, String)]) -> String {
+pub(crate) fn merge(sources: &[(String, String)]) -> String {
     let mut order: Vec<String> = Vec::new();
     let mut families: HashMap<String, Family> = HashMap::new();
     for (url, text) in sources {

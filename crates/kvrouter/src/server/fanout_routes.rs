@@ -58,7 +58,7 @@ async fn get_load_of(state: &AppState, w: &crate::workers::Worker) -> FanoutRepl
 
 /// `GET /get_loads`: `{"loads":[{"worker","worker_type","load"}],"total_workers","successful","failed"}`,
 /// each worker asked on `/v1/loads` (SGLang 0.5.23) or `/get_load` (older), see `workers::load`.
-pub async fn get_loads(state: &AppState) -> Response<RouterBody> {
+pub(crate) async fn get_loads(state: &AppState) -> Response<RouterBody> {
     let snapshot = state.registry.snapshot();
     let results = join_all(snapshot.iter().map(|w| get_load_of(state, w))).await;
     let mut loads = Vec::new();
@@ -82,7 +82,7 @@ pub async fn get_loads(state: &AppState) -> Response<RouterBody> {
 }
 
 /// `GET /engine_metrics`: every worker's `/metrics`, merged with a `worker_addr` label.
-pub async fn engine_metrics(state: &AppState) -> Response<RouterBody> {
+pub(crate) async fn engine_metrics(state: &AppState) -> Response<RouterBody> {
     let (snapshot, results) = get_all(state, "/metrics").await;
     let sources: Vec<(String, String)> = snapshot
         .iter()

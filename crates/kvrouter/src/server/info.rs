@@ -14,14 +14,14 @@ use crate::proxy::fanout;
 use crate::proxy::headers::WORKER_HEADER;
 
 /// `GET /health`, `/liveness`: the router process is up.
-pub fn health() -> Response<RouterBody> {
+pub(crate) fn health() -> Response<RouterBody> {
     text(StatusCode::OK, "OK")
 }
 
 /// `GET /readiness`: 200 once at least one worker is healthy (and the routing index is not
 /// rebuilding, e.g. from JetStream), 503 before and from the start of a shutdown drain on
 /// (SIGTERM/SIGINT).
-pub fn readiness(state: &AppState) -> Response<RouterBody> {
+pub(crate) fn readiness(state: &AppState) -> Response<RouterBody> {
     let snapshot = state.registry.snapshot();
     if state.shutdown.is_cancelled() {
         return json(
@@ -68,7 +68,7 @@ pub fn readiness(state: &AppState) -> Response<RouterBody> {
 }
 
 /// `GET /health_generate`: 200 if any worker is healthy (not proxied).
-pub fn health_generate(state: &AppState) -> Response<RouterBody> {
+pub(crate) fn health_generate(state: &AppState) -> Response<RouterBody> {
     let snapshot = state.registry.snapshot();
     let pd_ready = state.pd.is_none() || crate::pd::roles::readiness_gap(&snapshot).is_none();
     if pd_ready && snapshot.iter().any(|w| w.is_routable()) {
@@ -79,7 +79,7 @@ pub fn health_generate(state: &AppState) -> Response<RouterBody> {
 }
 
 /// `GET /v1/models`: the served models of the registered workers.
-pub fn models(state: &AppState) -> Response<RouterBody> {
+pub(crate) fn models(state: &AppState) -> Response<RouterBody> {
     let snapshot = state.registry.snapshot();
     let mut ids: Vec<String> = Vec::new();
     // PD mode: the prefill workers' models (sgl-router asks a prefill worker).
@@ -109,7 +109,7 @@ pub fn models(state: &AppState) -> Response<RouterBody> {
 }
 
 /// `GET /get_server_info`, `/server_info`: the router's settings and every worker's view.
-pub fn server_info(state: &AppState) -> Response<RouterBody> {
+pub(crate) fn server_info(state: &AppState) -> Response<RouterBody> {
     let c = &state.config;
     let body = json!({
         "router": {
@@ -127,7 +127,7 @@ pub fn server_info(state: &AppState) -> Response<RouterBody> {
 }
 
 /// `GET /get_model_info`, `/model_info`: proxied to the first healthy worker.
-pub async fn model_info(state: &AppState, path: &'static str) -> Response<RouterBody> {
+pub(crate) async fn model_info(state: &AppState, path: &'static str) -> Response<RouterBody> {
     let snapshot = state.registry.snapshot();
     let first = match state.pd {
         Some(_) => crate::pd::roles::info_worker(&snapshot),
@@ -167,7 +167,7 @@ pub async fn model_info(state: &AppState, path: &'static str) -> Response<Router
 }
 
 /// `GET /metrics`: the router's own Prometheus metrics.
-pub fn metrics() -> Response<RouterBody> {
+pub(crate) fn metrics() -> Response<RouterBody> {
     with_type(
         StatusCode::OK,
         crate::metrics::render(),

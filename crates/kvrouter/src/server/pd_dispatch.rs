@@ -36,13 +36,13 @@ use crate::workers::{Worker, WorkerId};
 
 /// Which leg.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Leg {
+pub(crate) enum Leg {
     Prefill,
     Decode,
 }
 
 impl Leg {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Leg::Prefill => "prefill",
             Leg::Decode => "decode",
@@ -51,7 +51,7 @@ impl Leg {
 }
 
 /// How one PD attempt ended.
-pub enum PdTried {
+pub(crate) enum PdTried {
     /// Both legs answered a success head.
     Answered {
         prefill: Response<Incoming>,
@@ -75,7 +75,7 @@ pub enum PdTried {
 }
 
 /// Why an attempt is repeated (the `reason` label of `kvrouter_retries_total`).
-pub struct PdRetry(&'static str);
+pub(crate) struct PdRetry(&'static str);
 
 impl RetryLabel for PdRetry {
     fn label(&self) -> &str {
@@ -136,7 +136,7 @@ struct PdAttempts<'a> {
 }
 
 /// Handles a data-plane request in PD mode (after admission).
-pub async fn handle(
+pub(crate) async fn handle(
     state: &AppState,
     pd: &PdRouter,
     endpoint: Endpoint,

@@ -74,7 +74,7 @@ fn merge_object(decode: &str, prefill_list: &str) -> Option<String> {
 
 /// A whole decode body with the prefill body's input logprobs merged in (objects, or arrays
 /// of objects element by element); `None` when there is nothing to merge.
-pub fn merge_bodies(prefill: &[u8], decode: &[u8]) -> Option<Bytes> {
+pub(crate) fn merge_bodies(prefill: &[u8], decode: &[u8]) -> Option<Bytes> {
     let p = std::str::from_utf8(prefill).ok()?;
     let d = std::str::from_utf8(decode).ok()?;
     let starts_array = |s: &str| s.trim_start().starts_with('[');
@@ -104,7 +104,7 @@ pub fn merge_bodies(prefill: &[u8], decode: &[u8]) -> Option<Bytes> {
 }
 
 /// The input logprobs (raw list) of the first SSE `data:` event of a prefill stream.
-pub fn first_event_logprobs(event: &[u8]) -> Option<String> {
+pub(crate) fn first_event_logprobs(event: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(event).ok()?;
     text.lines()
         .filter_map(|l| l.strip_prefix("data:"))
@@ -115,7 +115,7 @@ pub fn first_event_logprobs(event: &[u8]) -> Option<String> {
 }
 
 /// The end of the first complete SSE event in `buf` (after its blank line), if any.
-pub fn event_end(buf: &[u8]) -> Option<usize> {
+pub(crate) fn event_end(buf: &[u8]) -> Option<usize> {
     let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
     let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
     match (lf, crlf) {
@@ -152,7 +152,7 @@ fn merge_event(event: &[u8], prefill_list: &str) -> Option<Bytes> {
 
 /// The client's error for a prefill leg that answered `status` with `body`: its 4xx as it is
 /// (`prefill_bad_request`), a 5xx as 502 `prefill_server_error` (SMG's codes).
-pub fn prefill_error(status: StatusCode, url: &str, body: &[u8]) -> ApiError {
+pub(crate) fn prefill_error(status: StatusCode, url: &str, body: &[u8]) -> ApiError {
     let shown: String = String::from_utf8_lossy(&body[..body.len().min(2048)]).into_owned();
     let (status, code) = if status.is_client_error() {
         (status, "prefill_bad_request")
@@ -168,7 +168,7 @@ pub fn prefill_error(status: StatusCode, url: &str, body: &[u8]) -> ApiError {
 
 /// The prefill leg while the decode body is relayed: its drain task, and whom to abort if
 /// the decode body does not end cleanly (client gone, decode broken).
-pub struct PrefillLeg {
+pub(crate) struct PrefillLeg {
     pub task: Option<tokio::task::JoinHandle<()>>,
     pub client: UpstreamClient,
     /// Where the prefill's aborts are sent from.
@@ -196,7 +196,7 @@ impl Drop for PrefillLeg {
 }
 
 /// The decode body unchanged (the rewrite only ends or cancels the prefill leg).
-pub struct Passthrough(pub PrefillLeg);
+pub(crate) struct Passthrough(pub PrefillLeg);
 
 impl FrameRewrite for Passthrough {
     fn data(&mut self, chunk: Bytes) -> Bytes {
@@ -212,7 +212,7 @@ impl FrameRewrite for Passthrough {
 }
 
 /// The decode SSE stream with the prefill's input logprobs merged into every event.
-pub struct SseMerge {
+pub(crate) struct SseMerge {
     pub leg: PrefillLeg,
     pub prefill_list: String,
     pub buf: BytesMut,

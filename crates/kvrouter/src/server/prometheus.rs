@@ -26,7 +26,7 @@ fn handle<B>(req: &Request<B>) -> Response<RouterBody> {
 /// failure is an error when the port was given, a warning at the default port (29000, as
 /// sgl-router): several routers on one host cannot all have it, and `/metrics` on the main
 /// port serves the same text.
-pub async fn spawn(config: &Config, tasks: &Tasks) -> anyhow::Result<()> {
+pub(crate) async fn spawn(config: &Config, tasks: &Tasks) -> anyhow::Result<()> {
     let Some((host, port)) = &config.server.prometheus else {
         return Ok(());
     };

@@ -18,7 +18,7 @@ use crate::refit::state::{eligible, state_json};
 use crate::refit::{execute, Ctx, Execution};
 
 /// The refit context of `state`.
-pub fn ctx(state: &AppState) -> Ctx<'_> {
+pub(crate) fn ctx(state: &AppState) -> Ctx<'_> {
     Ctx {
         refit: &state.refit,
         registry: &state.registry,
@@ -27,7 +27,7 @@ pub fn ctx(state: &AppState) -> Ctx<'_> {
 }
 
 /// The request's method, path-and-query and body (bounded by `max_payload_size`).
-pub async fn read(
+pub(crate) async fn read(
     state: &AppState,
     req: Request<Incoming>,
 ) -> Result<(Method, Option<String>, Bytes), ApiError> {
@@ -44,7 +44,7 @@ pub async fn read(
 }
 
 /// One worker's entry in a result list.
-pub fn outcome_json(o: &execute::FanoutOutcome) -> Value {
+pub(crate) fn outcome_json(o: &execute::FanoutOutcome) -> Value {
     json!({
         "worker_id": o.worker.public_id,
         "worker_key": o.worker.id.to_string(),
@@ -114,7 +114,11 @@ fn render(exec: &Execution) -> Response<RouterBody> {
 }
 
 /// `POST /<sglang control path>` on the router: every eligible worker.
-pub async fn fanout(state: &AppState, path: &str, req: Request<Incoming>) -> Response<RouterBody> {
+pub(crate) async fn fanout(
+    state: &AppState,
+    path: &str,
+    req: Request<Incoming>,
+) -> Response<RouterBody> {
     let (method, _query, body) = match read(state, req).await {
         Ok(r) => r,
         Err(e) => return e.into_response(),
@@ -137,7 +141,7 @@ pub async fn fanout(state: &AppState, path: &str, req: Request<Incoming>) -> Res
 
 /// `ANY /workers/{id}/<sglang path>`: exactly one worker (any control or info call, e.g.
 /// `update_weights_from_tensor`), answered with the worker's own status and body.
-pub async fn one_worker(
+pub(crate) async fn one_worker(
     state: &AppState,
     key: &str,
     rest: &str,
@@ -184,6 +188,6 @@ pub async fn one_worker(
 }
 
 /// `GET /refit/state`.
-pub fn refit_state(state: &AppState) -> Response<RouterBody> {
+pub(crate) fn refit_state(state: &AppState) -> Response<RouterBody> {
     json(StatusCode::OK, &state_json(&state.refit, &state.registry))
 }

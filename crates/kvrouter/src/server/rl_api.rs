@@ -22,7 +22,7 @@ use crate::refit::{execute, LabelSelector};
 use crate::workers::Worker;
 
 /// SMG's `Worker` JSON (plus kvrouter's refit fields).
-pub fn worker_json(w: &Worker, gate_closed: bool) -> Value {
+pub(crate) fn worker_json(w: &Worker, gate_closed: bool) -> Value {
     let info = &w.info;
     json!({
         "id": w.public_id,
@@ -59,7 +59,7 @@ fn rl_error(status: StatusCode, code: &str, message: impl Into<String>) -> Respo
 }
 
 /// `GET /v1/rl/workers`.
-pub fn list(state: &AppState) -> Response<RouterBody> {
+pub(crate) fn list(state: &AppState) -> Response<RouterBody> {
     let closed = state.refit.gate.is_closed();
     let workers: Vec<Value> = state
         .registry
@@ -74,7 +74,7 @@ pub fn list(state: &AppState) -> Response<RouterBody> {
 }
 
 /// `GET /v1/rl/workers/{id}`.
-pub fn get(state: &AppState, key: &str) -> Response<RouterBody> {
+pub(crate) fn get(state: &AppState, key: &str) -> Response<RouterBody> {
     match state.registry.lookup(key) {
         Some(w) => json(
             StatusCode::OK,
@@ -116,7 +116,7 @@ fn engine_path(path: &str, query: Option<String>) -> String {
 }
 
 /// `ANY /v1/rl/workers/{id}/engine/{path}`.
-pub async fn call_one(
+pub(crate) async fn call_one(
     state: &AppState,
     key: &str,
     path: &str,
@@ -160,7 +160,11 @@ pub async fn call_one(
 }
 
 /// `ANY /v1/rl/engine/{path}?selector=...`.
-pub async fn fanout(state: &AppState, path: &str, req: Request<Incoming>) -> Response<RouterBody> {
+pub(crate) async fn fanout(
+    state: &AppState,
+    path: &str,
+    req: Request<Incoming>,
+) -> Response<RouterBody> {
     let (method, query, body) = match read(state, req).await {
         Ok(r) => r,
         Err(e) => return rl_error(e.status, e.code, e.message),

@@ -13,7 +13,7 @@ use crate::routing::Endpoint;
 
 /// A matched route.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Route<'a> {
+pub(crate) enum Route<'a> {
     Data(Endpoint),
     Health,
     Readiness,
@@ -53,7 +53,7 @@ pub enum Route<'a> {
 
 /// Which key a route requires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
+pub(crate) enum Access {
     /// No key (probes, `/metrics`, model info).
     Open,
     /// `--api-key`.
@@ -67,7 +67,7 @@ pub enum Access {
 }
 
 /// Matches a request line.
-pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
+pub(crate) fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
     let path = if path.len() > 1 {
         path.trim_end_matches('/')
     } else {
@@ -175,7 +175,7 @@ fn prefixed_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
 
 impl Route<'_> {
     /// The key guarding this route.
-    pub fn access(&self) -> Access {
+    pub(crate) fn access(&self) -> Access {
         match self {
             Route::Data(_) | Route::Models => Access::Data,
             Route::WorkersCreate
@@ -202,7 +202,7 @@ impl Route<'_> {
 }
 
 /// Dispatches one request.
-pub async fn handle(state: &AppState, req: Request<Incoming>) -> Response<RouterBody> {
+pub(crate) async fn handle(state: &AppState, req: Request<Incoming>) -> Response<RouterBody> {
     let started = Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_string();

@@ -22,14 +22,14 @@ use tokio::time::Instant;
 use super::state::AppState;
 use crate::proxy::abort::post_abort;
 
-pub use crate::signals::{SignalName, Signals};
+pub(crate) use crate::signals::Signals;
 
 /// What the background tasks get to stop when the drain used up the grace.
-pub const TASKS_MIN_GRACE: Duration = Duration::from_secs(1);
+pub(crate) const TASKS_MIN_GRACE: Duration = Duration::from_secs(1);
 
 /// Step 4: stops every background task, waiting until `deadline` (the end of the grace) and
 /// at least [`TASKS_MIN_GRACE`].
-pub async fn stop_tasks(state: &AppState, deadline: Instant) {
+pub(crate) async fn stop_tasks(state: &AppState, deadline: Instant) {
     let grace = deadline
         .saturating_duration_since(Instant::now())
         .max(TASKS_MIN_GRACE);
@@ -41,7 +41,7 @@ pub async fn stop_tasks(state: &AppState, deadline: Instant) {
 
 /// Sends `POST /abort_request {"rid": "", "abort_all": true}` to every registered worker and
 /// waits for the answers (each bounded by 5 s); failures are logged only.
-pub async fn abort_all_at_workers(state: &AppState) {
+pub(crate) async fn abort_all_at_workers(state: &AppState) {
     let workers = state.registry.snapshot();
     let body = serde_json::json!({ "rid": "", "abort_all": true });
     let calls = workers.iter().map(|w| {

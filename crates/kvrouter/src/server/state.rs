@@ -46,7 +46,7 @@ pub struct AppState {
 }
 
 /// The fleet registry settings derived from the router configuration.
-pub fn registry_config(config: &Config) -> RegistryConfig {
+pub(crate) fn registry_config(config: &Config) -> RegistryConfig {
     RegistryConfig {
         page_size: match config.mode {
             Mode::Kv => PageSizeRule::Folds {
@@ -68,12 +68,12 @@ pub fn registry_config(config: &Config) -> RegistryConfig {
 }
 
 /// The data-plane retry backoff (validated with the configuration).
-pub fn retry_backoff(config: &Config) -> ExponentialBackoff {
+pub(crate) fn retry_backoff(config: &Config) -> ExponentialBackoff {
     config.retry.backoff
 }
 
 /// The refit plane settings derived from the router configuration.
-pub fn refit_config(config: &Config) -> RefitConfig {
+pub(crate) fn refit_config(config: &Config) -> RefitConfig {
     RefitConfig {
         queue_size: config.refit_queue_size,
         refuse_when_paused: config.refit_refuse_when_paused,

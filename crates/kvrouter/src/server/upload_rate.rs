@@ -10,12 +10,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// Bytes per second an upload must keep up, window by window.
-pub const MIN_RATE: usize = 500;
+pub(super) const MIN_RATE: usize = 500;
 /// The window the rate is measured over.
-pub const WINDOW: Duration = Duration::from_secs(10);
+pub(super) const WINDOW: Duration = Duration::from_secs(10);
 
 /// One upload's current window.
-pub struct UploadRate {
+pub(super) struct UploadRate {
     start: Instant,
     bytes: usize,
 }
@@ -32,7 +32,7 @@ impl Default for UploadRate {
 impl UploadRate {
     /// Counts `n` bytes that arrived now; false when the window that just closed brought less
     /// than the minimum (the upload is too slow).
-    pub fn on_data(&mut self, n: usize) -> bool {
+    pub(super) fn on_data(&mut self, n: usize) -> bool {
         let now = Instant::now();
         let elapsed = now.duration_since(self.start);
         if elapsed < WINDOW {

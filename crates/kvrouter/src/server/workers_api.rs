@@ -22,7 +22,7 @@ fn add_error(e: AddWorkerError) -> Response<RouterBody> {
 }
 
 /// Decodes one percent-encoded path segment (`http%3A%2F%2Fh%3A1` -> `http://h:1`).
-pub fn decode_segment(seg: &str) -> String {
+pub(crate) fn decode_segment(seg: &str) -> String {
     let guarded = seg.replace('+', "%2B");
     url::form_urlencoded::parse(format!("k={guarded}").as_bytes())
         .next()
@@ -38,7 +38,7 @@ fn query_url(req_query: Option<&str>) -> Option<String> {
 }
 
 /// `POST /workers {url, worker_type?, ...}` -> 202 `{status, worker_id, url, location, message}`.
-pub async fn create(state: &AppState, req: Request<Incoming>) -> Response<RouterBody> {
+pub(crate) async fn create(state: &AppState, req: Request<Incoming>) -> Response<RouterBody> {
     let (parts, body) = req.into_parts();
     let bytes = match read_body(
         &parts.headers,
@@ -92,12 +92,12 @@ pub async fn create(state: &AppState, req: Request<Incoming>) -> Response<Router
 }
 
 /// `GET /workers`.
-pub fn list(state: &AppState) -> Response<RouterBody> {
+pub(crate) fn list(state: &AppState) -> Response<RouterBody> {
     json(StatusCode::OK, &state.registry.workers_json())
 }
 
 /// `GET /workers/{id or urlencoded url}`.
-pub fn get(state: &AppState, key: &str) -> Response<RouterBody> {
+pub(crate) fn get(state: &AppState, key: &str) -> Response<RouterBody> {
     let key = decode_segment(key);
     match state.registry.worker_json(&key) {
         Some(v) => json(StatusCode::OK, &v),
@@ -110,7 +110,7 @@ fn not_found(key: &str) -> Response<RouterBody> {
 }
 
 /// `DELETE /workers/{id or urlencoded url}` -> 202 (the worker drains in the background).
-pub fn delete(state: &AppState, key: &str) -> Response<RouterBody> {
+pub(crate) fn delete(state: &AppState, key: &str) -> Response<RouterBody> {
     let key = decode_segment(key);
     let removed = match state.registry.lookup(&key) {
         Some(w) => state.registry.start_remove_by_id(w.id),
@@ -132,7 +132,7 @@ pub fn delete(state: &AppState, key: &str) -> Response<RouterBody> {
 
 /// Legacy `POST /add_worker?url=` (also `worker_url`, or a JSON body `{"url"}`): waits for the
 /// probe, then answers `200 "Successfully added worker: <url>"`.
-pub async fn add_legacy(state: &AppState, req: Request<Incoming>) -> Response<RouterBody> {
+pub(crate) async fn add_legacy(state: &AppState, req: Request<Incoming>) -> Response<RouterBody> {
     let (parts, body) = req.into_parts();
     let url = match query_url(parts.uri.query()) {
         Some(u) => u,
@@ -179,7 +179,10 @@ pub async fn add_legacy(state: &AppState, req: Request<Incoming>) -> Response<Ro
 }
 
 /// Legacy `POST /remove_worker?url=`: drains, removes, then answers 200.
-pub async fn remove_legacy(state: &AppState, req: Request<Incoming>) -> Response<RouterBody> {
+pub(crate) async fn remove_legacy(
+    state: &AppState,
+    req: Request<Incoming>,
+) -> Response<RouterBody> {
     let Some(url) = query_url(req.uri().query()) else {
         return ApiError::bad_request("missing_worker_url", "expected ?url=<worker url>")
             .into_response();
@@ -194,13 +197,13 @@ pub async fn remove_legacy(state: &AppState, req: Request<Incoming>) -> Response
 }
 
 /// Legacy `GET /list_workers` -> `{"urls":[...]}`.
-pub fn list_legacy(state: &AppState) -> Response<RouterBody> {
+pub(crate) fn list_legacy(state: &AppState) -> Response<RouterBody> {
     json(StatusCode::OK, &state.registry.list_workers_json())
 }
 
 /// `GET /routers`: the router replicas registered in etcd (404 without `--etcd-endpoints`,
 /// 503 when etcd cannot be read).
-pub async fn routers(state: &AppState) -> Response<RouterBody> {
+pub(crate) async fn routers(state: &AppState) -> Response<RouterBody> {
     let Some(d) = state.discovery.get() else {
         return ApiError::not_found("not_found", "/routers needs --etcd-endpoints").into_response();
     };

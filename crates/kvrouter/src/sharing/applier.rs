@@ -18,13 +18,13 @@ use super::wire::{self, Batch, DecodeError, Item};
 use crate::workers::WorkerId;
 
 /// Other replicas' bookings remembered for their follow-up at most.
-pub const PENDING: usize = 65_536;
+pub(crate) const PENDING: usize = 65_536;
 
 /// Maps a worker URL (the same on every replica) to this router's id.
-pub type Resolve = Box<dyn Fn(&str) -> Option<WorkerId> + Send + Sync>;
+pub(crate) type Resolve = Box<dyn Fn(&str) -> Option<WorkerId> + Send + Sync>;
 
 /// Applies received messages to one index (see module docs).
-pub struct Applier {
+pub(crate) struct Applier {
     index: Arc<KvIndex>,
     own: String,
     resolve: Resolve,
@@ -32,7 +32,7 @@ pub struct Applier {
 }
 
 impl Applier {
-    pub fn new(index: Arc<KvIndex>, own: String, resolve: Resolve, cap: usize) -> Applier {
+    pub(crate) fn new(index: Arc<KvIndex>, own: String, resolve: Resolve, cap: usize) -> Applier {
         Applier {
             index,
             own,
@@ -42,7 +42,7 @@ impl Applier {
     }
 
     /// Decodes and applies one NATS payload at `now`.
-    pub fn apply_payload(&self, payload: &[u8], now: Instant) {
+    pub(crate) fn apply_payload(&self, payload: &[u8], now: Instant) {
         let m = metrics();
         match wire::decode(payload) {
             Ok(batch) => self.apply(&batch, now),
@@ -52,7 +52,7 @@ impl Applier {
     }
 
     /// Applies one decoded batch at `now`.
-    pub fn apply(&self, batch: &Batch, now: Instant) {
+    pub(crate) fn apply(&self, batch: &Batch, now: Instant) {
         let m = metrics();
         if batch.instance == self.own {
             m.messages.with_label_values(&["own"]).inc();
@@ -122,7 +122,7 @@ impl Applier {
 }
 
 /// Applies every message of `sub` until it ends, timing the work.
-pub async fn run(applier: Arc<Applier>, mut sub: async_nats::Subscriber) {
+pub(crate) async fn run(applier: Arc<Applier>, mut sub: async_nats::Subscriber) {
     let m = metrics();
     while let Some(msg) = sub.next().await {
         let t0 = Instant::now();

@@ -8,7 +8,7 @@ use prometheus::{Counter, Histogram, HistogramOpts, IntCounter, IntCounterVec, I
 use crate::metrics::register;
 
 /// All shared-prediction metrics. Get them with [`metrics()`].
-pub struct SharingMetrics {
+pub(crate) struct SharingMetrics {
     /// Items (bookings and follow-ups) this router published.
     pub published: IntCounter,
     /// NATS messages, by `direction` (out: published; in: another replica's; own: ours, skipped).
@@ -29,7 +29,7 @@ pub struct SharingMetrics {
 }
 
 /// The process-wide shared-prediction metrics (registered on first use).
-pub fn metrics() -> &'static SharingMetrics {
+pub(crate) fn metrics() -> &'static SharingMetrics {
     static METRICS: OnceLock<SharingMetrics> = OnceLock::new();
     METRICS.get_or_init(SharingMetrics::new)
 }

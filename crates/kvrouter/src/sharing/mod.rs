@@ -8,16 +8,16 @@
 //! blocking the request path) and applies the others' to its own index (`applier.rs`).
 //! Nothing is durable: a prediction older than its TTL is worthless.
 
-pub mod applier;
-pub mod metrics;
-pub mod pending;
-pub mod publisher;
-pub mod wire;
+pub(crate) mod applier;
+pub(crate) mod metrics;
+pub(crate) mod pending;
+pub(crate) mod publisher;
+pub(crate) mod wire;
 
 use std::sync::Arc;
 
-pub use applier::Applier;
-pub use publisher::Publisher;
+pub(crate) use applier::Applier;
+pub(crate) use publisher::Publisher;
 
 use kvrouter_index::KvIndex;
 
@@ -26,7 +26,7 @@ use crate::workers::Registry;
 
 /// Starts sharing for `index`: returns the booking hook at once and connects to `nats_url`
 /// in the background (until connected, bookings are dropped from the full queue and counted).
-pub fn start(
+pub(crate) fn start(
     tasks: &crate::tasks::Tasks,
     nats_url: &str,
     auth: &crate::events::nats_auth::NatsAuth,

@@ -8,10 +8,10 @@ use kvrouter_index::PredictionId;
 use tokio::time::Instant;
 
 /// (hash of the publishing instance, its booking number).
-pub type Key = (u64, u64);
+pub(crate) type Key = (u64, u64);
 
 /// The bounded map (see module docs).
-pub struct Pending {
+pub(crate) struct Pending {
     cap: usize,
     map: HashMap<Key, (PredictionId, Instant)>,
     /// Insertion order with deadlines; may hold keys already removed from `map`.
@@ -19,7 +19,7 @@ pub struct Pending {
 }
 
 impl Pending {
-    pub fn new(cap: usize) -> Pending {
+    pub(crate) fn new(cap: usize) -> Pending {
         Pending {
             cap: cap.max(1),
             map: HashMap::new(),
@@ -28,7 +28,13 @@ impl Pending {
     }
 
     /// Adds a booking until `deadline`; returns how many live entries were evicted to make room.
-    pub fn insert(&mut self, key: Key, id: PredictionId, deadline: Instant, now: Instant) -> u64 {
+    pub(crate) fn insert(
+        &mut self,
+        key: Key,
+        id: PredictionId,
+        deadline: Instant,
+        now: Instant,
+    ) -> u64 {
         self.expire(now);
         let mut evicted = 0;
         while self.map.len() >= self.cap || self.order.len() >= 2 * self.cap {
@@ -45,12 +51,12 @@ impl Pending {
     }
 
     /// Takes the booking `key` out (its follow-up arrived).
-    pub fn take(&mut self, key: Key) -> Option<PredictionId> {
+    pub(crate) fn take(&mut self, key: Key) -> Option<PredictionId> {
         self.map.remove(&key).map(|(id, _)| id)
     }
 
     /// Drops entries whose deadline passed (front of the queue first; TTLs are usually equal).
-    pub fn expire(&mut self, now: Instant) {
+    pub(crate) fn expire(&mut self, now: Instant) {
         while let Some(&(deadline, key)) = self.order.front() {
             if deadline > now {
                 break;
@@ -62,11 +68,12 @@ impl Pending {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.map.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
 }

@@ -15,17 +15,17 @@ use crate::routing::kv::{BookingHook, BookingMade};
 use crate::routing::observer::RequestObserver;
 
 /// Items queued for publishing at most (then dropped and counted).
-pub const QUEUE: usize = 8192;
+pub(crate) const QUEUE: usize = 8192;
 
 /// The booking hook that publishes (see module docs).
-pub struct Publisher {
+pub(crate) struct Publisher {
     tx: mpsc::Sender<Item>,
     next: AtomicU64,
 }
 
 impl Publisher {
     /// A publisher and the receiving end of its queue (hand it to [`run`]).
-    pub fn new(capacity: usize) -> (Publisher, mpsc::Receiver<Item>) {
+    pub(crate) fn new(capacity: usize) -> (Publisher, mpsc::Receiver<Item>) {
         let (tx, rx) = mpsc::channel(capacity);
         let p = Publisher {
             tx,
@@ -67,7 +67,7 @@ impl BookingHook for Publisher {
 
 /// Follows one published booking's request, like the local `KvAttachment`: the first
 /// relayed byte ends the prefill, an error status or a drop before the first byte cancels.
-pub struct Ticket {
+pub(crate) struct Ticket {
     tx: mpsc::Sender<Item>,
     n: u64,
     prefilled: bool,
@@ -103,7 +103,7 @@ impl Drop for Ticket {
 
 /// Collects the items waiting in `rx` behind `first` into one batch (bounded by
 /// [`wire::MAX_ITEMS`] and [`wire::MAX_BATCH_BYTES`]).
-pub fn next_batch(instance: &str, first: Item, rx: &mut mpsc::Receiver<Item>) -> Batch {
+pub(crate) fn next_batch(instance: &str, first: Item, rx: &mut mpsc::Receiver<Item>) -> Batch {
     let mut bytes = first.size_hint();
     let mut items = vec![first];
     while items.len() < wire::MAX_ITEMS && bytes < wire::MAX_BATCH_BYTES {
@@ -123,7 +123,11 @@ pub fn next_batch(instance: &str, first: Item, rx: &mut mpsc::Receiver<Item>) ->
 }
 
 /// Publishes the queue until every sender is gone (one message per batch).
-pub async fn run(client: async_nats::Client, instance: String, mut rx: mpsc::Receiver<Item>) {
+pub(crate) async fn run(
+    client: async_nats::Client,
+    instance: String,
+    mut rx: mpsc::Receiver<Item>,
+) {
     let m = metrics();
     while let Some(first) = rx.recv().await {
         let batch = next_batch(&instance, first, &mut rx);

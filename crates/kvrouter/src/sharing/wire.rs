@@ -6,28 +6,28 @@ use kvrouter_index::SeqHash;
 use serde::{Deserialize, Serialize};
 
 /// The one core-NATS subject every replica publishes on and subscribes to.
-pub const SUBJECT: &str = "kvrouter.book";
+pub(crate) const SUBJECT: &str = "kvrouter.book";
 /// Most sequence hashes one booking carries (a longer prompt shares its first ones: a
 /// prefix of a prediction is still a prediction). 4096 hashes = 32 KiB.
-pub const MAX_SEQS: usize = 4096;
+pub(crate) const MAX_SEQS: usize = 4096;
 /// Most items in one message.
-pub const MAX_ITEMS: usize = 256;
+pub(crate) const MAX_ITEMS: usize = 256;
 /// A message is closed once its estimated size passes this (NATS' default max payload is
 /// 1 MiB; one booking is at most ~37 KiB).
-pub const MAX_BATCH_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_BATCH_BYTES: usize = 256 * 1024;
 
 /// One message: `instance` (the publishing router's id, so it skips its own), when it was
 /// published (`sent_us`, microseconds since the Unix epoch; receivers export the delay) and
 /// its items.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Batch {
+pub(crate) struct Batch {
     pub instance: String,
     pub sent_us: u64,
     pub items: Vec<Item>,
 }
 
 /// Microseconds since the Unix epoch (0 if the clock is before it).
-pub fn unix_us() -> u64 {
+pub(crate) fn unix_us() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
@@ -35,7 +35,7 @@ pub fn unix_us() -> u64 {
 
 /// One booking or one follow-up; `n` numbers the bookings of one instance.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum Item {
+pub(crate) enum Item {
     /// A predict-on-route booking on (worker URL, rank): `seqs` predicted for `ttl_ms`, all
     /// but the first `cached` in flight unless `prefilled`.
     Book {
@@ -55,7 +55,7 @@ pub enum Item {
 
 impl Item {
     /// Upper estimate of the item's encoded size.
-    pub fn size_hint(&self) -> usize {
+    pub(crate) fn size_hint(&self) -> usize {
         match self {
             Item::Book { worker, seqs, .. } => 48 + worker.len() + 9 * seqs.len(),
             _ => 16,
@@ -64,19 +64,19 @@ impl Item {
 }
 
 /// Encodes a batch (infallible for these types; an error is reported, never panics).
-pub fn encode(batch: &Batch) -> Result<Vec<u8>, rmp_serde::encode::Error> {
+pub(crate) fn encode(batch: &Batch) -> Result<Vec<u8>, rmp_serde::encode::Error> {
     rmp_serde::to_vec(batch)
 }
 
 /// Why a received message is not applied.
 #[derive(Debug, PartialEq, Eq)]
-pub enum DecodeError {
+pub(crate) enum DecodeError {
     Malformed,
     TooLarge,
 }
 
 /// Decodes and bounds-checks one received message.
-pub fn decode(payload: &[u8]) -> Result<Batch, DecodeError> {
+pub(crate) fn decode(payload: &[u8]) -> Result<Batch, DecodeError> {
     let batch: Batch = rmp_serde::from_slice(payload).map_err(|_| DecodeError::Malformed)?;
     let too_large = batch.items.len() > MAX_ITEMS
         || batch.items.iter().any(|i| match i {

@@ -26,7 +26,7 @@ use super::TextError;
 
 /// How a template wants list content (SGLang's `jinja_template_content_format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ContentFormat {
+pub(crate) enum ContentFormat {
     String,
     OpenAi,
 }
@@ -34,7 +34,7 @@ pub enum ContentFormat {
 impl ContentFormat {
     /// SGLang's detection: `openai` when the template mentions image/audio/video/vision or has a
     /// `for` loop over `message['content']` / `message.content` (or `msg`/`m`), else `string`.
-    pub fn detect(template: &str) -> ContentFormat {
+    pub(crate) fn detect(template: &str) -> ContentFormat {
         if ["image", "audio", "video", "vision"]
             .iter()
             .any(|k| template.contains(k))
@@ -87,7 +87,7 @@ struct Wire {
 
 /// What the template is rendered with, and what follows the rendered prompt.
 #[derive(Debug)]
-pub struct TemplateInput {
+pub(crate) struct TemplateInput {
     pub messages: Value,
     pub tools: Option<Value>,
     pub kwargs: Vec<(String, Value)>,
@@ -131,7 +131,7 @@ fn list(v: &Value) -> Result<Vec<Value>, TextError> {
 }
 
 /// Parses a chat request body into template input (see module docs).
-pub fn template_input(body: &[u8], format: ContentFormat) -> Result<TemplateInput, TextError> {
+pub(crate) fn template_input(body: &[u8], fmt: ContentFormat) -> Result<TemplateInput, TextError> {
     let wire: Wire = serde_json::from_slice(body).map_err(|e| bad(format!("chat request: {e}")))?;
     if wire.messages.kind() != ValueKind::Seq {
         return Err(bad("`messages` must be a list"));
@@ -141,7 +141,7 @@ pub fn template_input(body: &[u8], format: ContentFormat) -> Result<TemplateInpu
         if m.kind() != ValueKind::Map {
             return Err(bad(format!("messages[{i}] must be an object")));
         }
-        messages.push(message(&m, format)?);
+        messages.push(message(&m, fmt)?);
     }
     let continue_final = wire.continue_final_message.unwrap_or(false);
     let mut assistant_prefix = None;

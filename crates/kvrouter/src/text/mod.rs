@@ -9,13 +9,13 @@
 //! `source` decides at run time which tokenizer to use (configured path or the workers' local
 //! model path) and runs it off the async executor. See docs/text-routing.md.
 
-pub mod chat;
+pub(crate) mod chat;
 pub mod fixture;
-pub mod prefix_cache;
-pub mod pyjson;
-pub mod source;
-pub mod template;
-pub mod tokenizer;
+pub(crate) mod prefix_cache;
+pub(crate) mod pyjson;
+pub(crate) mod source;
+pub(crate) mod template;
+pub(crate) mod tokenizer;
 
 pub use source::{TextMetrics, TextRouting};
 pub use tokenizer::TextTokenizer;

@@ -39,7 +39,7 @@ fn charge(tokens: usize, boundaries: usize) -> usize {
 }
 
 /// Bounded map from rendered-prefix hashes to token ids (see module docs).
-pub struct PrefixCache {
+pub(crate) struct PrefixCache {
     max_bytes: usize,
     used: usize,
     tick: u64,
@@ -50,7 +50,7 @@ pub struct PrefixCache {
 }
 
 impl PrefixCache {
-    pub fn new(max_bytes: usize) -> Self {
+    pub(crate) fn new(max_bytes: usize) -> Self {
         PrefixCache {
             max_bytes,
             used: 0,
@@ -63,27 +63,24 @@ impl PrefixCache {
     }
 
     /// The byte budget.
-    pub fn max_bytes(&self) -> usize {
+    pub(crate) fn max_bytes(&self) -> usize {
         self.max_bytes
     }
 
     /// Bytes held (tokens and index).
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.used
     }
 
     /// Tokenized prompts held.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 
     /// The tokens of the prefix hashed to `key`: (all tokens of its entry, how many of them
     /// belong to the prefix). Refreshes the entry's LRU position.
-    pub fn get(&mut self, key: u128) -> Option<(Arc<[u32]>, usize)> {
+    pub(crate) fn get(&mut self, key: u128) -> Option<(Arc<[u32]>, usize)> {
         let &(id, count) = self.index.get(&key)?;
         self.tick += 1;
         let tick = self.tick;
@@ -95,12 +92,12 @@ impl PrefixCache {
     }
 
     /// The token count at the prefix hashed to `key`, without refreshing anything.
-    pub fn count(&self, key: u128) -> Option<u32> {
+    pub(crate) fn count(&self, key: u128) -> Option<u32> {
         self.index.get(&key).map(|&(_, n)| n)
     }
 
     /// Adds a tokenized prompt with its boundaries `(hash of the text up to it, tokens up to it)`.
-    pub fn insert(&mut self, tokens: Arc<[u32]>, boundaries: Vec<(u128, u32)>) {
+    pub(crate) fn insert(&mut self, tokens: Arc<[u32]>, boundaries: Vec<(u128, u32)>) {
         let bytes = charge(tokens.len(), boundaries.len());
         if boundaries.is_empty() || bytes > self.max_bytes {
             return;

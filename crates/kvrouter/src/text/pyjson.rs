@@ -10,7 +10,7 @@ use minijinja::{Error, ErrorKind, Value};
 
 /// Formatting options of one `tojson` call.
 #[derive(Debug, Clone, Default)]
-pub struct DumpOptions {
+pub(crate) struct DumpOptions {
     pub indent: Option<usize>,
     pub item_separator: Option<String>,
     pub key_separator: Option<String>,
@@ -19,7 +19,11 @@ pub struct DumpOptions {
 
 /// The `tojson` filter: `x | tojson`, `x | tojson(indent=2)`, `separators=(",", ":")`,
 /// `sort_keys=true`.
-pub fn tojson_filter(value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+pub(crate) fn tojson_filter(
+    value: &Value,
+    indent: Option<Value>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
     let indent = match indent {
         Some(v) => Some(v),
         None => kwargs.get::<Option<Value>>("indent")?,
@@ -49,7 +53,7 @@ pub fn tojson_filter(value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Re
 }
 
 /// `json.dumps(value, ensure_ascii=False, ...)`.
-pub fn dumps(value: &Value, opts: &DumpOptions) -> Result<String, Error> {
+pub(crate) fn dumps(value: &Value, opts: &DumpOptions) -> Result<String, Error> {
     let mut out = String::new();
     write_value(&mut out, value, opts, 0)?;
     Ok(out)

@@ -10,7 +10,7 @@
 //! Tokenization (and loading) runs in `tokio::task::spawn_blocking`, never on the async
 //! executor threads; its duration and outcome are exported here.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -242,12 +242,4 @@ impl TextRouting {
             }
         }
     }
-}
-
-/// The configured tokenizer location: `--tokenizer-path`, else `--model-path`.
-pub fn configured_path(
-    tokenizer_path: Option<&Path>,
-    model_path: Option<&Path>,
-) -> Option<PathBuf> {
-    tokenizer_path.or(model_path).map(Path::to_path_buf)
 }

@@ -180,7 +180,7 @@ mod indexmap_like {
     use minijinja::value::Value;
 
     #[derive(Default)]
-    pub struct Ordered(Vec<(String, Value)>);
+    pub(super) struct Ordered(Vec<(String, Value)>);
 
     impl FromIterator<(String, Value)> for Ordered {
         fn from_iter<I: IntoIterator<Item = (String, Value)>>(iter: I) -> Self {
@@ -196,7 +196,7 @@ mod indexmap_like {
     }
 
     impl Ordered {
-        pub fn into_value(self) -> Value {
+        pub(super) fn into_value(self) -> Value {
             Value::from_iter(self.0)
         }
     }

@@ -80,7 +80,7 @@ impl CircuitState {
 
 /// A state change, returned so the caller can log and count it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Transition {
+pub(crate) struct Transition {
     pub from: CircuitState,
     pub to: CircuitState,
 }
@@ -105,7 +105,7 @@ impl Phase {
 
 /// One worker's circuit breaker.
 #[derive(Debug)]
-pub struct CircuitBreaker {
+pub(crate) struct CircuitBreaker {
     config: BreakerConfig,
     phase: Mutex<Phase>,
     /// Mirror of `phase`'s state for lock-free reads.
@@ -113,7 +113,7 @@ pub struct CircuitBreaker {
 }
 
 impl CircuitBreaker {
-    pub fn new(config: BreakerConfig) -> CircuitBreaker {
+    pub(crate) fn new(config: BreakerConfig) -> CircuitBreaker {
         CircuitBreaker {
             config,
             phase: Mutex::new(Phase::Closed { failures: 0 }),
@@ -123,7 +123,7 @@ impl CircuitBreaker {
 
     /// The state now; an open circuit whose timeout has passed turns half-open here (the
     /// returned transition says so).
-    pub fn check(&self) -> (CircuitState, Option<Transition>) {
+    pub(crate) fn check(&self) -> (CircuitState, Option<Transition>) {
         let state = CircuitState::from_u8(self.state.load(Ordering::Acquire));
         if state != CircuitState::Open {
             return (state, None);
@@ -139,17 +139,18 @@ impl CircuitBreaker {
     }
 
     /// True when the circuit lets a request through (closed or half-open).
-    pub fn allows(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn allows(&self) -> bool {
         self.check().0 != CircuitState::Open
     }
 
     /// The state as last recorded, without the lazy open -> half-open step (for views).
-    pub fn state(&self) -> CircuitState {
+    pub(crate) fn state(&self) -> CircuitState {
         CircuitState::from_u8(self.state.load(Ordering::Acquire))
     }
 
     /// Records one attempt's outcome.
-    pub fn record(&self, success: bool) -> Option<Transition> {
+    pub(crate) fn record(&self, success: bool) -> Option<Transition> {
         if self.config.disabled {
             return None;
         }
@@ -180,7 +181,7 @@ impl CircuitBreaker {
     }
 
     /// Consecutive failures (closed) or successes (half-open) counted so far.
-    pub fn streak(&self) -> u32 {
+    pub(crate) fn streak(&self) -> u32 {
         match *self.phase.lock() {
             Phase::Closed { failures } => failures,
             Phase::HalfOpen { successes } => successes,

@@ -17,7 +17,7 @@ use super::load::parse_load;
 use super::metrics::FleetMetrics;
 use super::worker::Worker;
 
-pub use super::health_state::{HealthConfig, HealthState, HealthTransition};
+pub(crate) use super::health_state::{HealthConfig, HealthState, HealthTransition};
 
 /// What the checker needs from the fleet it checks (implemented by the registry).
 pub(super) trait CheckedFleet: Send + Sync + 'static {

@@ -78,7 +78,7 @@ pub enum HealthTransition {
 /// Lock-free health verdict with consecutive counters. Starts healthy (a worker is
 /// registered only after a successful probe).
 #[derive(Debug)]
-pub struct HealthState {
+pub(crate) struct HealthState {
     healthy: AtomicBool,
     consecutive_failures: AtomicU32,
     consecutive_successes: AtomicU32,
@@ -88,7 +88,7 @@ pub struct HealthState {
 
 impl HealthState {
     /// A healthy state with the given thresholds (each at least 1).
-    pub fn new(failure_threshold: u32, success_threshold: u32) -> HealthState {
+    pub(crate) fn new(failure_threshold: u32, success_threshold: u32) -> HealthState {
         HealthState {
             healthy: AtomicBool::new(true),
             consecutive_failures: AtomicU32::new(0),
@@ -98,21 +98,21 @@ impl HealthState {
         }
     }
 
-    pub fn is_healthy(&self) -> bool {
+    pub(crate) fn is_healthy(&self) -> bool {
         self.healthy.load(Ordering::Acquire)
     }
 
-    pub fn consecutive_failures(&self) -> u32 {
+    pub(crate) fn consecutive_failures(&self) -> u32 {
         self.consecutive_failures.load(Ordering::Relaxed)
     }
 
-    pub fn consecutive_successes(&self) -> u32 {
+    pub(crate) fn consecutive_successes(&self) -> u32 {
         self.consecutive_successes.load(Ordering::Relaxed)
     }
 
     /// Records one success; returns the transition if this one made the worker healthy.
     /// Cheap on the hot path: a healthy worker without failures only does loads.
-    pub fn record_success(&self) -> Option<HealthTransition> {
+    pub(crate) fn record_success(&self) -> Option<HealthTransition> {
         if self.consecutive_failures.load(Ordering::Relaxed) != 0 {
             self.consecutive_failures.store(0, Ordering::Relaxed);
         }
@@ -128,7 +128,7 @@ impl HealthState {
     }
 
     /// Records one failure; returns the transition if this one made the worker unhealthy.
-    pub fn record_failure(&self) -> Option<HealthTransition> {
+    pub(crate) fn record_failure(&self) -> Option<HealthTransition> {
         if self.consecutive_successes.load(Ordering::Relaxed) != 0 {
             self.consecutive_successes.store(0, Ordering::Relaxed);
         }
@@ -140,7 +140,8 @@ impl HealthState {
     }
 
     /// Forces a verdict (administrative override); returns the transition if any.
-    pub fn force(&self, healthy: bool) -> Option<HealthTransition> {
+    #[cfg(test)]
+    pub(crate) fn force(&self, healthy: bool) -> Option<HealthTransition> {
         self.consecutive_failures.store(0, Ordering::Relaxed);
         self.consecutive_successes.store(0, Ordering::Relaxed);
         match (self.healthy.swap(healthy, Ordering::AcqRel), healthy) {

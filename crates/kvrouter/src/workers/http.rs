@@ -10,14 +10,14 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde_json::Value;
 
 /// Pooled HTTP/1 client for GET requests to workers.
-pub type HttpClient = Client<HttpConnector, Empty<Bytes>>;
+pub(crate) type HttpClient = Client<HttpConnector, Empty<Bytes>>;
 
 /// Largest body read from a worker's info/health endpoints.
 const MAX_BODY: usize = 16 * 1024 * 1024;
 
 /// Why a GET to a worker failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HttpGetError {
+pub(crate) enum HttpGetError {
     #[error("invalid url {0}")]
     BadUrl(String),
     #[error("connection failed: {0}")]
@@ -37,7 +37,7 @@ pub enum HttpGetError {
 impl HttpGetError {
     /// True when nothing is listening (or the host is unreachable): a hint that the
     /// worker process is gone, as opposed to alive but failing.
-    pub fn is_connect(&self) -> bool {
+    pub(crate) fn is_connect(&self) -> bool {
         matches!(self, HttpGetError::Connect(_))
     }
 }
@@ -47,11 +47,11 @@ impl HttpGetError {
 /// 5 s by default; `python/sglang/srt/environ.py`, passed to uvicorn as
 /// `timeout_keep_alive`), so the router stops reusing a connection before the worker closes
 /// it instead of racing the close.
-pub const WORKER_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+pub(crate) const WORKER_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Builds the client with a connect timeout and TCP_NODELAY; pooled connections are reused
 /// while idle for less than `idle_timeout` (`--worker-idle-timeout-secs`).
-pub fn new_client(connect_timeout: Duration, idle_timeout: Duration) -> HttpClient {
+pub(crate) fn new_client(connect_timeout: Duration, idle_timeout: Duration) -> HttpClient {
     let mut connector = HttpConnector::new();
     connector.set_connect_timeout(Some(connect_timeout));
     connector.set_nodelay(true);
@@ -63,7 +63,7 @@ pub fn new_client(connect_timeout: Duration, idle_timeout: Duration) -> HttpClie
 
 /// The `Authorization` header value for a worker: `Bearer <api_key>` when it has an
 /// api key, else `Basic` of the credentials of its URL, else none.
-pub fn authorization(
+pub(crate) fn authorization(
     api_key: Option<&str>,
     credentials: Option<&super::url::Credentials>,
 ) -> Option<String> {
@@ -76,7 +76,7 @@ pub fn authorization(
 
 /// GET `url`, returning the status and body (whatever the status), within `timeout`;
 /// `authorization` is the full header value (see [`authorization`]).
-pub async fn http_get(
+pub(crate) async fn http_get(
     client: &HttpClient,
     url: &str,
     authorization: Option<&str>,
@@ -115,7 +115,7 @@ pub async fn http_get(
 }
 
 /// GET `url` and parse a 2xx body as JSON.
-pub async fn http_get_json(
+pub(crate) async fn http_get_json(
     client: &HttpClient,
     url: &str,
     api_key: Option<&str>,

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use super::kv_block::KvEventsBlock;
+pub(crate) use super::kv_block::KvEventsBlock;
 
 /// Static facts about one SGLang worker, read at registration (and again after a restart).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -272,7 +272,7 @@ impl WorkerInfo {
 /// KV allocation, scheduler start) and `random_seed` (`arg_groups/serving_hook.py`: drawn with
 /// `random.randint` per launch when `--random-seed` is unset). Either alone may repeat (a fixed
 /// seed; equal timings are unlikely but possible), so both are compared.
-pub fn incarnation_marker(server_info: &Value) -> Option<String> {
+pub(crate) fn incarnation_marker(server_info: &Value) -> Option<String> {
     let pick = |k: &str| server_info.get(k).filter(|v| !v.is_null());
     let (startup, seed) = (pick("startup_time"), pick("random_seed"));
     if startup.is_none() && seed.is_none() {

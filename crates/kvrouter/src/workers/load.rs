@@ -14,9 +14,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::Value;
 
 /// `GET /v1/loads`: SGLang 0.5.23+.
-pub const V1_LOADS: &str = "/v1/loads";
+pub(crate) const V1_LOADS: &str = "/v1/loads";
 /// `GET /get_load`: older SGLang.
-pub const GET_LOAD: &str = "/get_load";
+pub(crate) const GET_LOAD: &str = "/get_load";
 
 /// The load route one worker answers, remembered per worker (`/v1/loads` until it 404s).
 #[derive(Debug, Default)]

@@ -28,7 +28,7 @@ pub(crate) struct FleetMetrics {
 
 impl FleetMetrics {
     /// The process-wide handles.
-    pub fn get() -> &'static FleetMetrics {
+    pub(super) fn get() -> &'static FleetMetrics {
         static M: OnceLock<FleetMetrics> = OnceLock::new();
         M.get_or_init(|| {
             use crate::metrics::register;
@@ -110,7 +110,7 @@ impl FleetMetrics {
     }
 
     /// Per-worker gauges `(in_flight, healthy)` for `url`.
-    pub fn worker_gauges(&self, url: &str) -> (IntGauge, IntGauge) {
+    pub(super) fn worker_gauges(&self, url: &str) -> (IntGauge, IntGauge) {
         (
             self.in_flight.with_label_values(&[url]),
             self.healthy.with_label_values(&[url]),
@@ -118,19 +118,19 @@ impl FleetMetrics {
     }
 
     /// The circuit-state gauge for `url`.
-    pub fn circuit_gauge(&self, url: &str) -> IntGauge {
+    pub(super) fn circuit_gauge(&self, url: &str) -> IntGauge {
         self.circuit_state.with_label_values(&[url])
     }
 
     /// Counts one circuit transition of `url`.
-    pub fn circuit_transition(&self, url: &str, t: super::breaker::Transition) {
+    pub(super) fn circuit_transition(&self, url: &str, t: super::breaker::Transition) {
         self.circuit_transitions
             .with_label_values(&[url, t.from.as_str(), t.to.as_str()])
             .inc();
     }
 
     /// Drops the per-worker series of a removed worker.
-    pub fn forget_worker(&self, url: &str) {
+    pub(super) fn forget_worker(&self, url: &str) {
         let _ = self.in_flight.remove_label_values(&[url]);
         let _ = self.healthy.remove_label_values(&[url]);
         let _ = self.circuit_state.remove_label_values(&[url]);
@@ -146,13 +146,13 @@ impl FleetMetrics {
         }
     }
 
-    pub fn health_check(&self, ok: bool) {
+    pub(super) fn health_check(&self, ok: bool) {
         self.health_checks
             .with_label_values(&[if ok { "ok" } else { "failed" }])
             .inc();
     }
 
-    pub fn registration(&self, ok: bool) {
+    pub(super) fn registration(&self, ok: bool) {
         self.registrations
             .with_label_values(&[if ok { "ok" } else { "refused" }])
             .inc();

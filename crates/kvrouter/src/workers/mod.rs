@@ -21,26 +21,26 @@
 //! 6. `registry` (everything above): owns the workers and jobs, implements
 //!    `CheckedFleet` and starts the checker.
 
-pub mod breaker;
-pub mod health;
+pub(crate) mod breaker;
+pub(crate) mod health;
 mod health_state;
-pub mod http;
-pub mod info;
+pub(crate) mod http;
+pub(crate) mod info;
 mod job;
-pub mod kv_block;
-pub mod load;
+pub(crate) mod kv_block;
+pub(crate) mod load;
 mod metrics;
-pub mod probe;
-pub mod registry;
-pub mod role;
-pub mod spec;
-pub mod url;
-pub mod views;
-pub mod worker;
+pub(crate) mod probe;
+pub(crate) mod registry;
+pub(crate) mod role;
+pub(crate) mod spec;
+pub(crate) mod url;
+pub(crate) mod views;
+pub(crate) mod worker;
 
 pub use breaker::{BreakerConfig, CircuitState};
-pub use health::{HealthConfig, HealthTransition};
 pub use health_state::HealthSettings;
+pub use health_state::{HealthConfig, HealthTransition};
 pub use info::{KvEventsConfig, WorkerInfo};
 pub use kv_block::KvEventsBlock;
 /// The identifiers are the index crate's (it keys blocks by them); re-exported here, where

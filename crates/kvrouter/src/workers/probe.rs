@@ -104,7 +104,7 @@ fn suggested_router_page(worker: &u32, router: &u32) -> u64 {
 
 /// Timeouts of one registration probe.
 #[derive(Debug, Clone, Copy)]
-pub struct ProbeTimeouts {
+pub(crate) struct ProbeTimeouts {
     /// Deadline of each HTTP call.
     pub request: Duration,
     /// How long `/health` is retried while the worker warms up.
@@ -113,7 +113,7 @@ pub struct ProbeTimeouts {
 
 /// Probes `url` (normalized, no trailing slash) and returns its info, or the reason
 /// to refuse it. Page-size mismatches are logged at error level.
-pub async fn probe_worker(
+pub(crate) async fn probe_worker(
     client: &HttpClient,
     url: &str,
     api_key: Option<&str>,
@@ -127,7 +127,7 @@ pub async fn probe_worker(
 /// Retries `GET /health` with a growing backoff until it answers 2xx or `startup` passes.
 /// A 401/403 is retried too (the worker may still be starting, or its key may be given
 /// later), with one warning saying the worker wants a key and how to give it.
-pub async fn wait_healthy(
+pub(crate) async fn wait_healthy(
     client: &HttpClient,
     url: &str,
     api_key: Option<&str>,
@@ -186,7 +186,7 @@ fn warn_wants_key(url: &str, status: u16, had_key: bool, startup: Duration) {
 }
 
 /// Reads server and model info and checks the page size.
-pub async fn read_info(
+pub(crate) async fn read_info(
     client: &HttpClient,
     url: &str,
     api_key: Option<&str>,
@@ -228,7 +228,7 @@ pub async fn read_info(
 }
 
 /// Refuses a page size `page_sizes` does not accept, loudly.
-pub fn check_page_size(
+pub(crate) fn check_page_size(
     url: &str,
     info: &WorkerInfo,
     page_sizes: PageSizeRule,

@@ -42,7 +42,7 @@ impl Credentials {
 /// A parsed worker URL: canonical credential-free `url`, its `host` (an IPv6 address
 /// without brackets) and the credentials it carried, if any.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkerAddress {
+pub(crate) struct WorkerAddress {
     pub url: String,
     pub host: String,
     pub credentials: Option<Credentials>,
@@ -51,7 +51,7 @@ pub struct WorkerAddress {
 /// Validates a worker URL and returns its canonical form with the host and the credentials
 /// split off; the error is the reason (without the URL). Accepts `http://` URLs with a host
 /// and no query or fragment.
-pub fn parse_worker_url(raw: &str) -> Result<WorkerAddress, String> {
+pub(crate) fn parse_worker_url(raw: &str) -> Result<WorkerAddress, String> {
     let trimmed = raw.trim();
     if trimmed.is_empty() {
         return Err("empty".to_string());
@@ -150,7 +150,7 @@ fn percent_decode(s: &str) -> String {
 
 /// The admin API's form of [`parse_worker_url`]: `http://` is assumed when `raw`
 /// names no scheme (`host:port`).
-pub fn parse_worker_address(raw: &str) -> Result<WorkerAddress, String> {
+pub(crate) fn parse_worker_address(raw: &str) -> Result<WorkerAddress, String> {
     let trimmed = raw.trim();
     if trimmed.is_empty() || trimmed.contains("://") {
         parse_worker_url(trimmed)
@@ -162,7 +162,7 @@ pub fn parse_worker_address(raw: &str) -> Result<WorkerAddress, String> {
 /// Infallible lookup key for a URL a client gave: the canonical form of
 /// [`parse_worker_address`], or the input trimmed (and without trailing slashes)
 /// when it is not a valid worker URL.
-pub fn worker_url_key(raw: &str) -> String {
+pub(crate) fn worker_url_key(raw: &str) -> String {
     parse_worker_address(raw)
         .map(|a| a.url)
         .unwrap_or_else(|_| raw.trim().trim_end_matches('/').to_string())
@@ -176,7 +176,7 @@ pub fn worker_url_key(raw: &str) -> String {
 /// spelling of an IPv4 address (`::ffff:169.254.169.254`, `::169.254.169.254`,
 /// `64:ff9b::a9fe:a9fe`) is judged as that IPv4 address. The allow-list admits an address
 /// when it contains either spelling.
-pub fn check_worker_ip(ip: IpAddr, allow: &[IpNet]) -> Result<(), String> {
+pub(crate) fn check_worker_ip(ip: IpAddr, allow: &[IpNet]) -> Result<(), String> {
     let reached = effective_ip(ip);
     if !allow.is_empty() {
         if allow
@@ -211,7 +211,7 @@ pub fn check_worker_ip(ip: IpAddr, allow: &[IpNet]) -> Result<(), String> {
 /// `a.b.c.d` by a NAT64 gateway). Any other address is returned as it is. IPv4 spellings
 /// in hex, octal or as one decimal number never get here: the WHATWG URL parser already
 /// turns `0xa9fea9fe`, `0251.0376.0251.0376` and `2852039166` into `169.254.169.254`.
-pub fn effective_ip(ip: IpAddr) -> IpAddr {
+pub(crate) fn effective_ip(ip: IpAddr) -> IpAddr {
     let IpAddr::V6(v6) = ip else { return ip };
     if let Some(v4) = v6.to_ipv4_mapped() {
         return IpAddr::V4(v4);
@@ -236,7 +236,7 @@ pub fn effective_ip(ip: IpAddr) -> IpAddr {
 
 /// [`check_worker_ip`] for a host that is an IP literal; a hostname passes here (it
 /// is resolved and checked by [`check_worker_host`] when an allow-list is set).
-pub fn check_worker_literal(host: &str, allow: &[IpNet]) -> Result<(), String> {
+pub(crate) fn check_worker_literal(host: &str, allow: &[IpNet]) -> Result<(), String> {
     match host.parse::<IpAddr>() {
         Ok(ip) => check_worker_ip(ip, allow),
         Err(_) => Ok(()),
@@ -245,7 +245,11 @@ pub fn check_worker_literal(host: &str, allow: &[IpNet]) -> Result<(), String> {
 
 /// Full address check at registration: a literal IP is checked as is; a hostname,
 /// when an allow-list is set, is resolved and every address it resolves to must pass.
-pub async fn check_worker_host(host: &str, port: u16, allow: &[IpNet]) -> Result<(), String> {
+pub(crate) async fn check_worker_host(
+    host: &str,
+    port: u16,
+    allow: &[IpNet],
+) -> Result<(), String> {
     if host.parse::<IpAddr>().is_ok() || allow.is_empty() {
         return check_worker_literal(host, allow);
     }

@@ -17,7 +17,7 @@ impl Worker {
 }
 
 /// One worker: sgl-router 0.3 `WorkerInfo` fields, then kvrouter fields.
-pub fn worker_json(w: &Worker) -> Value {
+pub(crate) fn worker_json(w: &Worker) -> Value {
     let spec = &w.spec;
     let info = &w.info;
     json!({

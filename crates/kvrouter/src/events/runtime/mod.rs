@@ -29,7 +29,7 @@ mod nats;
 mod settings;
 mod workers;
 
-pub use settings::FeedSettings;
+pub(crate) use settings::FeedSettings;
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, Weak};

@@ -13,7 +13,7 @@ use super::declare::Declare;
 
 /// A breaker state, with the peers' gauge encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CircuitCode {
+pub(crate) enum CircuitCode {
     Closed = 0,
     Open = 1,
     HalfOpen = 2,
@@ -21,7 +21,7 @@ pub enum CircuitCode {
 
 impl CircuitCode {
     /// The peers' transition label value.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             CircuitCode::Closed => "closed",
             CircuitCode::Open => "open",

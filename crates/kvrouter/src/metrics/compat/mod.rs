@@ -16,11 +16,11 @@
 mod circuit;
 mod declare;
 mod derive;
-pub mod model;
+pub(crate) mod model;
 mod sgl_router;
 mod smg;
 
-pub use circuit::CircuitCode;
+pub(crate) use circuit::CircuitCode;
 
 use std::sync::OnceLock;
 
@@ -77,7 +77,7 @@ fn active() -> Option<&'static Active> {
 
 /// Enables `flavor` for the process (the first call wins; the registry is process-wide like
 /// the `kvrouter_*` one). Returns the flavour that is active.
-pub fn enable(flavor: Flavor) -> Flavor {
+pub(crate) fn enable(flavor: Flavor) -> Flavor {
     let a = ACTIVE.get_or_init(|| {
         let registry = Registry::new();
         let series = match flavor {
@@ -117,7 +117,7 @@ pub(crate) fn policy_name(policy: &str) -> &'static str {
 
 /// A data-plane request answered with `status` (by `worker`, or by the router when
 /// `from_worker` is false; `worker` may then be empty).
-pub fn request_done(
+pub(crate) fn request_done(
     route: &'static str,
     stream: bool,
     status: u16,
@@ -132,7 +132,7 @@ pub fn request_done(
 }
 
 /// A worker answered one attempt with `status` (retried or relayed).
-pub fn upstream_response(route: &'static str, status: u16) {
+pub(crate) fn upstream_response(route: &'static str, status: u16) {
     match active().map(|a| &a.series) {
         Some(Series::SglRouter(s)) => s.upstream_response(route, status),
         Some(Series::Smg(s)) => s.upstream_response(status),
@@ -141,7 +141,7 @@ pub fn upstream_response(route: &'static str, status: u16) {
 }
 
 /// A relayed response ended (fully sent or dropped) `secs` after the request arrived.
-pub fn request_duration(route: &'static str, secs: f64) {
+pub(crate) fn request_duration(route: &'static str, secs: f64) {
     match active().map(|a| &a.series) {
         Some(Series::SglRouter(s)) => s.duration(route, secs),
         Some(Series::Smg(s)) => s.duration(route, secs),
@@ -150,21 +150,21 @@ pub fn request_duration(route: &'static str, secs: f64) {
 }
 
 /// A streamed response's first body chunk arrived `secs` after the request.
-pub fn first_token(route: &'static str, secs: f64) {
+pub(crate) fn first_token(route: &'static str, secs: f64) {
     if let Some(Series::Smg(s)) = active().map(|a| &a.series) {
         s.ttft(route, secs);
     }
 }
 
 /// A KV-routed request ended: its prompt tokens and the worker-reported output tokens.
-pub fn tokens(route: &'static str, input: u64, output: Option<u64>) {
+pub(crate) fn tokens(route: &'static str, input: u64, output: Option<u64>) {
     if let Some(Series::Smg(s)) = active().map(|a| &a.series) {
         s.tokens(route, input, output);
     }
 }
 
 /// Attempt `attempt` (0-based) is repeated on another worker after `delay`.
-pub fn retry(route: &'static str, attempt: u32, delay: std::time::Duration) {
+pub(crate) fn retry(route: &'static str, attempt: u32, delay: std::time::Duration) {
     let secs = delay.as_secs_f64();
     match active().map(|a| &a.series) {
         Some(Series::SglRouter(s)) => s.retry(route, attempt, secs),
@@ -174,7 +174,7 @@ pub fn retry(route: &'static str, attempt: u32, delay: std::time::Duration) {
 }
 
 /// Every allowed attempt asked for a retry.
-pub fn retries_exhausted(route: &'static str) {
+pub(crate) fn retries_exhausted(route: &'static str) {
     match active().map(|a| &a.series) {
         Some(Series::SglRouter(s)) => s.retries_exhausted(route),
         Some(Series::Smg(s)) => s.retries_exhausted(route),
@@ -183,7 +183,7 @@ pub fn retries_exhausted(route: &'static str) {
 }
 
 /// `policy` (a kvrouter policy name) picked `worker` for an attempt.
-pub fn selection(policy: &str, worker: &impl super::subjects::SeriesWorker) {
+pub(crate) fn selection(policy: &str, worker: &impl super::subjects::SeriesWorker) {
     let Some(active) = active() else { return };
     model::seen(worker);
     match &active.series {
@@ -195,7 +195,7 @@ pub fn selection(policy: &str, worker: &impl super::subjects::SeriesWorker) {
 /// The circuit breaker of `worker` is now `state`, after `failures` consecutive failures or
 /// `successes` consecutive successes (for the router's breaker to call on every change; a
 /// worker never reported is shown closed).
-pub fn circuit_state(worker: &str, state: CircuitCode, failures: u32, successes: u32) {
+pub(crate) fn circuit_state(worker: &str, state: CircuitCode, failures: u32, successes: u32) {
     match active().map(|a| &a.series) {
         Some(Series::SglRouter(s)) => s.circuit_state(worker, state),
         Some(Series::Smg(s)) => s.circuit_state(worker, state, failures, successes),
@@ -204,7 +204,7 @@ pub fn circuit_state(worker: &str, state: CircuitCode, failures: u32, successes:
 }
 
 /// The circuit breaker of `worker` moved `from` -> `to` (call with [`circuit_state`]).
-pub fn circuit_transition(worker: &str, from: CircuitCode, to: CircuitCode) {
+pub(crate) fn circuit_transition(worker: &str, from: CircuitCode, to: CircuitCode) {
     match active().map(|a| &a.series) {
         Some(Series::SglRouter(s)) => s.circuit_transition(worker, from, to),
         Some(Series::Smg(s)) => s.circuit_transition(worker, from, to),
@@ -214,7 +214,7 @@ pub fn circuit_transition(worker: &str, from: CircuitCode, to: CircuitCode) {
 
 /// The compat series in the text format (empty when none is enabled); `kvrouter` is what the
 /// `kvrouter_*` registry gathered for the same scrape.
-pub fn render(kvrouter: &[prometheus::proto::MetricFamily]) -> String {
+pub(crate) fn render(kvrouter: &[prometheus::proto::MetricFamily]) -> String {
     let Some(a) = active() else {
         return String::new();
     };
@@ -245,7 +245,7 @@ pub(crate) const DURATION_BUCKETS: &[f64] = &[
 #[cfg(test)]
 pub(crate) mod tests_support {
     /// `r` in the text format.
-    pub fn encode(r: &prometheus::Registry) -> String {
+    pub(crate) fn encode(r: &prometheus::Registry) -> String {
         let mut buf = Vec::new();
         prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &r.gather(), &mut buf)
             .expect("encode");

@@ -10,13 +10,13 @@ use parking_lot::RwLock;
 use crate::metrics::subjects::SeriesWorker;
 
 /// SMG's label value when no model is known.
-pub const UNKNOWN: &str = "unknown";
+pub(crate) const UNKNOWN: &str = "unknown";
 
 /// The fleet's model name, once a worker reported one.
 static FLEET: RwLock<Option<Arc<str>>> = RwLock::new(None);
 
 /// The model name to report (see module docs).
-pub fn current() -> Arc<str> {
+pub(crate) fn current() -> Arc<str> {
     FLEET.read().clone().unwrap_or_else(|| Arc::from(UNKNOWN))
 }
 
@@ -48,7 +48,7 @@ pub(super) fn seen(worker: &impl SeriesWorker) {
 
 /// Keeps the fleet's model name current while the registry lives (a task on its snapshot
 /// watch `rx`).
-pub fn follow<W: SeriesWorker + Send + Sync + 'static>(
+pub(crate) fn follow<W: SeriesWorker + Send + Sync + 'static>(
     tasks: &crate::tasks::Tasks,
     mut rx: tokio::sync::watch::Receiver<Arc<Vec<Arc<W>>>>,
 ) {

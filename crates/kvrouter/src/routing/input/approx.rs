@@ -19,17 +19,17 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 use super::{Endpoint, RoutingInput};
 
 /// Bytes of text counted as one token (English text averages about four per BPE token).
-pub const BYTES_PER_TOKEN: usize = 4;
+pub(crate) const BYTES_PER_TOKEN: usize = 4;
 
 /// Seed of the text page hashes (token pages use `tokens::XXH3_SEED`).
-pub const TEXT_SEED: u64 = 0x6b76_7465_7874_0001;
+pub(crate) const TEXT_SEED: u64 = 0x6b76_7465_7874_0001;
 
 /// Parent of the first text page: token chains have none, so text chains never meet them.
-pub const TEXT_ROOT: SeqHash = 0x7465_7874_5f72_6f6f;
+pub(crate) const TEXT_ROOT: SeqHash = 0x7465_7874_5f72_6f6f;
 
 /// Chained hashes of the full pages of `text`, `page_size` tokens of [`BYTES_PER_TOKEN`] bytes
 /// each (a trailing partial page is ignored, as for tokens).
-pub fn text_blocks(text: &[u8], page_size: usize) -> Vec<SeqHash> {
+pub(crate) fn text_blocks(text: &[u8], page_size: usize) -> Vec<SeqHash> {
     let page_bytes = page_size.max(1) * BYTES_PER_TOKEN;
     let mut parent = TEXT_ROOT;
     text.chunks_exact(page_bytes)

@@ -7,12 +7,12 @@
 //! are serde's. Texts and rids are decoded lazily, only when a policy asks for them. The body
 //! itself is never re-serialised: the proxy forwards the original bytes.
 
-pub mod approx;
+pub(crate) mod approx;
 mod fields;
 mod ids;
 mod namespace;
 mod scan;
-pub mod text;
+pub(crate) mod text;
 
 use std::borrow::Cow;
 

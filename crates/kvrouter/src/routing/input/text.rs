@@ -65,7 +65,7 @@ impl<'a> RoutingInput<'a> {
 
 /// Tokenizes `input`'s text prompt, if any, with `text` (off the executor) and stores the ids.
 /// The model paths the routable workers report are offered when no tokenizer is loaded yet.
-pub async fn tokenize(
+pub(crate) async fn tokenize(
     input: &RoutingInput<'_>,
     body: &Bytes,
     text: &Arc<TextRouting>,

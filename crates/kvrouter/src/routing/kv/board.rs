@@ -19,7 +19,7 @@ use kvrouter_index::Unit;
 use parking_lot::Mutex;
 
 /// Shards of the board.
-pub const SHARDS: usize = 8;
+pub(super) const SHARDS: usize = 8;
 
 /// A non-negative wait as a totally ordered integer (IEEE order of non-negative floats).
 type Key = u64;

@@ -27,7 +27,7 @@ use crate::routing::policy::Choice;
 use crate::workers::Worker;
 
 /// What the book stage needs besides the decision.
-pub struct BookParams<'a> {
+pub(super) struct BookParams<'a> {
     pub reader: &'a Arc<UnitReader>,
     pub input: &'a RoutingInput<'a>,
     pub candidates: &'a [Arc<Worker>],
@@ -40,7 +40,7 @@ pub struct BookParams<'a> {
 }
 
 /// Books `decision` (see module docs) and returns the routing choice.
-pub fn book(p: &BookParams<'_>, scored: &[Scored], decision: &Decision) -> Choice {
+pub(super) fn book(p: &BookParams<'_>, scored: &[Scored], decision: &Decision) -> Choice {
     let chosen = &scored[decision.chosen];
     let worker = &p.candidates[chosen.row.candidate];
     let rank = chosen.row.unit.rank;

@@ -19,17 +19,17 @@ use std::sync::Arc;
 
 /// The decision rules (see module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rule {
+pub(super) enum Rule {
     Blind,
     Cheapest,
     Sticky,
 }
 
 /// The rules in the order they apply.
-pub const RULES: [Rule; 3] = [Rule::Blind, Rule::Cheapest, Rule::Sticky];
+pub(super) const RULES: [Rule; 3] = [Rule::Blind, Rule::Cheapest, Rule::Sticky];
 
 /// What the rules need besides the scores.
-pub struct DecideParams<'a> {
+pub(super) struct DecideParams<'a> {
     pub candidates: &'a [Arc<Worker>],
     /// The prompt's key (its last block hash), if it has a full page.
     pub prompt: Option<u64>,
@@ -46,7 +46,7 @@ pub struct DecideParams<'a> {
 
 /// The rules' outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Decision {
+pub(super) struct Decision {
     /// Index into the scored rows.
     pub chosen: usize,
     /// The rule whose choice stands.
@@ -59,7 +59,7 @@ pub struct Decision {
 }
 
 /// Applies [`RULES`] to `scored`; None when there is nothing to choose from.
-pub fn decide(p: &DecideParams<'_>, scored: &[Scored]) -> Option<Decision> {
+pub(super) fn decide(p: &DecideParams<'_>, scored: &[Scored]) -> Option<Decision> {
     let mut d: Option<Decision> = None;
     for rule in RULES {
         match rule {

@@ -22,7 +22,11 @@ pub(super) struct Prompt {
 
 impl Prompt {
     /// Hashes `input` at `page` tokens per block.
-    pub fn read(input: &RoutingInput<'_>, candidates: &[Arc<Worker>], page: usize) -> Prompt {
+    pub(super) fn read(
+        input: &RoutingInput<'_>,
+        candidates: &[Arc<Worker>],
+        page: usize,
+    ) -> Prompt {
         let ids = input.token_ids();
         if let Some(Ok(tokens)) = ids {
             // In the namespace the worker stores them in (`input/namespace.rs`).
@@ -68,12 +72,12 @@ impl Prompt {
 
     /// Identical prompts (siblings) share a prefill and their KV: the key that tells their
     /// load apart (the last block hash; None without a full page).
-    pub fn key(&self) -> Option<u64> {
+    pub(super) fn key(&self) -> Option<u64> {
         self.seqs.last().copied()
     }
 
     /// Pages of the prompt SGLang can match: the prompt minus its last token, in whole pages.
-    pub fn matchable_tokens(&self, page: usize) -> u64 {
+    pub(super) fn matchable_tokens(&self, page: usize) -> u64 {
         (self.tokens.len().saturating_sub(1) / page * page) as u64
     }
 }

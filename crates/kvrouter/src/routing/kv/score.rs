@@ -20,7 +20,7 @@ use super::tiers::TierRequest;
 use super::PredictCredit;
 
 /// What the score stage needs besides the rows.
-pub struct ScoreParams {
+pub(super) struct ScoreParams {
     pub weights: CostWeights,
     pub request_blocks: u32,
     /// Discount cached prefixes by the blocks expected to be evicted before they are used.
@@ -33,7 +33,7 @@ pub struct ScoreParams {
 
 impl ScoreParams {
     /// The configured weights with `evict` turned into a cost per displaced block.
-    pub fn weights(configured: CostWeights, reuse: f64) -> CostWeights {
+    pub(super) fn weights(configured: CostWeights, reuse: f64) -> CostWeights {
         CostWeights {
             evict: configured.evict * reuse * configured.prefill,
             ..configured
@@ -43,7 +43,7 @@ impl ScoreParams {
 
 /// One scored row.
 #[derive(Debug, Clone, Copy)]
-pub struct Scored {
+pub(super) struct Scored {
     pub row: UnitRow,
     pub inputs: UnitInputs,
     pub cost: f64,
@@ -51,13 +51,13 @@ pub struct Scored {
 
 impl Scored {
     /// The overlap used for tie-breaking.
-    pub fn overlap(&self) -> u32 {
+    pub(super) fn overlap(&self) -> u32 {
         self.inputs.overlap()
     }
 }
 
 /// Scores every row.
-pub fn score(
+pub(super) fn score(
     p: &ScoreParams,
     rows: &[UnitRow],
     mut tiers: Option<&mut TierRequest<'_>>,

@@ -13,7 +13,7 @@ use crate::workers::Worker;
 const UNITS: usize = 8;
 
 /// Logs `decision` over `scored` (see module docs).
-pub fn decision(candidates: &[Arc<Worker>], scored: &[Scored], decision: &Decision) {
+pub(super) fn decision(candidates: &[Arc<Worker>], scored: &[Scored], decision: &Decision) {
     if !tracing::enabled!(target: "kvrouter::decision", tracing::Level::DEBUG) {
         return;
     }

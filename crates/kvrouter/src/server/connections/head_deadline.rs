@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::table::{Conn, Phase};
 
 /// Bytes per second that earn a slow head one more second.
-pub const MIN_RATE: f64 = 500.0;
+pub(super) const MIN_RATE: f64 = 500.0;
 
 /// `--request-head-timeout-secs` and the ceiling it extends to.
 #[derive(Debug, Clone, Copy)]

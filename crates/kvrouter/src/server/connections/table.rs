@@ -251,7 +251,7 @@ impl ConnTable {
 /// How long a fresh connection is given to send its head before it ranks ahead of idle ones
 /// as a victim: a client that just connected (a probe arriving in a burst of new
 /// connections) is not closed for the burst's sake while an idle keep-alive can go.
-pub const FRESH_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+pub(super) const FRESH_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The connection to close for a newcomer: the longest-open fresh one open for at least
 /// [`FRESH_GRACE`], else the longest-idle, else the longest-open fresh one.
