@@ -190,39 +190,6 @@ fn search<S: DepthSource + ?Sized, E: DepthEntry>(
     }
 }
 
-/// The depth of `unit`'s run on `seqs` given the search's `claimed` depth for it, checked
-/// by membership: the gallop infers a unit's depth from holder counts, which a layer whose
-/// runs start at different blocks (the pending layer: a warm booking starts at its unit's
-/// confirmed depth) can keep equal while one unit leaves and another arrives. The run is
-/// confirmed at its last block or binary-searched below it (a run has no holes).
-pub(crate) fn checked_depth<S: DepthSource + ?Sized>(
-    src: &S,
-    seqs: &[SeqHash],
-    unit: UnitId,
-    claimed: u32,
-    buf: &mut Vec<UnitId>,
-) -> u32 {
-    let mut holds = |i: usize| {
-        src.units(seqs[i], buf);
-        buf.binary_search(&unit).is_ok()
-    };
-    let claimed = (claimed as usize).min(seqs.len());
-    if claimed == 0 || holds(claimed - 1) {
-        return claimed as u32;
-    }
-    // Block 0 is held (the search started from its holders), block claimed - 1 is not.
-    let (mut lo, mut hi) = (0, claimed - 1);
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if holds(mid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    (lo + 1) as u32
-}
-
 /// All active units hold the request up to `depth`: on the first round their
 /// entries are appended with it, later their entries (`slot`) are raised to it.
 #[inline]

@@ -19,7 +19,7 @@ use super::calibration::PredictionCalibration;
 use super::cap::{unit_cap_blocks, DEFAULT_UNIT_CAP_BLOCKS};
 use super::error::IndexError;
 use super::event::{KvEvent, Placement, Tier};
-use super::find::{checked_depth, prefix_depths};
+use super::find::prefix_depths;
 use super::metrics::metrics;
 use super::overlap::{Overlaps, UnitOverlap};
 use super::pending::{PendingLayer, PredictionId};
@@ -451,77 +451,40 @@ impl KvIndex {
                 units,
             };
         }
-        self.pending_depths(seqs, &mut units, now);
+        let as_overlap = |(u, d): (UnitId, u32)| UnitOverlap {
+            unit: Unit::from_id(u),
+            confirmed: d,
+            predicted: 0,
+            inflight: 0,
+        };
+        let mut predicted: Vec<(UnitId, u32)> = Vec::new();
+        prefix_depths(&self.pending.predicted_view(now), seqs, &mut predicted);
+        let mut inflight: Vec<(UnitId, u32)> = Vec::new();
+        prefix_depths(&self.pending.inflight_view(), seqs, &mut inflight);
+        units.sort_unstable_by_key(|o| o.unit);
+        let mut extra = Vec::new();
+        for (list, predicted_side) in [(predicted, true), (inflight, false)] {
+            for (u, d) in list {
+                let unit = Unit::from_id(u);
+                let slot = match units.binary_search_by_key(&unit, |o| o.unit) {
+                    Ok(i) => &mut units[i],
+                    Err(_) => {
+                        extra.push(as_overlap((u, 0)));
+                        extra.last_mut().expect("just pushed")
+                    }
+                };
+                if predicted_side {
+                    slot.predicted = d;
+                } else {
+                    slot.inflight = d;
+                }
+            }
+            units.append(&mut extra);
+            units.sort_unstable_by_key(|o| o.unit);
+        }
         Overlaps {
             request_blocks,
             units,
-        }
-    }
-
-    /// Fills each unit's predicted and in-flight depth: the leading blocks that are confirmed
-    /// or pending there. A unit's pending run is searched from its confirmed depth (a warm
-    /// booking marks only the blocks past what the unit held, and store events supersede a
-    /// booking's blocks as its prefill lands them), so one search runs per distinct confirmed
-    /// depth, each cheap (a gallop that stops at the first block nobody booked).
-    fn pending_depths(&self, seqs: &[SeqHash], units: &mut Vec<UnitOverlap>, now: Instant) {
-        let n = seqs.len() as u32;
-        let mut starts: Vec<u32> = units
-            .iter()
-            .map(|o| o.confirmed)
-            .filter(|&c| c < n)
-            .collect();
-        starts.push(0);
-        starts.sort_unstable();
-        starts.dedup();
-        units.sort_unstable_by_key(|o| o.unit);
-        let predicted = self.pending.predicted_view(now);
-        let inflight = self.pending.inflight_view();
-        let mut found: Vec<(UnitId, u32)> = Vec::new();
-        let mut extra: Vec<UnitOverlap> = Vec::new();
-        let mut buf: Vec<UnitId> = Vec::new();
-        for predicted_side in [true, false] {
-            for &start in &starts {
-                let tail = &seqs[start as usize..];
-                found.clear();
-                if predicted_side {
-                    prefix_depths(&predicted, tail, &mut found);
-                } else {
-                    prefix_depths(&inflight, tail, &mut found);
-                }
-                for &(u, d) in &found {
-                    let d = if predicted_side {
-                        checked_depth(&predicted, tail, u, d, &mut buf)
-                    } else {
-                        checked_depth(&inflight, tail, u, d, &mut buf)
-                    };
-                    let unit = Unit::from_id(u);
-                    let slot = match units.binary_search_by_key(&unit, |o| o.unit) {
-                        // The run counts for a unit from its own confirmed depth only.
-                        Ok(i) if units[i].confirmed == start => &mut units[i],
-                        Ok(_) => continue,
-                        Err(_) if start == 0 => {
-                            extra.push(UnitOverlap {
-                                unit,
-                                confirmed: 0,
-                                predicted: 0,
-                                inflight: 0,
-                            });
-                            let last = extra.len() - 1;
-                            &mut extra[last]
-                        }
-                        Err(_) => continue,
-                    };
-                    if predicted_side {
-                        slot.predicted = start + d;
-                    } else {
-                        slot.inflight = start + d;
-                    }
-                }
-                if !extra.is_empty() {
-                    units.append(&mut extra);
-                    units.sort_unstable_by_key(|o| o.unit);
-                }
-            }
         }
     }
 
@@ -553,9 +516,7 @@ impl KvIndex {
     /// Like [`KvIndex::book_at`], for a request whose first `cached` blocks are already
     /// cached (or in flight) on the unit: all blocks are predicted, but only the rest are
     /// marked as prefill in flight, so a warm session does not count its cached context as
-    /// queued prefill work. Predictions are read from each unit's confirmed depth on, so
-    /// `seqs` may start past the blocks the unit's store events confirm (the router books
-    /// only those).
+    /// queued prefill work.
     pub fn book_from_at(
         &self,
         worker: WorkerId,

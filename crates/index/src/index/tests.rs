@@ -334,12 +334,11 @@ fn an_eviction_voids_the_prediction_of_that_block() {
     let q = seq_hashes(&t, PAGE as usize);
     let ev = stored(None, &t);
     idx.apply(w(1), 0, &ev).unwrap();
-    // Routed to the holder, booked whole: a unit's predictions are read from its confirmed
-    // depth on, so a fully confirmed prompt reads none.
+    // Routed to the holder: its blocks are predicted there too.
     let mut b = idx.book(w(1), 0, &q, Duration::from_secs(60)).unwrap();
     b.prefill_done();
     let u = idx.find_matches(&q).units[0];
-    assert_eq!((u.confirmed, u.predicted), (4, 0));
+    assert_eq!((u.confirmed, u.predicted), (4, 4));
     // The worker evicts them: no prediction keeps them cached in the router's view.
     let KvEvent::Stored { block_hashes, .. } = ev else {
         unreachable!()
@@ -935,30 +934,4 @@ fn a_unit_without_events_keeps_full_credit_and_a_removed_worker_starts_over() {
     assert!(calib(&idx, 2).confirm_ratio < 1.0);
     idx.remove_worker(w(2));
     assert_eq!(calib(&idx, 2).booked, 0);
-}
-
-#[test]
-fn a_units_predictions_are_read_from_its_confirmed_depth_on() {
-    let idx = KvIndex::new(PAGE);
-    let t = toks(40, 23);
-    let q = seq_hashes(&t, PAGE as usize);
-    let now = Instant::now();
-    let ttl = Duration::from_secs(10);
-    // Blocks 0..6 stored on w1; a warm turn books only its new blocks 6..10.
-    idx.apply(w(1), 0, &stored(None, &t[..24])).unwrap();
-    let _warm = idx.book_from_at(w(1), 0, &q[6..], 0, ttl, now).unwrap();
-    // w2 holds a booking of the whole prompt whose first 3 blocks its prefill already stored
-    // (their store events superseded those predictions).
-    idx.apply(w(2), 0, &stored(None, &t[..12])).unwrap();
-    let _cold = idx.book_from_at(w(2), 0, &q, 0, ttl, now).unwrap();
-    idx.apply(w(2), 0, &stored(None, &t[..12])).unwrap();
-    let o = idx.find_matches_at(&q, now);
-    let u1 = o.get(Unit::new(w(1), 0)).copied().unwrap();
-    assert_eq!((u1.confirmed, u1.predicted, u1.inflight), (6, 10, 10));
-    let u2 = o.get(Unit::new(w(2), 0)).copied().unwrap();
-    assert_eq!((u2.confirmed, u2.cached()), (3, 10));
-    // A unit with nothing confirmed reads its run from block 0.
-    let _w3 = idx.book_from_at(w(3), 0, &q[..5], 0, ttl, now).unwrap();
-    let o = idx.find_matches_at(&q, now);
-    assert_eq!(o.cached(Unit::new(w(3), 0)), 5);
 }

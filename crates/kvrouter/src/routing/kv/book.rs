@@ -64,8 +64,8 @@ pub(super) fn book(p: &BookParams<'_>, scored: &[Scored], decision: &Decision) -
     // the confirmed prefix too: under `full` credit a predicted block counts as just used
     // (head of the unit's LRU order, not at eviction risk in `score.rs`), which is what
     // SGLang's match_prefix does to it. Booking only the blocks past the confirmed depth
-    // saved 10-13% of router CPU on agent sessions but lost that recency and, in three runs,
-    // ~0.7 points of hit rate on the trace at fits (docs/kv-routing.md, lifecycle).
+    // saved 10-13% of router CPU on agent sessions but lost hit rate on the trace at fits
+    // (docs/benchmarks.md, predictions).
     let held = chosen.row.overlap.map_or(0, |o| o.cached().max(o.inflight)) as usize;
     let mut booking = match ttl {
         Some(ttl) if !seqs.is_empty() => p
