@@ -22,7 +22,7 @@ use super::state::AppState;
 use crate::proxy::body_budget::{BodyBudget, BodyPermit};
 use crate::proxy::headers::WORKER_HEADER;
 use crate::proxy::metrics::ProxyMetrics;
-use crate::proxy::retry::{self, RetryPolicy};
+use crate::proxy::retry;
 use crate::proxy::RequestTelemetry;
 use crate::routing::{Endpoint, RoutingInput};
 
@@ -215,11 +215,7 @@ pub(crate) async fn handle(
         .await;
     }
     let mut attempts = WorkerAttempts::new(state, endpoint, &headers, &bytes, &input, telemetry);
-    let policy = RetryPolicy {
-        max_retries: state.config.retry.max_retries,
-        backoff: state.backoff,
-        deadline: Some(attempts.deadline()),
-    };
+    let policy = state.config.retry.policy(attempts.deadline());
     let mut hooks = attempts.retry_hooks();
     let last = retry::run(&policy, &mut attempts, &mut hooks).await;
     attempts.respond(last.into_inner())

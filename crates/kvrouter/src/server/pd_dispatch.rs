@@ -22,7 +22,7 @@ use crate::pd::splice::{self, BodyFacts, Bootstrap};
 use crate::pd::PdRouter;
 use crate::proxy::abort::abort_isolated;
 use crate::proxy::headers::{strip_response_headers, ROUTING_KEY, WORKER_HEADER};
-use crate::proxy::retry::{self, is_retryable_status, Attempts, RetryPolicy};
+use crate::proxy::retry::{self, is_retryable_status, Attempts};
 use crate::proxy::rids::RidGuard;
 use crate::proxy::telemetry::RetryLabel;
 use crate::proxy::{forward, ForwardError, FrameRewrite, HeadWait, RequestTelemetry, StallWatch};
@@ -164,11 +164,7 @@ pub(crate) async fn handle(
         tried_decode: Vec::new(),
         rid_guard: None,
     };
-    let policy = RetryPolicy {
-        max_retries: state.config.retry.max_retries,
-        backoff: state.backoff,
-        deadline: Some(attempts.deadline),
-    };
+    let policy = state.config.retry.policy(attempts.deadline);
     let mut hooks = attempts.telemetry.retries("retrying on a new PD pair");
     let last = retry::run(&policy, &mut attempts, &mut hooks).await;
     attempts.respond(last.into_inner()).await

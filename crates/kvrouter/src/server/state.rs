@@ -6,7 +6,6 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::assembly::{self, IndexView};
-use crate::backoff::ExponentialBackoff;
 use crate::config::Config;
 use crate::config::Mode;
 use crate::proxy::{build_client, UpstreamClient};
@@ -22,8 +21,6 @@ pub struct AppState {
     pub registry: Registry,
     pub selector: Selector,
     pub client: UpstreamClient,
-    /// The data-plane retry backoff ([`retry_backoff`]).
-    pub backoff: ExponentialBackoff,
     pub started: Instant,
     /// The RL control plane: admission gate, cache-invalidation hook, rid table.
     pub refit: Arc<RefitState>,
@@ -65,11 +62,6 @@ pub(crate) fn registry_config(config: &Config) -> RegistryConfig {
         breaker: config.retry.breaker,
         ..RegistryConfig::default()
     }
-}
-
-/// The data-plane retry backoff (validated with the configuration).
-pub(crate) fn retry_backoff(config: &Config) -> ExponentialBackoff {
-    config.retry.backoff
 }
 
 /// The refit plane settings derived from the router configuration.
@@ -131,7 +123,6 @@ impl AppState {
             ),
             text,
             client: build_client(config.connect_timeout, config.worker_idle_timeout),
-            backoff: retry_backoff(&config),
             refit: RefitState::new(refit_config(&config)),
             registry,
             selector,
