@@ -263,22 +263,10 @@ impl<'a> WorkerAttempts<'a> {
             self.tried.push(worker.id);
         }
         self.last_worker = Some(worker.clone());
+        record_upstream(&self.telemetry, &worker, &result);
         match result {
-            Ok(resp) => {
-                let status = resp.status();
-                self.telemetry.upstream_answered(&worker, status);
-                worker.record_outcome(!counts_as_failure(status));
-                if status.is_server_error() {
-                    worker.record_failure();
-                } else {
-                    worker.record_success();
-                }
-                Tried::Answered { resp, booking }
-            }
+            Ok(resp) => Tried::Answered { resp, booking },
             Err(error) => {
-                worker.record_outcome(false);
-                worker.record_failure();
-                self.telemetry.upstream_failed(&worker, &error);
                 tracing::warn!(worker = %worker.url, %error, "upstream attempt failed");
                 if matches!(error, ForwardError::Connect { .. }) {
                     self.last_error = ApiError::from(&error);
@@ -344,6 +332,32 @@ impl Attempts for WorkerAttempts<'_> {
 /// docs/migration.md, "Behaviour differences": sgl-router counts every non-2xx).
 fn counts_as_failure(status: StatusCode) -> bool {
     status.is_server_error() || is_retryable_status(status)
+}
+
+/// Tells `worker`'s health (circuit breaker and passive health) and the telemetry what one
+/// attempt to it got back: a regular attempt or either PD leg.
+pub(super) fn record_upstream(
+    telemetry: &RequestTelemetry,
+    worker: &Worker,
+    result: &Result<Response<Incoming>, ForwardError>,
+) {
+    match result {
+        Ok(resp) => {
+            let status = resp.status();
+            telemetry.upstream_answered(worker, status);
+            worker.record_outcome(!counts_as_failure(status));
+            if status.is_server_error() {
+                worker.record_failure();
+            } else {
+                worker.record_success();
+            }
+        }
+        Err(error) => {
+            worker.record_outcome(false);
+            worker.record_failure();
+            telemetry.upstream_failed(worker, error);
+        }
+    }
 }
 
 /// The routable workers not tried yet. The common case (first attempt, every worker routable)

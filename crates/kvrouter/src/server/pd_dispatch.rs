@@ -16,6 +16,7 @@ use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
 
+use super::attempt::record_upstream;
 use super::pd_merge::{self as merge, Passthrough, PrefillLeg, SseMerge};
 use crate::pd::pair::{Missing, Pair};
 use crate::pd::splice::{self, BodyFacts, Bootstrap};
@@ -170,34 +171,15 @@ pub(crate) async fn handle(
     attempts.respond(last.into_inner()).await
 }
 
-/// A 5xx (or 4xx) head the circuit breaker counts against the worker (as the regular path).
-fn counts_as_failure(status: StatusCode) -> bool {
-    status.is_server_error() || is_retryable_status(status)
-}
-
-/// Tells `worker`'s health and the telemetry what its leg got back.
+/// Tells `worker`'s health and the telemetry what its leg got back (as a regular attempt).
 fn record_leg(
     telemetry: &RequestTelemetry,
     worker: &Worker,
     result: &Result<Response<Incoming>, ForwardError>,
 ) {
-    match result {
-        Ok(resp) => {
-            let status = resp.status();
-            telemetry.upstream_answered(worker, status);
-            worker.record_outcome(!counts_as_failure(status));
-            if status.is_server_error() {
-                worker.record_failure();
-            } else {
-                worker.record_success();
-            }
-        }
-        Err(error) => {
-            worker.record_outcome(false);
-            worker.record_failure();
-            telemetry.upstream_failed(worker, error);
-            tracing::warn!(worker = %worker.url, %error, "PD leg failed");
-        }
+    record_upstream(telemetry, worker, result);
+    if let Err(error) = result {
+        tracing::warn!(worker = %worker.url, %error, "PD leg failed");
     }
 }
 
