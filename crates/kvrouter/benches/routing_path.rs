@@ -13,40 +13,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+#[path = "fleet/setup.rs"]
+mod fleet;
+
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use kvrouter::config::{KvConfig, Mode};
 use kvrouter::routing::kv::{KvPolicy, KvPolicySettings, UnitLoads, UnitPressure, UnitRates};
 use kvrouter::routing::{policy_for, Endpoint, RoutingInput, Selector, StickyTable};
-use kvrouter::workers::{Worker, WorkerId, WorkerInfo};
+use kvrouter::workers::Worker;
 use kvrouter_index::{KvEvent, KvIndex};
-
-fn workers(n: u32) -> Vec<Arc<Worker>> {
-    workers_holding(n, None)
-}
-
-/// `n` workers advertising `max_total_num_tokens` of KV each.
-fn workers_holding(n: u32, max_total_num_tokens: Option<u64>) -> Vec<Arc<Worker>> {
-    (0..n)
-        .map(|i| {
-            let info = WorkerInfo {
-                page_size: 16,
-                max_total_num_tokens,
-                ..WorkerInfo::default()
-            };
-            Arc::new(Worker::new(
-                WorkerId(i),
-                &format!("http://127.0.0.1:{}", 30000 + i),
-                info,
-            ))
-        })
-        .collect()
-}
-
-/// Parses a `/generate` body, selects a worker among `candidates` and releases the booking.
-fn route_once(selector: &Selector, body: &[u8], candidates: &[Arc<Worker>]) {
-    let input = RoutingInput::parse(Endpoint::Generate, body).expect("valid");
-    drop(selector.select(&input, None, candidates).expect("a worker"));
-}
 
 fn generate_body(tokens: usize) -> Vec<u8> {
     let ids: Vec<u32> = (0..tokens as u32).map(|i| (i * 7919) % 151_000).collect();
@@ -114,7 +89,7 @@ fn bench_large(c: &mut Criterion) {
 }
 
 fn bench(c: &mut Criterion) {
-    let candidates = workers(8);
+    let candidates = fleet::fleet_workers(8);
     let mut g = c.benchmark_group("routing_path");
     for tokens in [128usize, 4096] {
         let body = generate_body(tokens);
@@ -129,7 +104,7 @@ fn bench(c: &mut Criterion) {
             let selector =
                 Selector::new(policy_for(mode), StickyTable::new(Duration::from_secs(60)));
             g.bench_function(format!("parse_select_book_{mode}_{tokens}_tokens"), |b| {
-                b.iter(|| route_once(&selector, &body, &candidates))
+                b.iter(|| fleet::decide(&selector, &body, &candidates))
             });
         }
     }
@@ -199,7 +174,7 @@ fn kv_selector(candidates: &[Arc<Worker>], tokens: &[u32], pressure: bool) -> Se
 }
 
 fn bench_kv(c: &mut Criterion) {
-    let candidates = workers_holding(8, Some((2048 + 64) * 16)); // 64 pages free
+    let candidates = fleet::workers_holding(8, Some((2048 + 64) * 16)); // 64 pages free
     let mut g = c.benchmark_group("routing_path");
     for tokens in [128usize, 4096] {
         let ids: Vec<u32> = (0..tokens as u32).map(|i| (i * 7919) % 151_000).collect();
@@ -207,65 +182,22 @@ fn bench_kv(c: &mut Criterion) {
         for (name, pressure) in [("blocks", false), ("pressure", true)] {
             let selector = kv_selector(&candidates, &ids, pressure);
             g.bench_function(format!("kv_{name}_{tokens}_tokens"), |b| {
-                b.iter(|| route_once(&selector, &body, &candidates))
+                b.iter(|| fleet::decide(&selector, &body, &candidates))
             });
         }
     }
     g.finish();
 }
 
-/// A KV selector over `n` workers, each holding 64 blocks of its own, with `n / 2` requests in
-/// flight (held in the returned bookings) and the prompt's first half cached on worker 3.
-fn fleet_selector(
-    candidates: &[Arc<Worker>],
-    prompt: &[u32],
-    every_unit: bool,
-) -> (Selector, Vec<kvrouter::routing::Booking>) {
-    let index = Arc::new(KvIndex::new(16));
-    for w in candidates {
-        let ids: Vec<u32> = (0..64 * 16).map(|i| 200_000 + w.id.0 * 2_000 + i).collect();
-        let event = KvEvent::Stored {
-            parent: None,
-            block_hashes: (0..64).map(|i| (u64::from(w.id.0) << 20) + i).collect(),
-            token_ids: ids,
-            block_size: 16,
-        };
-        index.apply(w.id, 0, &event).unwrap();
-    }
-    let cached = KvEvent::Stored {
-        parent: None,
-        block_hashes: (0..4).map(|i| (1 << 40) + i).collect(),
-        token_ids: prompt[..64].to_vec(),
-        block_size: 16,
-    };
-    index.apply(candidates[3].id, 0, &cached).unwrap();
-    let settings = KvPolicySettings::from_config(&KvConfig::default());
-    let mut policy = KvPolicy::new(index, Arc::new(UnitLoads::default()), settings);
-    if every_unit {
-        policy = policy.reading_every_unit();
-    }
-    let selector = Selector::new(Box::new(policy), StickyTable::new(Duration::from_secs(60)));
-    let held = (0..candidates.len() / 2)
-        .map(|i| {
-            let ids: Vec<u32> = (0..256).map(|t| 900_000 + i as u32 * 300 + t).collect();
-            let body = serde_json::to_vec(&serde_json::json!({ "input_ids": ids })).unwrap();
-            let input = RoutingInput::parse(Endpoint::Generate, &body).expect("valid");
-            selector.select(&input, None, candidates).expect("a worker")
-        })
-        .collect();
-    (selector, held)
-}
-
 fn bench_fleet(c: &mut Criterion) {
     let mut g = c.benchmark_group("routing_path");
-    let prompt: Vec<u32> = (0..128u32).map(|i| (i * 7919) % 151_000).collect();
-    let body = serde_json::to_vec(&serde_json::json!({ "input_ids": prompt })).unwrap();
+    let (prompt, body) = fleet::prompt();
     for n in [8u32, 64, 512, 1000] {
-        let candidates = workers(n);
+        let candidates = fleet::fleet_workers(n);
         for (name, every_unit) in [("full_scan", true), ("candidates", false)] {
-            let (selector, _held) = fleet_selector(&candidates, &prompt, every_unit);
+            let (selector, _held) = fleet::fleet_selector(&candidates, &prompt, every_unit);
             g.bench_function(format!("kv_fleet_{name}_{n}_workers"), |b| {
-                b.iter(|| route_once(&selector, &body, &candidates))
+                b.iter(|| fleet::decide(&selector, &body, &candidates))
             });
         }
     }

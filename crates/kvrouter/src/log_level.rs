@@ -3,6 +3,15 @@
 //! that is not a level (`--log-level foo`) is refused with the list of accepted words, rather
 //! than read as a target name that silently switches every line off.
 
+/// The logging settings of the router (`Config::log`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogSettings {
+    /// `--log-level` as given (validated: [`validated`] accepts each part).
+    pub level: String,
+    /// One JSON object per line instead of text.
+    pub json: bool,
+}
+
 /// The level words `--log-level` accepts (sgl-router / SMG / Python `logging` spellings).
 pub const ACCEPTED: &[&str] = &[
     "trace", "debug", "notset", "info", "warn", "warning", "error", "critical", "fatal", "off",

@@ -93,6 +93,8 @@ def start(spec: RouterSpec, worker_urls: list[str], launch: Launch, tag: str,
     if spec.family == "kvrouter":
         argv = [str(launch.router_bin), *spec.args, "--page-size", str(launch.page_size),
                 "--host", "127.0.0.1", "--port", "0", "--log-level", "warn",
+                # Its /metrics is on the main port; no second listener to clash on 29000.
+                "--prometheus-port", "0",
                 # As the peers get it: the tokenizer KV mode uses for text requests.
                 "--model-path", str(launch.model_dir), *workers]
         p = Proc(spec.name, argv, log)

@@ -18,7 +18,7 @@ fn log_colour(stderr_is_terminal: bool, no_color: Option<std::ffi::OsString>) ->
 fn init_logging(config: &Config) {
     use std::io::IsTerminal;
     // `Config` validated the level words already; an unknown part cannot reach here.
-    let directive = kvrouter::config::log_level::filter_directive(&config.log_level);
+    let directive = kvrouter::config::log_level::filter_directive(&config.log.level);
     let filter = tracing_subscriber::EnvFilter::try_new(&directive)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = log_colour(
@@ -29,7 +29,7 @@ fn init_logging(config: &Config) {
         .with_env_filter(filter)
         .with_ansi(ansi)
         .with_writer(std::io::stderr);
-    if config.json_log {
+    if config.log.json {
         builder.json().init();
     } else {
         builder.init();

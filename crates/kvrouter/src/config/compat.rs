@@ -74,7 +74,8 @@ const fn refused(flag: &'static str, takes: Takes, why: &'static str) -> PeerFla
 
 use Takes::{Any, Many, Nothing, One};
 
-const KV_COST: &str = "KV cost weights --kv-prefill-weight/--kv-decode-weight/--kv-queue-weight (and --temperature) in --mode kv";
+const KV_COST: &str =
+    "KV cost weights --kv-prefill-weight/--kv-decode-weight/--kv-queue-weight in --mode kv";
 const LOAD: &str = "--mode kv/least-load balance by load; no separate threshold";
 const INDEX: &str = "none: the KV index follows worker KV events (no approximate tree to evict)";
 const STALL: &str = "--stream-idle-timeout-secs (stalled requests to unhealthy workers are aborted) and the health checks";
@@ -138,7 +139,7 @@ pub const PEER_FLAGS: &[PeerFlag] = &[
     ignored("prefix-hash-balance-abs-threshold", One, LOAD),
     ignored("overlap-decay", One, KV_COST),
     ignored("selection-policy", One, KV_COST),
-    ignored("selection-temperature", One, "--temperature (a softmax over kvrouter's costs, another scale)"),
+    ignored("selection-temperature", One, "none: --mode kv picks the lowest cost (no sampling)"),
     ignored("selection-accounting-ttl-ms", One, "--predict-ttl-secs (predicted blocks of a routed request, in seconds)"),
     ignored("kv-index", One, "none: kvrouter's own block index"),
     ignored("cache-boundaries", One, KV_COST),

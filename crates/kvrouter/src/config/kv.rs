@@ -1,4 +1,4 @@
-//! KV-mode settings: predict-on-route, cost weights, temperature, sticky overload rule, NATS feed.
+//! KV-mode settings: predict-on-route, cost weights, sticky overload rule, NATS feed.
 //!
 //! The options are declared once in [`KvOptions`] (flattened into [`super::Options`]); in the
 //! `--config` file they live under a `[kv]` table with the same names (snake_case).
@@ -22,7 +22,7 @@ pub struct KvOptions {
     /// Seconds a routed request's blocks count as predicted-cached on its worker (predict-on-route); with `--predict-credit learned`, the upper bound of each unit's TTL, learned from how long its store events take to confirm predictions.
     #[arg(long, env = "KVROUTER_PREDICT_TTL_SECS", default_value_t = 10.0)]
     pub predict_ttl_secs: f64,
-    /// How much a predicted block counts: `full` (every prediction counts in full for the TTL and is never at eviction risk) or `learned` (each unit's predictions weighed by the share its store events confirm, the TTL learned from their delay, predicted blocks as exposed to eviction as cached ones; opt-in until it wins on every workload). See docs/kv-routing.md "Predictions".
+    /// How much a predicted block counts: `full` (every prediction counts in full for the TTL and is never at eviction risk) or `learned` (each unit's predictions weighed by the share its store events confirm, the TTL learned from their delay; opt-in until it wins on every workload). See docs/kv-routing.md "Predictions".
     #[arg(long, env = "KVROUTER_PREDICT_CREDIT", value_enum, default_value_t = PredictCredit::Full)]
     pub predict_credit: PredictCredit,
     /// Disable predict-on-route (score from KV events only).
@@ -37,9 +37,6 @@ pub struct KvOptions {
     /// Cost per request in flight on the unit (queue depth).
     #[arg(long, env = "KVROUTER_KV_QUEUE_WEIGHT", default_value_t = 0.5)]
     pub kv_queue_weight: f64,
-    /// Cost per block of this request's new prefill per request in flight on the unit (the stall it imposes on their decodes; 0 = off, see docs/kv-routing.md).
-    #[arg(long, env = "KVROUTER_KV_STALL_WEIGHT", default_value_t = 0.0)]
-    pub kv_stall_weight: f64,
     /// Cost per block this request's prefill would evict from a full KV cache, as a multiple of the fleet's observed prefix reuse (the chance an evicted block is wanted again; 0 = off, see docs/kv-routing.md "KV pressure").
     #[arg(long, env = "KVROUTER_KV_EVICT_WEIGHT", default_value_t = 1.0)]
     pub kv_evict_weight: f64,
@@ -52,9 +49,6 @@ pub struct KvOptions {
     /// A unit's learned speed counts only when it is more than this factor slower or faster than the fleet's reference (inside it the factor is 1, so homogeneous fleets route as the block-count model); a scaled unit returns to 1 inside (1 + this) / 2.
     #[arg(long, env = "KVROUTER_KV_RATE_TOLERANCE", default_value_t = 2.0)]
     pub kv_rate_tolerance: f64,
-    /// Softmax temperature over costs (0 = always the cheapest).
-    #[arg(long, env = "KVROUTER_TEMPERATURE", default_value_t = 0.0)]
-    pub temperature: f64,
     /// A sticky key's worker keeps the request unless it costs more than this many prefill blocks above the best.
     #[arg(long, env = "KVROUTER_STICKY_SLACK_BLOCKS", default_value_t = 32.0)]
     pub sticky_slack_blocks: f64,
@@ -138,7 +132,6 @@ pub struct KvOptions {
 impl Default for KvOptions {
     /// Every KV option at its declared default (environment not consulted).
     fn default() -> Self {
-        #[allow(clippy::expect_used)]
         super::options::declared_defaults(KvOptions::augment_args(clap::Command::new("kv")))
             .expect("declared KV defaults parse")
     }
@@ -147,7 +140,6 @@ impl Default for KvOptions {
 impl Default for KvConfig {
     /// The validated declared defaults of [`KvOptions`].
     fn default() -> Self {
-        #[allow(clippy::expect_used)]
         KvConfig::from_options(&KvOptions::default()).expect("declared KV defaults are valid")
     }
 }
@@ -220,12 +212,10 @@ impl KvConfig {
             prefill_weight: weight("kv_prefill_weight", o.kv_prefill_weight)?,
             decode_weight: weight("kv_decode_weight", o.kv_decode_weight)?,
             queue_weight: weight("kv_queue_weight", o.kv_queue_weight)?,
-            stall_weight: weight("kv_stall_weight", o.kv_stall_weight)?,
             evict_weight: weight("kv_evict_weight", o.kv_evict_weight)?,
             eviction_risk: o.kv_eviction_risk,
             learn_rates: o.kv_learn_rates,
             rate_tolerance: factor("kv_rate_tolerance", o.kv_rate_tolerance)?,
-            temperature: weight("temperature", o.temperature)?,
             sticky_slack_blocks: weight("sticky_slack_blocks", o.sticky_slack_blocks)?,
             sticky_overload_factor: factor("sticky_overload_factor", o.sticky_overload_factor)?,
             blind: BlindSettings {
@@ -392,12 +382,10 @@ mod tests {
         assert_eq!(d.predict_ttl, Duration::from_secs(10));
         let o = KvOptions {
             no_predict: true,
-            temperature: 0.5,
             ..KvOptions::default()
         };
         let c = KvConfig::from_options(&o).unwrap();
         assert!(!c.predict);
-        assert_eq!(c.temperature, 0.5);
         let bad = KvOptions {
             kv_prefill_weight: -1.0,
             ..KvOptions::default()
@@ -411,10 +399,7 @@ mod tests {
         let e = KvConfig::from_options(&relay).unwrap_err();
         assert_eq!(e.field, "publish_events");
         assert_eq!(d.feed.jetstream, None);
-        assert_eq!(
-            (d.stall_weight, d.learn_rates, d.rate_tolerance),
-            (0.0, true, 2.0)
-        );
+        assert_eq!((d.learn_rates, d.rate_tolerance), (true, 2.0));
         let tol = KvOptions {
             kv_rate_tolerance: 0.9,
             ..KvOptions::default()

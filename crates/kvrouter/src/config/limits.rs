@@ -9,6 +9,8 @@ use super::{invalid, secs, ConfigError, Options};
 /// The server's and the data plane's limits (docs/router.md, "Limits").
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limits {
+    /// Largest request body accepted (beyond: 413).
+    pub max_payload_size: usize,
     /// Time to receive a request head (HTTP/1), and idle time between keep-alive requests.
     pub header_read_timeout: Duration,
     /// Base deadline of a new connection's first request head (connections/head_deadline.rs).
@@ -57,6 +59,7 @@ impl Limits {
             )?)
         };
         Ok(Limits {
+            max_payload_size: o.max_payload_size,
             header_read_timeout: secs("header_read_timeout_secs", o.header_read_timeout_secs)?,
             request_head_timeout: secs("request_head_timeout_secs", o.request_head_timeout_secs)?,
             body_read_timeout: secs("body_read_timeout_secs", o.body_read_timeout_secs)?,

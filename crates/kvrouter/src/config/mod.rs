@@ -33,7 +33,11 @@ pub use listener::ServerSettings;
 pub use options::Options;
 pub use sources::WorkerSources;
 
+pub use crate::log_level::LogSettings;
+pub use crate::proxy::client::UpstreamSettings;
 use crate::proxy::retry::RetrySettings;
+use crate::refit::RefitConfig;
+pub use crate::text::TextSettings;
 use crate::workers::HealthSettings;
 
 /// A configuration problem found at start; `field` is the flag/key name (snake_case).
@@ -60,38 +64,27 @@ pub struct Config {
     pub workers: WorkerSources,
     /// The listeners, their keys and the shutdown grace.
     pub server: ServerSettings,
-    /// Deadline for the worker's first response byte (not for the whole stream).
-    pub request_timeout: Duration,
-    pub connect_timeout: Duration,
-    /// Pooled worker connections idle longer than this are not reused (below the workers'
-    /// keep-alive).
-    pub worker_idle_timeout: Duration,
+    /// Calls to the workers: first-byte deadline, connect timeout, pooled connections' idle time.
+    pub upstream: UpstreamSettings,
     /// Health checks and the startup probe's patience.
     pub health: HealthSettings,
     /// Retries, their backoff and the circuit breaker.
     pub retry: RetrySettings,
-    pub max_payload_size: usize,
     /// Server and data-plane resource limits (docs/router.md, "Limits").
     pub limits: Limits,
     pub sticky_ttl: Duration,
     /// Bounds on client-grown state (sticky keys, request bodies in flight).
     pub bounds: Bounds,
-    /// Requests held while the refit gate is closed (beyond: 503).
-    pub refit_queue_size: usize,
-    /// Refuse (503) instead of holding requests while paused.
-    pub refit_refuse_when_paused: bool,
+    /// The refit gate: held requests, refusal while paused, hold and call deadlines.
+    pub refit: RefitConfig,
     /// Route to workers whose weight version differs from the fleet's (no `awaiting_refit` hold).
     pub allow_version_mismatch: bool,
-    pub log_level: String,
-    pub json_log: bool,
+    /// `--log-level` and `--json-log`.
+    pub log: LogSettings,
     /// KV-mode settings.
     pub kv: KvConfig,
-    /// Where text requests' tokenizer is read from (`--tokenizer-path`, else `--model-path`).
-    pub tokenizer_path: Option<std::path::PathBuf>,
-    /// Byte budget of the per-session tokenization cache (0: off).
-    pub tokenizer_cache_bytes: usize,
-    /// `--dp-aware` was given (DP size is read from the worker either way).
-    pub dp_aware: bool,
+    /// Text requests' tokenizer and its per-session cache.
+    pub text: TextSettings,
     /// `--metrics-compat`: sgl-router / SMG series served beside `kvrouter_*`.
     pub metrics_compat: Option<crate::metrics::compat::Flavor>,
     /// sgl-router compatibility warnings to log once at start (policy mapping, ignored flags).
@@ -103,7 +96,6 @@ pub struct Config {
 impl Default for Config {
     /// The validated declared defaults of [`Options`].
     fn default() -> Self {
-        #[allow(clippy::expect_used)]
         Config::from_options(Options::default()).expect("declared defaults are valid")
     }
 }
@@ -220,9 +212,11 @@ impl Config {
     /// The `Config` of checked options: the parts `validate` parsed, the rest converted here
     /// (timeouts, keys, KV, metrics compat, headers; their errors in field order).
     fn assemble(o: Options, c: Checked) -> Result<Config, ConfigError> {
-        let request_timeout = secs("request_timeout_secs", o.request_timeout_secs)?;
-        let connect_timeout = secs("connect_timeout_secs", o.connect_timeout_secs)?;
-        let worker_idle_timeout = secs("worker_idle_timeout_secs", o.worker_idle_timeout_secs)?;
+        let upstream = UpstreamSettings {
+            request_timeout: secs("request_timeout_secs", o.request_timeout_secs)?,
+            connect_timeout: secs("connect_timeout_secs", o.connect_timeout_secs)?,
+            idle_timeout: secs("worker_idle_timeout_secs", o.worker_idle_timeout_secs)?,
+        };
         let interval = secs("health_check_interval_secs", o.health_check_interval_secs)?;
         let timeout = secs("health_check_timeout_secs", o.health_check_timeout_secs)?;
         let sticky_ttl = secs("sticky_ttl_secs", o.sticky_ttl_secs)?;
@@ -241,21 +235,21 @@ impl Config {
             page_size: o.page_size,
             workers: c.workers,
             server,
-            request_timeout,
-            connect_timeout,
-            worker_idle_timeout,
+            refit: RefitConfig {
+                queue_size: o.refit_queue_size,
+                refuse_when_paused: o.refit_refuse_when_paused,
+                max_hold: upstream.request_timeout,
+                call_timeout: upstream.request_timeout,
+                drain_timeout: upstream.request_timeout,
+            },
+            upstream,
             health,
             retry: c.retry,
-            max_payload_size: o.max_payload_size,
             limits: c.limits,
             sticky_ttl,
             bounds: c.bounds,
-            refit_queue_size: o.refit_queue_size,
-            refit_refuse_when_paused: o.refit_refuse_when_paused,
             allow_version_mismatch: o.allow_version_mismatch,
             kv,
-            tokenizer_cache_bytes: o.tokenizer_cache_mb.saturating_mul(1 << 20),
-            dp_aware: o.dp_aware,
             metrics_compat: o
                 .metrics_compat
                 .as_deref()
@@ -267,9 +261,14 @@ impl Config {
             )
             .map_err(|e| invalid("forward_request_header", e))?,
             warnings: c.warnings,
-            tokenizer_path: o.tokenizer_path.or(o.model_path),
-            log_level: o.log_level,
-            json_log: o.json_log,
+            text: TextSettings {
+                tokenizer_path: o.tokenizer_path.or(o.model_path),
+                cache_bytes: o.tokenizer_cache_mb.saturating_mul(1 << 20),
+            },
+            log: LogSettings {
+                level: o.log_level,
+                json: o.json_log,
+            },
         })
     }
 

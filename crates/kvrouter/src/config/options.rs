@@ -373,7 +373,6 @@ pub(crate) fn declared_defaults<T: FromArgMatches>(cmd: Command) -> Result<T, cl
 impl Default for Options {
     /// Every option at its declared default (environment not consulted).
     fn default() -> Self {
-        #[allow(clippy::expect_used)]
         declared_defaults(Options::command()).expect("declared defaults parse")
     }
 }

@@ -214,10 +214,10 @@ fn smg_names_set_kvrouter_options() {
         "",
     )
     .unwrap();
-    assert!(c.json_log);
+    assert!(c.log.json);
     assert_eq!(c.mode, Mode::LeastLoad);
     assert_eq!(
-        c.tokenizer_path.as_deref(),
+        c.text.tokenizer_path.as_deref(),
         Some(std::path::Path::new("/models/qwen3"))
     );
     assert_eq!(c.page_size, 32);
@@ -293,7 +293,7 @@ fn shared_options_default_to_sgl_routers_values() {
     );
     assert_eq!(c.limits.queue_timeout, Duration::from_secs(60));
     assert_eq!(c.retry.breaker, crate::workers::BreakerConfig::default());
-    assert_eq!(c.request_timeout, Duration::from_secs(1800));
+    assert_eq!(c.upstream.request_timeout, Duration::from_secs(1800));
     assert_eq!(c.server.shutdown_grace_period, Duration::from_secs(180));
     assert_eq!(c.limits.queue_size, 100);
 }

@@ -5,6 +5,7 @@
 //! arrives after its client left can still be read to its end instead of closing the
 //! connection (SGLang aborts a disconnected request by its rid as a prefix).
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -110,7 +111,7 @@ pub(crate) struct StallWatch<'a> {
 impl StallWatch<'_> {
     /// How often the health is looked at again once `idle` has passed.
     pub(crate) fn recheck(&self) -> Duration {
-        self.idle.min(Duration::from_secs(1))
+        super::stall_clock::recheck_every(self.idle)
     }
 }
 
@@ -152,11 +153,8 @@ pub(crate) async fn forward(
     *req.uri_mut() = uri;
     request_headers(headers, req.headers_mut());
     target.authorize(req.headers_mut());
-    let (first_byte_timeout, watch) = (wait.first_byte, wait.stall);
-    let started = tokio::time::Instant::now();
-    let mut checks = watch.map(|w| tokio::time::interval_at(started + w.idle, w.recheck()));
     let orphan = wait.orphan.cloned();
-    let request = tokio::time::timeout(first_byte_timeout, async move {
+    let request = async move {
         match orphan {
             None => client
                 .request(req)
@@ -164,27 +162,49 @@ pub(crate) async fn forward(
                 .map_err(|e| answer_error(worker_url, &e)),
             Some(orphan) => in_task(client, req, orphan, worker_url).await,
         }
-    });
+    };
+    match within(request, wait.first_byte, wait.stall).await {
+        Ok(answered) => answered,
+        Err(Cut::Timeout) => Err(ForwardError::Timeout {
+            url: worker_url.to_string(),
+            after: wait.first_byte,
+        }),
+        Err(Cut::Stalled(after)) => Err(ForwardError::Stalled {
+            url: worker_url.to_string(),
+            after,
+        }),
+    }
+}
+
+/// Why waiting for a response head was cut short.
+#[derive(Debug, PartialEq)]
+enum Cut {
+    /// No head within the first-byte deadline.
+    Timeout,
+    /// The watch found the worker unhealthy this long after the request left.
+    Stalled(Duration),
+}
+
+/// `request` within `first_byte`, given up earlier when `watch` finds the worker unhealthy
+/// (looked at once `idle` has passed, then at every recheck).
+async fn within<T>(
+    request: impl Future<Output = T>,
+    first_byte: Duration,
+    watch: Option<StallWatch<'_>>,
+) -> Result<T, Cut> {
+    let started = tokio::time::Instant::now();
+    let mut checks = watch.map(|w| tokio::time::interval_at(started + w.idle, w.recheck()));
+    let request = tokio::time::timeout(first_byte, request);
     tokio::pin!(request);
-    let answered = loop {
+    loop {
         tokio::select! {
-            answered = &mut request => break answered,
+            answered = &mut request => return answered.map_err(|_| Cut::Timeout),
             () = next_check(checks.as_mut()) => {
                 if watch.is_some_and(|w| (w.unhealthy)()) {
-                    return Err(ForwardError::Stalled {
-                        url: worker_url.to_string(),
-                        after: started.elapsed(),
-                    });
+                    return Err(Cut::Stalled(started.elapsed()));
                 }
             }
         }
-    };
-    match answered {
-        Err(_) => Err(ForwardError::Timeout {
-            url: worker_url.to_string(),
-            after: first_byte_timeout,
-        }),
-        Ok(r) => r,
     }
 }
 
@@ -264,4 +284,74 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
         src = s.source();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+    use tokio::time::{sleep, Instant};
+
+    const IDLE: Duration = Duration::from_secs(10);
+
+    /// An answer `after` from now.
+    async fn answer_after(after: Duration) -> &'static str {
+        sleep(after).await;
+        "head"
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_healthy_worker_is_waited_for_until_the_deadline() {
+        let healthy = || false;
+        let watch = Some(StallWatch {
+            idle: IDLE,
+            unhealthy: &healthy,
+        });
+        let slow = answer_after(Duration::from_secs(100));
+        assert_eq!(
+            within(slow, Duration::from_secs(1800), watch).await,
+            Ok("head")
+        );
+        let start = Instant::now();
+        let never = std::future::pending::<()>();
+        assert_eq!(
+            within(never, Duration::from_secs(60), watch).await,
+            Err(Cut::Timeout)
+        );
+        assert_eq!(start.elapsed(), Duration::from_secs(60));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unhealthy_worker_is_given_up_at_the_first_look_after_it_turns() {
+        let sick = Arc::new(AtomicBool::new(false));
+        let unhealthy = {
+            let sick = sick.clone();
+            move || sick.load(Ordering::Relaxed)
+        };
+        let tasks = Tasks::new();
+        tasks.spawn("turns unhealthy at 25.5 s", async move {
+            sleep(Duration::from_millis(25_500)).await;
+            sick.store(true, Ordering::Relaxed);
+        });
+        let watch = Some(StallWatch {
+            idle: IDLE,
+            unhealthy: &unhealthy,
+        });
+        let never = std::future::pending::<()>();
+        let cut = within(never, Duration::from_secs(1800), watch).await;
+        // Looks at 10 s, then every second: the first look after 25.5 s is at 26 s.
+        assert_eq!(cut, Err(Cut::Stalled(Duration::from_secs(26))));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_watch_only_the_deadline_cuts() {
+        let start = Instant::now();
+        let never = std::future::pending::<()>();
+        assert_eq!(
+            within(never, Duration::from_secs(5), None).await,
+            Err(Cut::Timeout)
+        );
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+    }
 }

@@ -17,10 +17,11 @@ pub(crate) mod metrics;
 pub(crate) mod relay;
 pub(crate) mod retry;
 pub(crate) mod rids;
+mod stall_clock;
 pub(crate) mod target;
 pub(crate) mod telemetry;
 
-pub(crate) use client::{build_client, UpstreamClient};
+pub(crate) use client::UpstreamClient;
 pub(crate) use forward::{forward, ForwardError, HeadWait, StallWatch};
 pub(crate) use relay::{FrameRewrite, RelayBody, RelayContext};
 pub(crate) use telemetry::RequestTelemetry;

@@ -12,7 +12,6 @@
 //! {"error":...}` event and ends. A body that sends nothing for `stream_idle_timeout` while its
 //! worker is unhealthy (frozen) is ended the same way and the worker asked to `/abort_request`.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -24,6 +23,7 @@ use hyper::body::Incoming;
 use super::abort::abort_isolated;
 use super::client::UpstreamClient;
 use super::rids::RidGuard;
+use super::stall_clock::StallClock;
 use super::telemetry::RequestTelemetry;
 use crate::routing::Booking;
 
@@ -64,12 +64,8 @@ pub struct RelayBody {
     ctx: RelayContext,
     sse: bool,
     finished: bool,
-    /// Fires after `stream_idle_timeout` without data, then every recheck. Data does not move
-    /// it (a timer reset per chunk costs a timer-wheel update): it is moved when it fires
-    /// early, from `last_data`.
-    idle: Pin<Box<tokio::time::Sleep>>,
-    /// When the last body chunk came (or the relay started).
-    last_data: tokio::time::Instant,
+    /// `stream_idle_timeout` without data from an unhealthy worker ends the body.
+    stall: StallClock,
 }
 
 /// Why a relayed body ended early (the client's connection is then cut, see module docs).
@@ -95,7 +91,7 @@ const STREAM_BROKEN_EVENT: &[u8] = b"data: {\"error\":{\"message\":\"the worker 
 
 impl RelayBody {
     pub fn new(inner: Incoming, booking: Booking, sse: bool, ctx: RelayContext) -> RelayBody {
-        let ctx_idle = ctx.stream_idle_timeout;
+        let stall = StallClock::new(ctx.stream_idle_timeout);
         RelayBody {
             inner: Some(inner),
             rewrite: None,
@@ -103,8 +99,7 @@ impl RelayBody {
             ctx,
             sse,
             finished: false,
-            idle: Box::pin(tokio::time::sleep(ctx_idle)),
-            last_data: tokio::time::Instant::now(),
+            stall,
         }
     }
 
@@ -134,40 +129,25 @@ impl RelayBody {
         }
     }
 
-    /// Pending upstream: when the idle timer fires, end the body if the worker is unhealthy,
-    /// else look again after the recheck interval.
+    /// Pending upstream: ends the body when the stall clock says so (module docs).
     fn poll_idle(
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
-        let after = self.ctx.stream_idle_timeout;
-        let recheck = after.min(Duration::from_secs(1));
-        while self.idle.as_mut().poll(cx).is_ready() {
-            let quiet_until = self.last_data + after;
-            if quiet_until > tokio::time::Instant::now() {
-                // Data came since the timer was set: not idle yet.
-                self.idle.as_mut().reset(quiet_until);
-                continue;
-            }
-            let unhealthy = self
-                .booking
-                .as_ref()
-                .is_some_and(|b| !b.worker().is_healthy());
-            if unhealthy {
-                if let Some(b) = &self.booking {
-                    abort_isolated(
-                        &self.ctx.tasks,
-                        &self.ctx.client,
-                        b.worker(),
-                        self.ctx.rids.as_ref(),
-                    );
-                }
-                return self.fail(RelayError::Stalled(after));
-            }
-            let next = tokio::time::Instant::now() + recheck;
-            self.idle.as_mut().reset(next);
+        let booking = &self.booking;
+        let unhealthy = || booking.as_ref().is_some_and(|b| !b.worker().is_healthy());
+        if self.stall.poll_stalled(cx, unhealthy).is_pending() {
+            return Poll::Pending;
         }
-        Poll::Pending
+        if let Some(b) = &self.booking {
+            abort_isolated(
+                &self.ctx.tasks,
+                &self.ctx.client,
+                b.worker(),
+                self.ctx.rids.as_ref(),
+            );
+        }
+        self.fail(RelayError::Stalled(self.stall.after()))
     }
 
     fn finish(&mut self) {
@@ -198,7 +178,7 @@ impl Body for RelayBody {
             match Pin::new(inner).poll_frame(cx) {
                 Poll::Pending => return this.poll_idle(cx),
                 Poll::Ready(Some(Ok(mut frame))) => {
-                    this.last_data = tokio::time::Instant::now();
+                    this.stall.data();
                     // The policy's observer reads each chunk (never alters it).
                     if let (Some(data), Some(b)) = (frame.data_ref(), this.booking.as_mut()) {
                         b.on_data(data);

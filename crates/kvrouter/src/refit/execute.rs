@@ -314,3 +314,44 @@ fn log(exec: &Execution, took: Duration) {
     tracing::info!(path = %exec.path, total = exec.outcomes.len(), succeeded = exec.succeeded(),
         took_ms = took.as_millis() as u64, "control call finished");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workers::{WorkerId, WorkerInfo};
+
+    fn busy_worker() -> Arc<Worker> {
+        let w = Arc::new(Worker::new(WorkerId(1), "http://a", WorkerInfo::default()));
+        w.begin_request();
+        w
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_pause_answers_when_the_last_request_ends() {
+        let w = busy_worker();
+        let tasks = crate::tasks::Tasks::new();
+        let ender = tasks.spawn("ends the request after 10 min", {
+            let w = w.clone();
+            async move {
+                tokio::time::sleep(Duration::from_secs(600)).await;
+                w.end_request();
+            }
+        });
+        let out = drain(w, Duration::from_secs(1800)).await;
+        assert_eq!(out.status, Some(StatusCode::OK));
+        assert_eq!(out.error, None);
+        assert_eq!(out.latency_ms, 600_000);
+        assert!(ender.await.is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_pause_gives_up_at_the_drain_timeout_naming_what_is_in_flight() {
+        let w = busy_worker();
+        let out = drain(w, Duration::from_secs(1800)).await;
+        assert_eq!(out.status, Some(StatusCode::GATEWAY_TIMEOUT));
+        assert_eq!(out.latency_ms, 1_800_000);
+        let error = out.error.unwrap_or_default();
+        assert!(error.contains("1800s with 1 requests in flight"), "{error}");
+        assert!(String::from_utf8_lossy(&out.body).contains("\"timeout\""));
+    }
+}

@@ -189,11 +189,17 @@ mod tests {
         assert!(r.admit(LONG).await.is_ok());
     }
 
-    #[tokio::test]
-    async fn waiting_is_bounded() {
+    #[tokio::test(start_paused = true)]
+    async fn waiting_is_bounded_by_the_hold_deadline() {
         let g = RefitGate::new(4, false);
         g.close("wait");
-        let short = Duration::from_millis(10);
-        assert_eq!(g.admit(short).await, Err(GateRefusal::TimedOut(short)));
+        let max_hold = Duration::from_secs(1800);
+        let start = tokio::time::Instant::now();
+        assert_eq!(
+            g.admit(max_hold).await,
+            Err(GateRefusal::TimedOut(max_hold))
+        );
+        assert_eq!(start.elapsed(), max_hold);
+        assert_eq!(g.queued(), 0, "the timed-out waiter left the queue");
     }
 }

@@ -107,9 +107,16 @@ pub(super) async fn accept_loop(
                 "every connection is busy: a new one is served for probes and metrics only",
             ),
         }
+        let evicted = matches!(admitted.how, Admission::Evicted(_));
         let _ = stream.set_nodelay(true);
         let served = serve_connection(shared.clone(), admitted, stream, peer, graceful.watcher());
         state.tasks.spawn("connection", served);
+        if evicted {
+            // Under a flood of new connections, let the ones just admitted read their bytes
+            // before the next victim is chosen: a connection whose head has not been read
+            // yet cannot be told from one that sent nothing (table.rs `victim`).
+            tokio::task::yield_now().await;
+        }
     }
 }
 

@@ -135,7 +135,7 @@ impl<'a> WorkerAttempts<'a> {
                 .and_then(|v| v.to_str().ok())
                 .filter(|k| !k.is_empty()),
             rids: input.rids(),
-            deadline: telemetry.started() + state.config.request_timeout,
+            deadline: telemetry.started() + state.config.upstream.request_timeout,
             telemetry,
             tried: Vec::new(),
             last_error: ApiError::no_workers(),

@@ -182,7 +182,7 @@ pub(crate) async fn handle(
     let (bytes, _permit) = match read_body(
         &parts.headers,
         body,
-        state.config.max_payload_size,
+        state.config.limits.max_payload_size,
         state.config.limits.body_read_timeout,
         &state.body_budget,
     )

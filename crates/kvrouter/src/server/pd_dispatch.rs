@@ -159,7 +159,7 @@ pub(crate) async fn handle(
             .and_then(|v| v.to_str().ok())
             .filter(|k| !k.is_empty()),
         rids: input.rids(),
-        deadline: telemetry.started() + state.config.request_timeout,
+        deadline: telemetry.started() + state.config.upstream.request_timeout,
         telemetry,
         tried_prefill: Vec::new(),
         tried_decode: Vec::new(),
@@ -599,7 +599,7 @@ impl PdAttempts<'_> {
         mut db: Booking,
         left: Duration,
     ) -> Response<RouterBody> {
-        let limit = self.state.config.max_payload_size.max(256 << 20);
+        let limit = self.state.config.limits.max_payload_size.max(256 << 20);
         pb.on_response_head(prefill.status());
         let (dparts, dbody) = decode.into_parts();
         let (p_bytes, d_bytes) = tokio::join!(

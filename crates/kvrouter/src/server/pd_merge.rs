@@ -278,7 +278,7 @@ mod tests {
         let leg = PrefillLeg {
             task: None,
             tasks: crate::tasks::Tasks::new(),
-            client: crate::proxy::build_client(
+            client: crate::proxy::client::build_client(
                 std::time::Duration::from_secs(1),
                 std::time::Duration::from_secs(1),
             ),

@@ -35,7 +35,7 @@ pub(crate) async fn read(
     let (bytes, _permit) = read_body(
         &parts.headers,
         body,
-        state.config.max_payload_size,
+        state.config.limits.max_payload_size,
         state.config.limits.body_read_timeout,
         &state.body_budget,
     )

@@ -8,8 +8,8 @@ use tokio_util::sync::CancellationToken;
 use super::assembly::{self, IndexView};
 use crate::config::Config;
 use crate::config::Mode;
-use crate::proxy::{build_client, UpstreamClient};
-use crate::refit::{RefitConfig, RefitState};
+use crate::proxy::UpstreamClient;
+use crate::refit::RefitState;
 use crate::routing::{Policy, Selector, StickyTable};
 use crate::tasks::Tasks;
 use crate::text::TextRouting;
@@ -53,7 +53,7 @@ pub(crate) fn registry_config(config: &Config) -> RegistryConfig {
         },
         health: config.health.checks(),
         probe_timeout: config.health.timeout,
-        idle_timeout: config.worker_idle_timeout,
+        idle_timeout: config.upstream.idle_timeout,
         startup_timeout: config.health.startup_timeout,
         hold_version_mismatch: !config.allow_version_mismatch,
         allow_cidrs: config.workers.allow_cidr.clone(),
@@ -61,17 +61,6 @@ pub(crate) fn registry_config(config: &Config) -> RegistryConfig {
         default_api_key: config.server.api_key.clone(),
         breaker: config.retry.breaker,
         ..RegistryConfig::default()
-    }
-}
-
-/// The refit plane settings derived from the router configuration.
-pub(crate) fn refit_config(config: &Config) -> RefitConfig {
-    RefitConfig {
-        queue_size: config.refit_queue_size,
-        refuse_when_paused: config.refit_refuse_when_paused,
-        max_hold: config.request_timeout,
-        call_timeout: config.request_timeout,
-        drain_timeout: config.request_timeout,
     }
 }
 
@@ -108,8 +97,8 @@ impl AppState {
         );
         let text = (config.mode == Mode::Kv).then(|| {
             Arc::new(TextRouting::new(
-                config.tokenizer_path.as_deref(),
-                config.tokenizer_cache_bytes,
+                config.text.tokenizer_path.as_deref(),
+                config.text.cache_bytes,
             ))
         });
         Arc::new(AppState {
@@ -122,8 +111,8 @@ impl AppState {
                 config.bounds.max_inflight_body_bytes,
             ),
             text,
-            client: build_client(config.connect_timeout, config.worker_idle_timeout),
-            refit: RefitState::new(refit_config(&config)),
+            client: config.upstream.client(),
+            refit: RefitState::new(config.refit.clone()),
             registry,
             selector,
             started: Instant::now(),

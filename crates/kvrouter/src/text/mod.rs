@@ -17,7 +17,7 @@ pub(crate) mod source;
 pub(crate) mod template;
 pub(crate) mod tokenizer;
 
-pub use source::{TextMetrics, TextRouting};
+pub use source::{TextMetrics, TextRouting, TextSettings};
 pub use tokenizer::TextTokenizer;
 
 /// Why a text request could not be tokenized (it is then routed by approximate text pages

@@ -93,6 +93,15 @@ impl TextPrompt {
     }
 }
 
+/// Where text requests' tokenizer comes from and its cache budget (`Config::text`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TextSettings {
+    /// `--tokenizer-path`, else `--model-path`.
+    pub tokenizer_path: Option<std::path::PathBuf>,
+    /// Byte budget of the per-session tokenization cache (0: off).
+    pub cache_bytes: usize,
+}
+
 impl TextRouting {
     /// With `configured` (`--tokenizer-path`, else `--model-path`) loaded now; a failure is
     /// logged once and text requests are then routed by approximate text pages. Without it, the start-up

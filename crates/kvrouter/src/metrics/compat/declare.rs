@@ -9,7 +9,6 @@ use super::DURATION_BUCKETS;
 /// Registers series on `.0` and hands them back.
 pub(super) struct Declare<'r>(pub(super) &'r Registry);
 
-#[allow(clippy::expect_used)] // constant, valid metric declarations
 impl Declare<'_> {
     /// Registers `c` (a name already taken keeps the first) and returns it.
     pub(super) fn reg<C: Collector + Clone + 'static>(&self, c: C) -> C {

@@ -56,7 +56,6 @@ const CIRCUIT: circuit::Names = circuit::Names {
     consecutive: None,
 };
 
-#[allow(clippy::expect_used)] // constant, valid metric declarations
 impl Series {
     /// Declares every family on `r`, in sgl-router's order.
     pub(super) fn new(r: &Registry) -> Series {
@@ -110,7 +109,6 @@ impl Series {
     }
 }
 
-#[allow(clippy::expect_used)] // constant, valid metric declarations
 impl RouteSeries {
     fn new(d: &Declare) -> RouteSeries {
         RouteSeries {
@@ -148,7 +146,6 @@ impl RouteSeries {
     }
 }
 
-#[allow(clippy::expect_used)] // constant, valid metric declarations
 impl WorkerSeries {
     fn new(d: &Declare) -> WorkerSeries {
         WorkerSeries {

@@ -131,7 +131,6 @@ impl Series {
     }
 }
 
-#[allow(clippy::expect_used)] // constant, valid metric declarations
 impl HttpSeries {
     fn new(d: &Declare) -> HttpSeries {
         HttpSeries {
@@ -255,7 +254,6 @@ impl WorkerSeries {
     }
 }
 
-#[allow(clippy::expect_used)] // constant, valid metric declarations
 impl HelmSeries {
     fn new(d: &Declare) -> HelmSeries {
         HelmSeries {

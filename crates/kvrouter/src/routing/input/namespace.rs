@@ -169,10 +169,15 @@ impl Namespace {
     }
 }
 
+/// Only a model with a `:` can select an adapter (whatever the worker's served name).
+fn may_name_adapter(model: &str) -> bool {
+    model.contains(':')
+}
+
 /// The adapter a `base:adapter` model selects (`serving_base.py:40-60`
 /// `_parse_model_parameter`); `served_model_name` is the worker's.
 fn adapter_of_model<'m>(model: &'m str, served_model_name: Option<&str>) -> Option<&'m str> {
-    if !model.contains(':') || Some(model) == served_model_name {
+    if !may_name_adapter(model) || Some(model) == served_model_name {
         return None;
     }
     let adapter = match served_model_name
@@ -186,6 +191,15 @@ fn adapter_of_model<'m>(model: &'m str, served_model_name: Option<&str>) -> Opti
 }
 
 impl RoutingInput<'_> {
+    /// True when the request's `model` may name an adapter (`base:adapter`), so its namespace
+    /// depends on the worker's served model name; otherwise that name is never read.
+    pub fn reads_served_model_name(&self) -> bool {
+        self.namespace
+            .model
+            .as_deref()
+            .is_some_and(may_name_adapter)
+    }
+
     /// The namespace key (`tokens::namespace`) prompt `prompt` of this request is stored under
     /// on a worker serving its model as `served_model_name` (which decides how a
     /// `base:adapter` model splits); `None` = the default namespace.
@@ -339,5 +353,22 @@ mod tests {
                 "{model} / {served:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_served_model_name_is_read_only_for_a_model_that_can_name_an_adapter() {
+        let plain = parse(Endpoint::Completions, r#"{"prompt":[1],"model":"qwen3"}"#).unwrap();
+        assert!(!plain.reads_served_model_name());
+        assert_eq!(
+            plain.namespace_key(0, None),
+            plain.namespace_key(0, Some("other"))
+        );
+        let adapter = parse(
+            Endpoint::Completions,
+            r#"{"prompt":[1],"model":"qwen3:sql"}"#,
+        )
+        .unwrap();
+        assert!(adapter.reads_served_model_name());
+        assert_ne!(adapter.namespace_key(0, None), None);
     }
 }

@@ -18,6 +18,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use kvrouter_index::Unit;
 use parking_lot::Mutex;
 
+use super::unit_map::UnitHasher;
+
 /// Shards of the board.
 pub(super) const SHARDS: usize = 8;
 
@@ -35,7 +37,7 @@ fn key(wait: f64) -> Key {
 #[derive(Default)]
 struct Shard {
     order: BTreeSet<(Key, Unit)>,
-    keys: HashMap<Unit, Key>,
+    keys: HashMap<Unit, Key, UnitHasher>,
 }
 
 /// The units by wait (see module docs).

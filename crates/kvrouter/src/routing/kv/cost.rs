@@ -1,6 +1,6 @@
 //! The KV cost model: what sending one request to one (worker, rank) unit costs, in units of
 //! the fleet reference's prefill time per block, and the pick among units (lowest cost, ties
-//! toward the deeper overlap, then random; optional softmax temperature).
+//! toward the deeper overlap, then random).
 //!
 //! ```text
 //! usable          = max(cached - lost, inflight_depth)              // prefix still there when it runs
@@ -9,8 +9,7 @@
 //!                   + w_queue  * active_requests)
 //! computed        = new_prefill - lower_tier                        // pages loaded back from host / disk
 //! cost = wait
-//!      + s_prefill * (w_prefill * computed
-//!                   + w_stall * computed * active_requests)         // their stall while it prefills
+//!      + s_prefill * w_prefill * computed                          // its own prefill
 //!      + w_evict * displaced                                        // others' prefixes it evicts
 //! ```
 //!
@@ -22,8 +21,10 @@
 //! reference's seconds per prefill block is seconds. `lost` (cached blocks expected to be
 //! evicted during `wait`) and `displaced` (blocks this prefill pushes out of a full cache) come
 //! from the unit's KV pressure (`pressure.rs`); `w_evict` is the chance such a block is wanted
-//! again. With every factor 1 (a homogeneous fleet), `w_stall = 0` and no pressure this is the
-//! block-count model exactly.
+//! again. With every factor 1 (a homogeneous fleet) and no pressure this is the block-count model
+//! exactly. A stall term (this request's new prefill times the requests in flight on the unit,
+//! the decode stall it imposes on them) was measured and removed (issue 27: docs/kv-routing.md,
+//! "Knobs and the workloads that need them"), as was a softmax temperature over the costs.
 //!
 //! Others' prefill in flight on the unit is load like the rest of their context (in
 //! `active_blocks` at `w_decode` and `active_requests`), not a separate term at the prefill
@@ -53,8 +54,6 @@ pub struct CostWeights {
     pub prefill: f64,
     pub decode: f64,
     pub queue: f64,
-    /// Per new prefill block per request in flight on the unit (0 = off; see docs/kv-routing.md).
-    pub stall: f64,
     /// Per block the request's prefill evicts from a full cache (0 = off): the chance that
     /// block is needed again, i.e. its future re-prefill (`pressure.rs`).
     pub evict: f64,
@@ -119,36 +118,16 @@ pub fn wait(w: &CostWeights, u: &UnitInputs, speed: Speed) -> f64 {
 /// Cost of sending the request to this unit (lower is better) at the unit's `speed`.
 pub fn cost(w: &CostWeights, u: &UnitInputs, speed: Speed) -> f64 {
     let new = u.computed_prefill();
-    let busy = u.active_requests as f64;
-    let own = w.prefill * new + w.stall * new * busy;
-    wait(w, u, speed) + speed.prefill * own + w.evict * f64::from(u.displaced)
+    wait(w, u, speed) + speed.prefill * w.prefill * new + w.evict * f64::from(u.displaced)
 }
 
 /// Index of the chosen unit among `scored` (`(cost, overlap)` per unit), or None if empty.
-/// `temperature == 0`: the lowest cost, ties toward the deeper overlap, then uniformly random.
-/// `temperature > 0`: softmax over `-(cost - min) / (max - min) / temperature`.
-pub fn pick(scored: &[(f64, u32)], temperature: f64, rng: &mut impl Rng) -> Option<usize> {
+/// The lowest cost, ties toward the deeper overlap, then uniformly random.
+pub fn pick(scored: &[(f64, u32)], rng: &mut impl Rng) -> Option<usize> {
     if scored.is_empty() {
         return None;
     }
     let min = scored.iter().map(|s| s.0).fold(f64::INFINITY, f64::min);
-    let max = scored.iter().map(|s| s.0).fold(f64::NEG_INFINITY, f64::max);
-    if temperature > 0.0 && max > min {
-        let span = max - min;
-        let weights: Vec<f64> = scored
-            .iter()
-            .map(|s| (-(s.0 - min) / span / temperature).exp())
-            .collect();
-        let total: f64 = weights.iter().sum();
-        let mut x = rng.random_range(0.0..total);
-        for (i, w) in weights.iter().enumerate() {
-            if x < *w {
-                return Some(i);
-            }
-            x -= w;
-        }
-        return Some(scored.len() - 1);
-    }
     const EPS: f64 = 1e-9;
     let best_overlap = scored
         .iter()
@@ -177,7 +156,6 @@ mod tests {
         prefill: 1.0,
         decode: 1.0 / 8.0,
         queue: 0.5,
-        stall: 0.0,
         evict: 0.0,
     };
     const S: Speed = Speed::UNIT;
@@ -267,16 +245,6 @@ mod tests {
     }
 
     #[test]
-    fn stall_term_charges_new_prefill_per_request_in_flight() {
-        let w = CostWeights { stall: 0.25, ..W };
-        let u = inputs(16, 0, 0, 2);
-        assert_eq!(cost(&w, &u, S) - cost(&W, &u, S), 0.25 * 48.0 * 2.0);
-        // Nothing new to prefill (a sibling joining): no stall.
-        let sib = inputs(64, 64, 3, 0);
-        assert_eq!(cost(&w, &sib, S), cost(&W, &sib, S));
-    }
-
-    #[test]
     fn blocks_lost_before_the_prefill_are_prefilled_again() {
         let u = inputs(48, 0, 0, 0);
         let lossy = UnitInputs { lost: 16, ..u };
@@ -321,45 +289,18 @@ mod tests {
             ..gpu
         };
         assert_eq!(over.computed_prefill(), 0.0);
-        // The stall term charges only the computed prefill.
-        let w = CostWeights { stall: 0.25, ..W };
-        let busy = UnitInputs {
-            lower_tier: 24.0,
-            ..inputs(0, 0, 0, 2)
-        };
-        let plain = inputs(0, 0, 0, 2);
-        assert_eq!(
-            cost(&w, &plain, S) - cost(&w, &busy, S),
-            24.0 + 0.25 * 24.0 * 2.0
-        );
     }
 
     #[test]
     fn pick_lowest_then_deeper_overlap_then_random() {
         let mut rng = rand::rng();
-        assert_eq!(
-            pick(&[(3.0, 0), (1.0, 0), (2.0, 9)], 0.0, &mut rng),
-            Some(1)
-        );
-        assert_eq!(
-            pick(&[(1.0, 0), (1.0, 5), (2.0, 9)], 0.0, &mut rng),
-            Some(1)
-        );
+        assert_eq!(pick(&[(3.0, 0), (1.0, 0), (2.0, 9)], &mut rng), Some(1));
+        assert_eq!(pick(&[(1.0, 0), (1.0, 5), (2.0, 9)], &mut rng), Some(1));
         let mut hits = [0u32; 2];
         for _ in 0..400 {
-            hits[pick(&[(1.0, 3), (1.0, 3)], 0.0, &mut rng).unwrap()] += 1;
+            hits[pick(&[(1.0, 3), (1.0, 3)], &mut rng).unwrap()] += 1;
         }
         assert!(hits[0] > 100 && hits[1] > 100, "{hits:?}");
-        assert_eq!(pick(&[], 0.0, &mut rng), None);
-    }
-
-    #[test]
-    fn temperature_spreads_but_prefers_cheap() {
-        let mut rng = rand::rng();
-        let mut hits = [0u32; 2];
-        for _ in 0..2000 {
-            hits[pick(&[(0.0, 0), (10.0, 0)], 1.0, &mut rng).unwrap()] += 1;
-        }
-        assert!(hits[1] > 0 && hits[0] > hits[1] * 2, "{hits:?}");
+        assert_eq!(pick(&[], &mut rng), None);
     }
 }

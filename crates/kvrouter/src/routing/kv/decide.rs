@@ -5,7 +5,7 @@
 //!    `--kv-blind-threshold` of the others) goes to its prompt's rendezvous unit among those
 //!    within the balance bound (`blind.rs`), so that router replicas agree.
 //! 2. [`Rule::Cheapest`]: the lowest cost, ties toward the deeper overlap, then random
-//!    (`--kv-temperature` > 0: a softmax over the costs; `cost.rs` `pick`).
+//!    (`cost.rs` `pick`).
 //! 3. [`Rule::Sticky`]: a sticky key's worker keeps the request with its best rank unless that
 //!    costs more than `factor * best + slack` (docs/kv-routing.md).
 //!
@@ -36,7 +36,6 @@ pub(super) struct DecideParams<'a> {
     pub request_blocks: u32,
     /// `None` when the blind rule is off (no predictions, or threshold 0).
     pub blind: Option<BlindSettings>,
-    pub temperature: f64,
     /// The sticky key's worker (position among the candidates).
     pub preferred: Option<usize>,
     pub sticky_overload_factor: f64,
@@ -64,7 +63,7 @@ pub(super) fn decide(p: &DecideParams<'_>, scored: &[Scored]) -> Option<Decision
     for rule in RULES {
         match rule {
             Rule::Blind if d.is_none() => d = blind_rule(p, scored),
-            Rule::Cheapest if d.is_none() => d = cheapest(p, scored),
+            Rule::Cheapest if d.is_none() => d = cheapest(scored),
             Rule::Sticky => {
                 if let (Some(current), Some(kept)) = (d.as_mut(), p.preferred) {
                     sticky(p, scored, current, kept);
@@ -100,9 +99,9 @@ fn blind_rule(p: &DecideParams<'_>, scored: &[Scored]) -> Option<Decision> {
     })
 }
 
-fn cheapest(p: &DecideParams<'_>, scored: &[Scored]) -> Option<Decision> {
+fn cheapest(scored: &[Scored]) -> Option<Decision> {
     let keys: Vec<(f64, u32)> = scored.iter().map(|s| (s.cost, s.overlap())).collect();
-    let chosen = pick(&keys, p.temperature, &mut rand::rng())?;
+    let chosen = pick(&keys, &mut rand::rng())?;
     Some(Decision {
         chosen,
         by: Rule::Cheapest,

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::unit_map::UnitMap;
 use crossbeam_queue::ArrayQueue;
-use dashmap::DashMap;
 use tokio::time::Instant;
 
 use crate::workers::{Rank, WorkerId};
@@ -72,9 +72,9 @@ struct Reported {
 /// All units' counters.
 #[derive(Debug)]
 pub struct UnitLoads {
-    units: DashMap<(WorkerId, Rank), Arc<UnitLoad>>,
-    prompts: Arc<DashMap<PromptKey, Arc<UnitLoad>>>,
-    reported: DashMap<(WorkerId, Rank), Reported>,
+    units: UnitMap<(WorkerId, Rank), Arc<UnitLoad>>,
+    prompts: Arc<UnitMap<PromptKey, Arc<UnitLoad>>>,
+    reported: UnitMap<(WorkerId, Rank), Reported>,
     /// Units whose report arrived since the decisions last took them (to refile them on the
     /// board; lock-free); at most [`MAX_FRESH_REPORTS`], the sweep catches the rest.
     fresh: ArrayQueue<(WorkerId, Rank)>,
@@ -83,9 +83,9 @@ pub struct UnitLoads {
 impl Default for UnitLoads {
     fn default() -> Self {
         UnitLoads {
-            units: DashMap::default(),
+            units: UnitMap::default(),
             prompts: Arc::default(),
-            reported: DashMap::default(),
+            reported: UnitMap::default(),
             fresh: ArrayQueue::new(MAX_FRESH_REPORTS),
         }
     }
@@ -186,7 +186,7 @@ impl UnitLoads {
 #[derive(Debug)]
 pub struct LoadGuard {
     cell: Arc<UnitLoad>,
-    prompts: Arc<DashMap<PromptKey, Arc<UnitLoad>>>,
+    prompts: Arc<UnitMap<PromptKey, Arc<UnitLoad>>>,
     prompt: Option<PromptKey>,
     blocks: u64,
 }

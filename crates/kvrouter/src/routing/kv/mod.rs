@@ -29,6 +29,7 @@ pub mod siblings;
 pub mod sink;
 pub mod tiers;
 mod trace;
+mod unit_map;
 
 pub use attachment::KvAttachment;
 pub use blind::BlindSettings;

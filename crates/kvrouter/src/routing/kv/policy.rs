@@ -46,7 +46,6 @@ pub struct KvPolicySettings {
     pub weights: CostWeights,
     /// Discount cached prefixes by the blocks expected to be evicted before they are used.
     pub eviction_risk: bool,
-    pub temperature: f64,
     /// `None` = `--no-predict`; with `learned` credit, the TTL's upper bound.
     pub predict_ttl: Option<Duration>,
     pub predict_credit: PredictCredit,
@@ -62,11 +61,9 @@ impl KvPolicySettings {
                 prefill: c.prefill_weight,
                 decode: c.decode_weight,
                 queue: c.queue_weight,
-                stall: c.stall_weight,
                 evict: c.evict_weight,
             },
             eviction_risk: c.eviction_risk,
-            temperature: c.temperature,
             predict_ttl: c.predict.then_some(c.predict_ttl),
             predict_credit: c.predict_credit,
             sticky_slack_blocks: c.sticky_slack_blocks,
@@ -207,9 +204,9 @@ impl KvPolicy {
         Some(book(&book_params, &scored, &decision))
     }
 
-    /// The blind rule and a softmax temperature need every unit's cost.
+    /// The blind rule needs every unit's cost.
     fn reads_whole_fleet(&self) -> bool {
-        self.every_unit || self.blind().is_some() || self.settings.temperature > 0.0
+        self.every_unit || self.blind().is_some()
     }
 
     /// The blind rule's settings when it is on.
@@ -248,7 +245,6 @@ impl KvPolicy {
             prompt: prompt.key(),
             request_blocks: overlaps.request_blocks,
             blind: self.blind(),
-            temperature: self.settings.temperature,
             preferred,
             sticky_overload_factor: self.settings.sticky_overload_factor,
             sticky_slack: self.settings.sticky_slack_blocks * self.settings.weights.prefill,

@@ -22,7 +22,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use dashmap::DashMap;
+use super::unit_map::UnitMap;
 use kvrouter_index::KvIndex;
 use tokio::time::Instant;
 
@@ -76,7 +76,7 @@ struct Sample {
 /// Every unit's pressure and the fleet's observed reuse (see module docs).
 #[derive(Debug, Default)]
 pub struct UnitPressure {
-    units: DashMap<(WorkerId, Rank), Sample>,
+    units: UnitMap<(WorkerId, Rank), Sample>,
     /// f64 bits of the mean fraction of a request's blocks found cached where it was routed.
     reuse: AtomicU64,
 }

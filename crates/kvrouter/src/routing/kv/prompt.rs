@@ -29,10 +29,16 @@ impl Prompt {
     ) -> Prompt {
         let ids = input.token_ids();
         if let Some(Ok(tokens)) = ids {
-            // In the namespace the worker stores them in (`input/namespace.rs`).
-            let served = candidates
-                .iter()
-                .find_map(|w| w.info.served_model_name.as_deref());
+            // In the namespace the worker stores them in (`input/namespace.rs`); the fleet is
+            // scanned for a served model name only when the request's model can name an adapter.
+            let served = input
+                .reads_served_model_name()
+                .then(|| {
+                    candidates
+                        .iter()
+                        .find_map(|w| w.info.served_model_name.as_deref())
+                })
+                .flatten();
             let seqs = seq_hashes_in(input.namespace_key(0, served), &tokens, page);
             let source = if input.ids_from_tokenizer() {
                 InputSource::Tokenizer

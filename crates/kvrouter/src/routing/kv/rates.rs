@@ -32,7 +32,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use dashmap::DashMap;
+use super::unit_map::UnitMap;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
@@ -216,7 +216,7 @@ pub struct RateView {
 #[derive(Debug, Default)]
 pub struct UnitRates {
     settings: RateSettings,
-    units: DashMap<(WorkerId, Rank), Arc<UnitRate>>,
+    units: UnitMap<(WorkerId, Rank), Arc<UnitRate>>,
     /// f64 bits of the fleet reference's prefill seconds per block (0: not measured yet).
     reference_prefill: AtomicU64,
 }
@@ -225,7 +225,7 @@ impl UnitRates {
     pub fn new(settings: RateSettings) -> UnitRates {
         UnitRates {
             settings,
-            units: DashMap::new(),
+            units: UnitMap::default(),
             reference_prefill: AtomicU64::new(0),
         }
     }

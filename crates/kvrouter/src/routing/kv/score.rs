@@ -3,10 +3,10 @@
 //! tiers' credit. Pure apart from the lower tiers' memoised lookups.
 //!
 //! Predicted blocks (`--predict-credit learned`, opt-in) count at the unit's learned
-//! confirm ratio and are as exposed to eviction as cached ones; an identical prompt in flight
-//! there (a sibling: its KV is locked and the request joins it) keeps full credit. With `full`
-//! (the default) every prediction counts whole and is never at risk (docs/kv-routing.md
-//! "Predictions").
+//! confirm ratio; an identical prompt in flight there (a sibling: its KV is locked and the
+//! request joins it) keeps full credit. With `full` (the default) every prediction counts
+//! whole. Either way the predicted blocks a row credits are never at eviction risk: they were
+//! routed there within the TTL, the head of the LRU order (docs/kv-routing.md "Predictions").
 //!
 //! `w_evict` is applied as `evict_weight * reuse * w_prefill`: the configured multiple of the
 //! fleet's observed reuse fraction (`pressure.rs`), in prefill-block units, so a displaced
@@ -84,14 +84,9 @@ fn unit_inputs(p: &ScoreParams, row: &UnitRow, tiers: Option<&mut TierRequest<'_
     }
     if let Some(t) = row.turnover {
         if let (true, Some(secs), Some(o)) = (p.eviction_risk, p.reference_secs, row.overlap) {
-            // Locked: the prefix of a prefill in flight or of siblings in flight. `full`
-            // credit also takes recently predicted blocks as just used (head of the LRU order).
-            let safe = match (sibling, learned) {
-                (true, _) => o.cached(),
-                (false, true) => o.inflight,
-                (false, false) => o.inflight.max(o.predicted),
-            };
-            let at_risk = inputs.cached.saturating_sub(safe);
+            let at_risk = inputs
+                .cached
+                .saturating_sub(safe_depth(&o, sibling, inputs.cached));
             inputs.lost = t.lost(at_risk, wait(&p.weights, &inputs, row.speed) * secs);
         }
         inputs.displaced = t.displaced(row.capacity, inputs.new_prefill());
@@ -100,6 +95,20 @@ fn unit_inputs(p: &ScoreParams, row: &UnitRow, tiers: Option<&mut TierRequest<'_
         inputs.lower_tier = t.credit(row.unit, inputs.usable());
     }
     inputs
+}
+
+/// The leading blocks of the `cached` depth a row credits that no eviction reaches before the
+/// request runs: all of them when siblings are in flight (their prefix is locked), else the
+/// prefix of a prefill in flight (locked) and the predicted prefix (routed there within the
+/// TTL: just used, the head of SGLang's LRU order), as far as the credit counts it. One rule
+/// for both credits: `learned` took its predicted blocks as exposed as cached ones, which
+/// discounted a prefix routed there a moment ago as if it were the oldest in the cache.
+fn safe_depth(o: &UnitOverlap, sibling: bool, cached: u32) -> u32 {
+    if sibling {
+        o.cached()
+    } else {
+        o.inflight.max(o.predicted.min(cached))
+    }
 }
 
 /// The cached depth `learned` credit sees: what events confirm or a prefill in flight holds,
@@ -121,6 +130,23 @@ mod tests {
             predicted,
             inflight,
         }
+    }
+
+    #[test]
+    fn the_predicted_prefix_a_row_credits_is_safe_from_eviction_under_either_credit() {
+        // confirmed 4, predicted 10, in flight 2.
+        let o = overlap(4, 10, 2);
+        // Full credit counts all 10, all routed there recently: none at risk.
+        assert_eq!(safe_depth(&o, false, o.cached()), 10);
+        // Learned credit at ratio 0.5 counts 7: those 7 are safe, not only the 2 in flight.
+        let learned = learned_cached(&o, 0.5);
+        assert_eq!(learned, 7);
+        assert_eq!(safe_depth(&o, false, learned), 7);
+        // Confirmed past the prediction: only the predicted prefix is recent.
+        let deep = overlap(12, 5, 0);
+        assert_eq!(safe_depth(&deep, false, deep.cached()), 5);
+        // Siblings in flight lock the whole cached prefix.
+        assert_eq!(safe_depth(&deep, true, deep.cached()), 12);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The KV mode's validated settings: predict-on-route, cost weights, temperature, sticky
+//! The KV mode's validated settings: predict-on-route, cost weights, sticky
 //! overload rule, blind placements, cache tiers, and the event feed the KV runtime starts.
 //! `config::kv` declares the options and builds [`KvConfig`] (`KvConfig::from_options`).
 
@@ -14,7 +14,8 @@ use crate::events::runtime::FeedSettings;
 #[serde(rename_all = "lowercase")]
 pub enum PredictCredit {
     /// Weighed by what each unit's store events confirmed (docs/kv-routing.md "Predictions").
-    /// Opt-in: it does not yet win everywhere (slower GRPO makespan on the pressure suite).
+    /// Opt-in: level with `Full` where repeated (trace, GRPO over capacity), not yet repeated
+    /// on the mix and agent cases.
     Learned,
     /// In full for the whole TTL, and never at eviction risk.
     #[default]
@@ -32,7 +33,6 @@ pub struct KvConfig {
     pub prefill_weight: f64,
     pub decode_weight: f64,
     pub queue_weight: f64,
-    pub stall_weight: f64,
     /// `--kv-evict-weight`: multiple of the observed reuse charged per displaced block.
     pub evict_weight: f64,
     /// `--kv-eviction-risk`: discount cached prefixes by the expected evictions.
@@ -40,7 +40,6 @@ pub struct KvConfig {
     /// Learned rates scale the cost (`--kv-learn-rates`).
     pub learn_rates: bool,
     pub rate_tolerance: f64,
-    pub temperature: f64,
     pub sticky_slack_blocks: f64,
     pub sticky_overload_factor: f64,
     /// Blind placements (`--kv-blind-threshold`, `--kv-balance-factor`; see `routing::kv::blind`).

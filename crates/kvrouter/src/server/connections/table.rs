@@ -7,8 +7,9 @@
 //! keep-alive, an HTTP/2 connection with no open stream). When every regular slot is taken, a
 //! new connection closes a victim: the longest-open fresh connection open for at least
 //! [`FRESH_GRACE`] (a client that has not sent one complete head by then is either slow or an
-//! attack: nginx's and Apache's slowloris answer), else the longest-idle one (nginx's "reusable
-//! connections"), else the longest-open fresh one; a busy connection is never
+//! attack: nginx's and Apache's slowloris answer), else a young one that sent part of a head
+//! and stopped, else the idle one with the most idle time per request it served, else the
+//! longest-open fresh one; a busy connection is never
 //! closed, so a client making progress keeps its slot. When every slot is busy, up to
 //! [`RESERVE`] more connections are admitted for `/health`, `/liveness`, `/readiness` and
 //! `/metrics` only (a data-plane request there gets 503): probes are answered under pressure.
@@ -56,6 +57,7 @@ pub struct Conn {
     slot: Slot,
     opened: Instant,
     bytes_read: AtomicU64,
+    served: AtomicU64,
     phase: Mutex<Phase>,
     close: CancellationToken,
 }
@@ -83,6 +85,11 @@ impl Conn {
         self.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
     }
 
+    /// Requests begun on this connection so far.
+    pub fn served(&self) -> u64 {
+        self.served.load(Ordering::Relaxed)
+    }
+
     /// Cancelled when the table closes this connection to make room for another.
     pub fn closed(&self) -> &CancellationToken {
         &self.close
@@ -90,6 +97,7 @@ impl Conn {
 
     /// A request head was parsed: busy until the guard (kept with the response body) drops.
     pub fn begin(self: &Arc<Self>) -> BusyGuard {
+        self.served.fetch_add(1, Ordering::Relaxed);
         let mut p = self.phase.lock();
         *p = match *p {
             Phase::Busy(n) => Phase::Busy(n.saturating_add(1)),
@@ -204,6 +212,7 @@ impl ConnTable {
             slot,
             opened: Instant::now(),
             bytes_read: AtomicU64::new(0),
+            served: AtomicU64::new(0),
             phase: Mutex::new(Phase::Fresh),
             close: CancellationToken::new(),
         });
@@ -253,8 +262,24 @@ impl ConnTable {
 /// connections) is not closed for the burst's sake while an idle keep-alive can go.
 pub(super) const FRESH_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The connection to close for a newcomer: the longest-open fresh one open for at least
-/// [`FRESH_GRACE`], else the longest-idle, else the longest-open fresh one.
+/// Requests served beyond which a connection's idle time is not discounted further, so a
+/// long-used connection left idle is still closed in the end.
+const SERVED_CAP: u32 = 64;
+
+/// The connection to close for a newcomer, in this order: the longest-open fresh one open for
+/// at least [`FRESH_GRACE`]; a young fresh one that has sent part of a head and not the rest
+/// (a slowloris shape), longest-open first; the idle one with the most idle time per request
+/// served; last, the longest-open young fresh one that has sent nothing yet. A client that
+/// just connected has usually sent nothing only because its bytes are in flight or its
+/// connection task has not read them yet: under a flood of partial heads reopened as fast as
+/// they close, ranking it by age alone closed a probe in the milliseconds before its head was
+/// read, and ranking idle keep-alives ahead of the flood closed pooled connections as their
+/// clients sent on them. Idle ones are ranked by idle time per request (up to [`SERVED_CAP`])
+/// rather than by idle time alone (nginx's reusable-connection order): HTTP/1 gives a server
+/// no way to close a keep-alive without racing a request the client may be sending on it, so
+/// the one to close is the one least likely to be used next; a pooled client's connection,
+/// used many times, was idle 80 ms between requests when a flood of one-request keep-alives
+/// opened 10 ms before it, and closing it by idle time alone lost the request sent on it.
 fn victim(conns: &HashMap<u64, Arc<Conn>>) -> Option<u64> {
     let now = Instant::now();
     conns
@@ -263,12 +288,23 @@ fn victim(conns: &HashMap<u64, Arc<Conn>>) -> Option<u64> {
             Phase::Fresh if now.saturating_duration_since(c.opened) >= FRESH_GRACE => {
                 Some(((0u8, c.opened), c.id))
             }
-            Phase::Idle(since) => Some(((1u8, since), c.id)),
-            Phase::Fresh => Some(((2u8, c.opened), c.id)),
+            Phase::Fresh if c.bytes_read() > 0 => Some(((1u8, c.opened), c.id)),
+            Phase::Idle(since) => Some(((2u8, idle_rank(now, since, c.served())), c.id)),
+            Phase::Fresh => Some(((3u8, c.opened), c.id)),
             Phase::Busy(_) => None,
         })
         .min()
         .map(|(_, id)| id)
+}
+
+/// An idle connection's rank as an instant (earlier closes first): `now` less its idle time
+/// divided by the requests it served.
+fn idle_rank(now: Instant, since: Instant, served: u64) -> Instant {
+    let per_request = u32::try_from(served)
+        .unwrap_or(u32::MAX)
+        .clamp(1, SERVED_CAP);
+    now.checked_sub(now.saturating_duration_since(since) / per_request)
+        .unwrap_or(since)
 }
 
 #[cfg(test)]
@@ -323,6 +359,53 @@ mod tests {
         // With no idle one left, the oldest fresh one still makes room.
         let _next = t.admit().unwrap();
         assert!(probe.conn.closed().is_cancelled());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn young_partial_heads_go_first_then_the_idle_then_a_silent_newcomer() {
+        let t = ConnTable::with_reserve(4, 0);
+        let idle = t.admit().unwrap();
+        drop(idle.conn.begin());
+        let silent = t.admit().unwrap();
+        let partial = t.admit().unwrap();
+        partial.conn.add_read(36);
+        let later_partial = t.admit().unwrap();
+        later_partial.conn.add_read(36);
+        // Full, nothing past its grace: the partial heads go first, oldest first, though the
+        // idle keep-alive and the silent one (a probe whose bytes are not read yet) are older.
+        let _a = t.admit().unwrap();
+        assert!(partial.conn.closed().is_cancelled());
+        let _b = t.admit().unwrap();
+        assert!(later_partial.conn.closed().is_cancelled());
+        assert!(!idle.conn.closed().is_cancelled());
+        // Then the idle one, and only then the oldest silent one.
+        let _c = t.admit().unwrap();
+        assert!(idle.conn.closed().is_cancelled());
+        assert!(!silent.conn.closed().is_cancelled());
+        let _d = t.admit().unwrap();
+        assert!(silent.conn.closed().is_cancelled());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_connection_used_often_outlasts_a_one_request_one_idle_for_less() {
+        let t = ConnTable::with_reserve(2, 0);
+        let pooled = t.admit().unwrap();
+        for _ in 0..10 {
+            drop(pooled.conn.begin());
+        }
+        tokio::time::advance(Duration::from_millis(70)).await;
+        let one_shot = t.admit().unwrap();
+        drop(one_shot.conn.begin());
+        tokio::time::advance(Duration::from_millis(10)).await;
+        // 80 ms over 10 requests against 10 ms over one: the one-shot goes.
+        let a = t.admit().unwrap();
+        assert!(one_shot.conn.closed().is_cancelled());
+        assert!(!pooled.conn.closed().is_cancelled());
+        let _a_req = a.conn.begin();
+        // Idle long enough, the pooled one goes too.
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let _b = t.admit().unwrap();
+        assert!(pooled.conn.closed().is_cancelled());
     }
 
     #[tokio::test(start_paused = true)]
