@@ -4,7 +4,6 @@
 
 // As in the library: tokio's `Instant`, parking_lot's `Mutex` (crates/kvrouter/clippy.toml).
 #![warn(clippy::disallowed_types)]
-#![warn(clippy::too_many_lines)]
 
 use kvrouter::config::example::example_config;
 use kvrouter::config::{Cli, Config};
