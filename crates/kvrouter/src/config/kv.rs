@@ -132,7 +132,7 @@ pub struct KvOptions {
 impl Default for KvOptions {
     /// Every KV option at its declared default (environment not consulted).
     fn default() -> Self {
-        super::options::declared_defaults(KvOptions::augment_args(clap::Command::new("kv")))
+        super::declared::declared_defaults(KvOptions::augment_args(clap::Command::new("kv")))
             .expect("declared KV defaults parse")
     }
 }

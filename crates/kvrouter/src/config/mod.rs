@@ -8,6 +8,7 @@
 pub(crate) mod bounds;
 pub(crate) mod cli;
 pub mod compat;
+mod declared;
 pub mod env_check;
 mod etcd;
 pub mod example;

@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Command, CommandFactory, FromArgMatches, Parser};
+use clap::{CommandFactory, Parser};
 use serde::{Deserialize, Serialize};
 
 /// Every `router` option, as given (not yet validated). `--worker-urls` may be repeated and
@@ -362,17 +362,9 @@ pub struct Options {
     pub decode_policy: Option<String>,
 }
 
-/// The declared defaults of `cmd`'s arguments, ignoring the process environment and arguments.
-pub(crate) fn declared_defaults<T: FromArgMatches>(cmd: Command) -> Result<T, clap::Error> {
-    let cmd = cmd
-        .no_binary_name(true)
-        .mut_args(|a| a.env(None::<&'static str>));
-    T::from_arg_matches(&cmd.try_get_matches_from(std::iter::empty::<String>())?)
-}
-
 impl Default for Options {
     /// Every option at its declared default (environment not consulted).
     fn default() -> Self {
-        declared_defaults(Options::command()).expect("declared defaults parse")
+        super::declared::declared_defaults(Options::command()).expect("declared defaults parse")
     }
 }

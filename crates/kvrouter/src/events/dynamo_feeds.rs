@@ -13,8 +13,8 @@ use tracing::warn;
 use super::dynamo_wire::decode_router_events;
 use super::feed::{Payload, RankFeed};
 use super::metrics::metrics;
-use super::nats_source::{WorkerKey, WorkerResolver};
 use super::sink::KvEventSink;
+use super::worker_key::{WorkerKey, WorkerResolver};
 use crate::workers::Rank;
 
 /// Distinct unmapped Dynamo worker ids logged (later ones are only counted).

@@ -24,8 +24,8 @@ use super::dynamo_feeds::DynamoFeeds;
 use super::dynamo_map::DynamoSettings;
 use super::handle::{LiveSource, SourceHandle};
 use super::metrics::metrics;
-use super::nats_source::{WorkerKey, WorkerResolver};
 use super::sink::KvEventSink;
+use super::worker_key::{WorkerKey, WorkerResolver};
 use super::zmq_source::{CONNECT_TIMEOUT, RESUBSCRIBE_BACKOFF};
 use crate::workers::Snapshot;
 

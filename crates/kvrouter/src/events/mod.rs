@@ -36,6 +36,7 @@ pub(crate) mod runtime;
 pub mod sglang_wire;
 pub(crate) mod sink;
 pub(crate) mod trust;
+mod worker_key;
 pub(crate) mod zmq_source;
 
 pub use endpoint::rank_endpoint;
@@ -45,8 +46,9 @@ pub use jetstream::{JetStreamConfig, JetStreamSetup};
 pub use js_source::{CatchUp, JetStreamSource, JetStreamSourceConfig};
 pub use load_source::{LoadSink, LoadSource, LoadSourceConfig};
 pub use load_wire::LoadStat;
-pub use nats_source::{NatsConsumer, NatsConsumerConfig, WorkerKey, WorkerResolver};
+pub use nats_source::{NatsConsumer, NatsConsumerConfig};
 pub use relay::{NatsRelay, RelaySender};
 pub use sink::{Absorbed, KvEventSink, Record, RecordingSink};
 pub use trust::{Distrust, SourceTrust};
+pub use worker_key::{WorkerKey, WorkerResolver};
 pub use zmq_source::{ZmqSource, ZmqSourceConfig};

@@ -17,32 +17,8 @@ use super::handle::{LiveSource, SourceHandle};
 use super::metrics::metrics;
 use super::nats_envelope::{self, DEFAULT_DYNAMO_SUBJECTS, DEFAULT_RELAY_PREFIX};
 use super::sink::KvEventSink;
+use super::worker_key::{WorkerKey, WorkerResolver};
 use crate::workers::{Rank, WorkerId};
-
-/// How a NATS message names its worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WorkerKey<'a> {
-    /// Worker URL (relayed SGLang batches): the same on every router replica.
-    Url(&'a str),
-    /// Dynamo instance id (`RouterEvent.worker_id`).
-    Dynamo(u64),
-}
-
-/// Maps a message's worker identity to this router's `WorkerId` (None: unknown,
-/// the message is counted and dropped). Any `Fn(WorkerKey) -> Option<WorkerId>`
-/// closure is a resolver.
-pub trait WorkerResolver: Send + Sync + 'static {
-    fn resolve(&self, key: WorkerKey<'_>) -> Option<WorkerId>;
-}
-
-impl<F> WorkerResolver for F
-where
-    F: Fn(WorkerKey<'_>) -> Option<WorkerId> + Send + Sync + 'static,
-{
-    fn resolve(&self, key: WorkerKey<'_>) -> Option<WorkerId> {
-        self(key)
-    }
-}
 
 /// What to consume.
 #[derive(Debug, Clone)]

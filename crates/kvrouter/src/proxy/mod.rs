@@ -15,6 +15,7 @@ pub(crate) mod forward;
 pub(crate) mod headers;
 pub(crate) mod metrics;
 pub(crate) mod relay;
+mod relay_error;
 pub(crate) mod retry;
 pub(crate) mod rids;
 mod stall_clock;

@@ -22,6 +22,7 @@ use hyper::body::Incoming;
 
 use super::abort::abort_isolated;
 use super::client::UpstreamClient;
+use super::relay_error::RelayError;
 use super::rids::RidGuard;
 use super::stall_clock::StallClock;
 use super::telemetry::RequestTelemetry;
@@ -66,25 +67,6 @@ pub struct RelayBody {
     finished: bool,
     /// `stream_idle_timeout` without data from an unhealthy worker ends the body.
     stall: StallClock,
-}
-
-/// Why a relayed body ended early (the client's connection is then cut, see module docs).
-#[derive(Debug, thiserror::Error)]
-pub enum RelayError {
-    #[error("the worker connection broke mid-body: {0}")]
-    Broken(String),
-    #[error("the worker is unhealthy and sent nothing for {0:?}")]
-    Stalled(Duration),
-}
-
-impl RelayError {
-    /// The `kind` label of `kvrouter_upstream_failures_total`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            RelayError::Broken(_) => "stream_broken",
-            RelayError::Stalled(_) => "stalled",
-        }
-    }
 }
 
 const STREAM_BROKEN_EVENT: &[u8] = b"data: {\"error\":{\"message\":\"the worker connection broke mid-stream\",\"type\":\"upstream_error\",\"code\":\"upstream_stream_broken\"}}\n\n";

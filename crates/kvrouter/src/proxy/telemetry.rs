@@ -34,7 +34,7 @@ use tokio::time::Instant;
 
 use super::forward::ForwardError;
 use super::metrics::ProxyMetrics;
-use super::relay::RelayError;
+use super::relay_error::RelayError;
 use super::retry::RetryHooks;
 use crate::metrics::{compat, request_end};
 use crate::routing::{Booking, Endpoint};

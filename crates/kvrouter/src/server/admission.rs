@@ -104,7 +104,7 @@ impl Admission {
             Ok(resp) => Ok(resp),
             Err(e) if e.is::<Overloaded>() => {
                 ProxyMetrics::limit_tripped("max_concurrent_requests");
-                Ok(super::data_plane::error(
+                Ok(super::answer::error(
                     endpoint.label(),
                     ApiError::new(
                         StatusCode::TOO_MANY_REQUESTS,
@@ -115,12 +115,12 @@ impl Admission {
             }
             Err(e) if e.is::<QueueTimeout>() => {
                 ProxyMetrics::limit_tripped("queue_timeout");
-                Ok(super::data_plane::error(
+                Ok(super::answer::error(
                     endpoint.label(),
                     ApiError::new(StatusCode::REQUEST_TIMEOUT, "queue_timeout", e.to_string()),
                 ))
             }
-            Err(e) => Ok(super::data_plane::error(
+            Err(e) => Ok(super::answer::error(
                 endpoint.label(),
                 ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,

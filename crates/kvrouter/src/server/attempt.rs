@@ -26,7 +26,7 @@ use crate::proxy::{
 use crate::routing::{Booking, Endpoint, RoutingInput};
 use crate::workers::{Worker, WorkerId};
 
-use super::data_plane::{admit, refuse, worker_error};
+use super::answer::{admit, refuse, worker_error};
 
 /// Fires `/abort_request` if the client goes away while the request waits for the worker.
 /// When an abort is withheld (another request's rid extends this one's), the request is kept

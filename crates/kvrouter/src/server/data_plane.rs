@@ -9,18 +9,18 @@
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http::{header, HeaderValue, Request, Response, StatusCode};
+use http::{header, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use tokio::time::Instant;
 use tower_http::timeout::{TimeoutBody, TimeoutError};
 
+use super::answer::{admit, refuse};
 use super::attempt::WorkerAttempts;
 use super::body::RouterBody;
 use super::error::ApiError;
 use super::state::AppState;
 use crate::proxy::body_budget::{BodyBudget, BodyPermit};
-use crate::proxy::headers::WORKER_HEADER;
 use crate::proxy::metrics::ProxyMetrics;
 use crate::proxy::retry;
 use crate::proxy::RequestTelemetry;
@@ -143,32 +143,6 @@ fn over_budget(budget: &BodyBudget) -> ApiError {
     )
 }
 
-/// The router's own answer to a request refused at admission (before [`handle`]).
-pub(crate) fn error(route: &'static str, e: ApiError) -> Response<RouterBody> {
-    crate::proxy::telemetry::refused_at_admission(route, e.status);
-    e.into_response()
-}
-
-/// The router's own answer before any worker was tried.
-pub(crate) fn refuse(telemetry: RequestTelemetry, e: ApiError) -> Response<RouterBody> {
-    telemetry.refused(e.status);
-    e.into_response()
-}
-
-/// A router-made error after trying `worker`: still names the worker in `x-kvrouter-worker`.
-pub(crate) fn worker_error(
-    telemetry: RequestTelemetry,
-    e: ApiError,
-    worker: &str,
-) -> Response<RouterBody> {
-    telemetry.gave_up(e.status, worker);
-    let mut resp = e.into_response();
-    if let Ok(v) = HeaderValue::from_str(worker) {
-        resp.headers_mut().insert(WORKER_HEADER, v);
-    }
-    resp
-}
-
 /// Handles `POST /generate`, `/v1/chat/completions`, `/v1/completions`.
 pub(crate) async fn handle(
     state: &AppState,
@@ -219,20 +193,4 @@ pub(crate) async fn handle(
     let mut hooks = attempts.retry_hooks();
     let last = retry::run(&policy, &mut attempts, &mut hooks).await;
     attempts.respond(last.into_inner())
-}
-
-/// Waits at the refit gate (at once when open); 503 when refused, full or held too long.
-pub(crate) async fn admit(state: &AppState) -> Result<(), ApiError> {
-    state
-        .refit
-        .gate
-        .admit(state.refit.config.max_hold)
-        .await
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "generation_paused",
-                e.to_string(),
-            )
-        })
 }

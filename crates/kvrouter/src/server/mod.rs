@@ -10,6 +10,7 @@
 
 mod accept;
 mod admission;
+mod answer;
 pub(crate) mod assembly;
 mod attempt;
 pub(crate) mod auth;
