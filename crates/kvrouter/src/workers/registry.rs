@@ -29,7 +29,7 @@ use super::views;
 use super::worker::{NewWorker, Worker};
 use crate::tasks::Tasks;
 
-/// Immutable list of workers, replaced as a whole on change.
+/// Immutable list of workers in id order, replaced as a whole on change.
 pub type Snapshot = Arc<Vec<Arc<Worker>>>;
 
 /// Registry settings (built by `config`).
@@ -208,7 +208,8 @@ impl Registry {
 
     // ---- reads ----
 
-    /// All registered workers (healthy or not, draining included), in registration order.
+    /// All registered workers (healthy or not, draining included), in id order (the order
+    /// they were added).
     pub fn snapshot(&self) -> Snapshot {
         self.inner.snapshot()
     }
@@ -495,8 +496,11 @@ impl Inner {
         self.workers.read().clone()
     }
 
-    /// Replaces the snapshot (caller holds `write`).
-    fn publish(&self, next: Vec<Arc<Worker>>) {
+    /// Replaces the snapshot (caller holds `write`), in id order: the KV decision finds a
+    /// unit's worker among its candidates by id (`routing/kv/read.rs` `position_of`), and
+    /// registrations finish in whatever order their probes answer.
+    fn publish(&self, mut next: Vec<Arc<Worker>>) {
+        next.sort_unstable_by_key(|w| w.id);
         let next = Arc::new(next);
         self.metrics.workers_total.set(next.len() as i64);
         *self.workers.write() = next.clone();
@@ -775,6 +779,26 @@ mod tests {
         b.set_awaiting_refit(false);
         assert_eq!(fleet_version(&fleet, None), None, "unknown version");
         assert_eq!(fleet_version(&[], None), None);
+    }
+
+    #[tokio::test]
+    async fn the_snapshot_is_in_id_order_whatever_order_registrations_finish_in() {
+        let reg = Registry::new(RegistryConfig::default(), &Tasks::new());
+        let w = |id| {
+            Arc::new(super::super::worker::test_worker(
+                id,
+                &format!("http://h{id}:1"),
+            ))
+        };
+        let _guard = reg.inner.write.lock();
+        // Probes answered 3, 1, 2: each registration appends to the snapshot it read.
+        let mut next = Vec::new();
+        for id in [3, 1, 2] {
+            next.push(w(id));
+            reg.inner.publish(next.clone());
+        }
+        let ids: Vec<u32> = reg.snapshot().iter().map(|w| w.id.0).collect();
+        assert_eq!(ids, [1, 2, 3]);
     }
 
     #[tokio::test]

@@ -156,6 +156,10 @@ impl UnitReader {
                 .ok()
                 .map(|i| overlaps.units[i])
         };
+        debug_assert!(
+            candidates.windows(2).all(|p| p[0].id < p[1].id),
+            "candidates in id order (the registry's snapshot order)"
+        );
         if whole || candidates.len() <= FULL_SCAN_WORKERS || self.board.len() < candidates.len() {
             let mut rows = Vec::with_capacity(candidates.len());
             for (i, w) in candidates.iter().enumerate() {

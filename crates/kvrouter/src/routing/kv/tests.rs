@@ -373,15 +373,18 @@ fn replica(
     let mut s = settings(true);
     s.blind.threshold = blind_threshold;
     let p = KvPolicy::new(Arc::new(KvIndex::new(PAGE)), loads.clone(), s);
-    let ws = ids
-        .iter()
-        .map(|&id| {
+    // Worker `i` of the list is `10.0.0.{ids[i]}` with id `id_base + i + 1`: each replica
+    // numbers the workers in the order it registered them (the candidates' order), so replicas
+    // given the URLs in different orders list them in different orders.
+    let ws = (1..)
+        .zip(ids)
+        .map(|(i, &id)| {
             let info = WorkerInfo {
                 page_size: PAGE,
                 ..WorkerInfo::default()
             };
             Arc::new(Worker::new(
-                WorkerId(id_base + id),
+                WorkerId(id_base + i),
                 &format!("http://10.0.0.{id}:30000"),
                 info,
             ))
