@@ -72,18 +72,18 @@ impl PairSelector {
         }
     }
 
-    /// Books a pair among the routable workers of `snapshot` (those in `tried_*` last).
+    /// Books a pair among `routable` (the registry's routable list; those in `tried_*` last).
     pub fn book(
         &self,
         router: &Selector,
-        snapshot: &[Arc<Worker>],
+        routable: &[Arc<Worker>],
         input: &RoutingInput<'_>,
         routing_key: Option<&str>,
         tried_prefill: &[WorkerId],
         tried_decode: &[WorkerId],
     ) -> Result<Pair, Missing> {
-        let prefill_pool = candidates(snapshot, Role::Prefill, tried_prefill);
-        let decode_pool = candidates(snapshot, Role::Decode, tried_decode);
+        let prefill_pool = candidates(routable, Role::Prefill, tried_prefill);
+        let decode_pool = candidates(routable, Role::Decode, tried_decode);
         if prefill_pool.is_empty() {
             return Err(Missing::Prefill);
         }

@@ -6,22 +6,22 @@ use std::sync::Arc;
 
 use crate::workers::{Role, Worker, WorkerId};
 
-/// The routable workers of `role` not in `tried`; when every one was tried, all routable ones
-/// of the role again (a retry re-selects, as sgl-router does).
+/// The workers of `role` among `routable` (the registry's routable list) not in `tried`; when
+/// every one was tried, all of the role again (a retry re-selects, as sgl-router does).
 pub(crate) fn candidates(
-    snapshot: &[Arc<Worker>],
+    routable: &[Arc<Worker>],
     role: Role,
     tried: &[WorkerId],
 ) -> Vec<Arc<Worker>> {
-    let of_role = |w: &&Arc<Worker>| w.role == role && w.is_routable();
-    let fresh: Vec<Arc<Worker>> = snapshot
+    let of_role = |w: &&Arc<Worker>| w.role == role;
+    let fresh: Vec<Arc<Worker>> = routable
         .iter()
         .filter(of_role)
         .filter(|w| !tried.contains(&w.id))
         .cloned()
         .collect();
     if fresh.is_empty() && !tried.is_empty() {
-        snapshot.iter().filter(of_role).cloned().collect()
+        routable.iter().filter(of_role).cloned().collect()
     } else {
         fresh
     }

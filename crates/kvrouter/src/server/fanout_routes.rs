@@ -13,7 +13,7 @@ use super::engine_metrics;
 use super::state::AppState;
 use crate::proxy::fanout;
 use crate::workers::load::parse_load;
-use crate::workers::registry::Snapshot;
+use crate::workers::Snapshot;
 
 const FANOUT_TIMEOUT: Duration = Duration::from_secs(5);
 

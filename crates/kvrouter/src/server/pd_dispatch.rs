@@ -278,13 +278,13 @@ impl PdAttempts<'_> {
     async fn book(&mut self) -> Result<Pair, PdTried> {
         let state = self.state;
         loop {
-            let snapshot = state.registry.snapshot();
+            let routable = state.registry.routable();
             let pair = self
                 .pd
                 .pairs
                 .book(
                     &state.selector,
-                    &snapshot,
+                    &routable,
                     self.input,
                     self.routing_key,
                     &self.tried_prefill,

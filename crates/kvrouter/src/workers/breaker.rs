@@ -144,6 +144,17 @@ impl CircuitBreaker {
         self.check().0 != CircuitState::Open
     }
 
+    /// When an open circuit turns half-open (`None` unless open).
+    pub(crate) fn half_open_at(&self) -> Option<Instant> {
+        if self.state() != CircuitState::Open {
+            return None;
+        }
+        match *self.phase.lock() {
+            Phase::Open { until } => Some(until),
+            _ => None,
+        }
+    }
+
     /// The state as last recorded, without the lazy open -> half-open step (for views).
     pub(crate) fn state(&self) -> CircuitState {
         CircuitState::from_u8(self.state.load(Ordering::Acquire))

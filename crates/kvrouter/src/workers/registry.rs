@@ -20,17 +20,15 @@ use super::info::WorkerInfo;
 use super::job::{Job, JobStatus};
 use super::metrics::FleetMetrics;
 use super::probe::{probe_worker, read_info, AddWorkerError, PageSizeRule, ProbeTimeouts};
+use super::routable::Routable;
 use super::spec::WorkerSpec;
 use super::url::{
     check_worker_host, check_worker_literal, parse_worker_address, worker_url_key, Credentials,
     WorkerAddress,
 };
 use super::views;
-use super::worker::{NewWorker, Worker};
+use super::worker::{NewWorker, Snapshot, Worker};
 use crate::tasks::Tasks;
-
-/// Immutable list of workers in id order, replaced as a whole on change.
-pub type Snapshot = Arc<Vec<Arc<Worker>>>;
 
 /// Registry settings (built by `config`).
 #[derive(Debug, Clone)]
@@ -143,6 +141,8 @@ struct Inner {
     watch: watch::Sender<Snapshot>,
     /// Where the health checker, registrations and drains run.
     tasks: Tasks,
+    /// The routable workers, rebuilt after a gate or the fleet changed.
+    routable: Routable,
 }
 
 /// The worker fleet. Clone freely; the health checker stops when the last clone is dropped.
@@ -196,6 +196,7 @@ impl Registry {
             events,
             watch,
             tasks: tasks.clone(),
+            routable: Routable::default(),
         });
         health::spawn_checker(tasks, Arc::downgrade(&inner), interval);
         Registry { inner }
@@ -214,13 +215,10 @@ impl Registry {
         self.inner.snapshot()
     }
 
-    /// Workers that may receive new requests now.
-    pub fn routable(&self) -> Vec<Arc<Worker>> {
-        self.snapshot()
-            .iter()
-            .filter(|w| w.is_routable())
-            .cloned()
-            .collect()
+    /// Workers that may receive new requests now, in id order: a list kept between gate
+    /// changes (`routable.rs`), so a request reads no worker's gates.
+    pub fn routable(&self) -> Snapshot {
+        self.inner.routable.get(|| self.snapshot())
     }
 
     /// Number of healthy registered workers.
@@ -504,6 +502,7 @@ impl Inner {
         let next = Arc::new(next);
         self.metrics.workers_total.set(next.len() as i64);
         *self.workers.write() = next.clone();
+        self.routable.gates().bump();
         self.watch.send_replace(next);
     }
 
@@ -620,6 +619,7 @@ impl Inner {
             health,
             gauges: self.metrics.worker_gauges(&job.url),
             circuit: (self.config.breaker, self.metrics.circuit_gauge(&job.url)),
+            gates: self.routable.gates().clone(),
         }))
     }
 

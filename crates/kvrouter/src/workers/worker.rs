@@ -10,6 +10,7 @@ use prometheus::IntGauge;
 use tokio::sync::Notify;
 
 use super::breaker::{BreakerConfig, CircuitBreaker, CircuitState, Transition};
+use super::gates::Gates;
 use super::health_state::{HealthConfig, HealthState, HealthTransition};
 use super::info::WorkerInfo;
 use super::spec::WorkerSpec;
@@ -62,7 +63,12 @@ pub struct Worker {
     pub(super) healthy_gauge: IntGauge,
     /// `kvrouter_worker_circuit_state`: 0 closed, 1 open, 2 half-open.
     circuit_gauge: IntGauge,
+    /// Bumped after any routing gate of this worker changed (`routable.rs`).
+    gates: Gates,
 }
+
+/// Immutable list of workers in id order, replaced as a whole on change (the registry's).
+pub type Snapshot = std::sync::Arc<Vec<std::sync::Arc<Worker>>>;
 
 /// A header value that `Debug` never prints.
 struct Secret(http::HeaderValue);
@@ -87,6 +93,8 @@ pub(super) struct NewWorker {
     pub gauges: (IntGauge, IntGauge),
     /// The circuit breaker's settings and its state gauge.
     pub circuit: (BreakerConfig, IntGauge),
+    /// The registry's gate generation (`routable.rs`).
+    pub gates: Gates,
 }
 
 impl Worker {
@@ -102,6 +110,7 @@ impl Worker {
             health,
             gauges,
             circuit,
+            gates,
         } = parts;
         let (in_flight_gauge, healthy_gauge) = gauges;
         let (breaker, circuit_gauge) = circuit;
@@ -147,6 +156,7 @@ impl Worker {
             healthy_gauge,
             breaker: CircuitBreaker::new(breaker),
             circuit_gauge,
+            gates,
         }
     }
 
@@ -173,6 +183,7 @@ impl Worker {
             health: HealthState::new(defaults.failure_threshold, defaults.success_threshold),
             gauges: (gauge(), gauge()),
             circuit: (BreakerConfig::default(), gauge()),
+            gates: Gates::default(),
         })
     }
 
@@ -213,7 +224,11 @@ impl Worker {
     }
 
     pub(super) fn set_draining(&self) -> bool {
-        !self.draining.swap(true, Ordering::SeqCst)
+        let first = !self.draining.swap(true, Ordering::SeqCst);
+        if first {
+            self.gates.bump();
+        }
+        first
     }
 
     /// Paused by the refit gate (issue 5).
@@ -223,7 +238,9 @@ impl Worker {
 
     /// Opens/closes this worker's routing gate.
     pub fn set_paused(&self, paused: bool) {
-        self.paused.store(paused, Ordering::SeqCst);
+        if self.paused.swap(paused, Ordering::SeqCst) != paused {
+            self.gates.bump();
+        }
     }
 
     /// Held out of routing until a refit brings its weights level with the fleet.
@@ -232,7 +249,9 @@ impl Worker {
     }
 
     pub fn set_awaiting_refit(&self, awaiting: bool) {
-        self.awaiting_refit.store(awaiting, Ordering::SeqCst);
+        if self.awaiting_refit.swap(awaiting, Ordering::SeqCst) != awaiting {
+            self.gates.bump();
+        }
     }
 
     /// Restarted with a page size the router's mode does not accept (kv mode: neither its
@@ -242,7 +261,9 @@ impl Worker {
     }
 
     pub(super) fn set_incompatible(&self, v: bool) {
-        self.incompatible.store(v, Ordering::Release);
+        if self.incompatible.swap(v, Ordering::AcqRel) != v {
+            self.gates.bump();
+        }
     }
 
     // ---- in-flight accounting (called by the router's booking guard) ----
@@ -364,6 +385,11 @@ impl Worker {
         state
     }
 
+    /// When this worker's open circuit turns half-open (`None` unless open).
+    pub(crate) fn circuit_open_until(&self) -> Option<tokio::time::Instant> {
+        self.breaker.half_open_at()
+    }
+
     /// Consecutive failures (closed) or successes (half-open) the breaker counted.
     pub fn circuit_streak(&self) -> u32 {
         self.breaker.streak()
@@ -391,6 +417,7 @@ impl Worker {
     }
 
     fn circuit_changed(&self, t: Transition) {
+        self.gates.bump();
         self.circuit_gauge.set(t.to.gauge());
         super::metrics::FleetMetrics::get().circuit_transition(&self.url, t);
         crate::metrics::compat::circuit_transition(
@@ -417,6 +444,7 @@ impl Worker {
     pub fn record_success(&self) -> Option<HealthTransition> {
         let t = self.health.record_success();
         if t.is_some() {
+            self.gates.bump();
             self.healthy_gauge.set(1);
         }
         t
@@ -427,6 +455,7 @@ impl Worker {
     pub fn record_failure(&self) -> Option<HealthTransition> {
         let t = self.health.record_failure();
         if t.is_some() {
+            self.gates.bump();
             tracing::warn!(worker = %self.url, "worker marked unhealthy after consecutive failures");
             self.healthy_gauge.set(0);
         }
@@ -591,6 +620,20 @@ impl crate::metrics::subjects::SeriesWorker for Worker {
     fn model_id(&self) -> Option<&str> {
         Worker::model_id(self)
     }
+}
+
+/// A worker of `gates` with the breaker `breaker` (health: 2 failures, 1 success).
+#[cfg(test)]
+pub(super) fn test_worker_with(id: u32, gates: &Gates, breaker: BreakerConfig) -> Worker {
+    let mut w = Worker::new(
+        WorkerId(id),
+        &format!("http://h{id}:1"),
+        WorkerInfo::default(),
+    );
+    w.health = HealthState::new(2, 1);
+    w.breaker = CircuitBreaker::new(breaker);
+    w.gates = gates.clone();
+    w
 }
 
 #[cfg(test)]
