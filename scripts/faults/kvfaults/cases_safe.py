@@ -141,7 +141,7 @@ class RecordingFront:
 def _send_with_client_headers(router_url: str, request_id: str) -> tuple[int, dict[str, str]]:
     host, port = attacks._addr(router_url)
     conn = http.client.HTTPConnection(host, port, timeout=60)
-    body = json.dumps({"text": "headers probe", "sampling_params": {"max_new_tokens": 2}}).encode()
+    body = json.dumps({"text": f"headers probe {request_id}", "sampling_params": {"max_new_tokens": 2}}).encode()
     try:
         conn.putrequest("POST", "/generate")
         for k, v in (("Content-Type", "application/json"), ("Content-Length", str(len(body))),
@@ -172,7 +172,11 @@ def case_headers(ctx: Ctx) -> dict:
         wait_in_flight(ctx, ld, lambda: True, frac=0.2)
         fault = ld.now()
         reached, leaked_back, seen = [], [], 0
-        for i in range(3 * len(mocks)):  # round-robin-ish placement: some reach the front
+        # Where a probe goes is the router's choice (by load, identical prompts together): send
+        # distinct probes until 3 have reached the front (9 fixed probes once all missed it).
+        for i in range(20 * len(mocks)):
+            if seen >= 3:
+                break
             rid = f"faults-headers-{i}"
             status, resp_headers = _send_with_client_headers(router.url, rid)
             if "x-worker-hop" in resp_headers:
