@@ -19,7 +19,7 @@ use super::hook::{chain, BookingHook, BookingMade};
 use super::metrics::{InputSource, KvMetrics};
 use super::prompt::Prompt;
 use super::rates::RateProbe;
-use super::read::UnitReader;
+use super::read::{position_of, UnitReader};
 use super::score::Scored;
 use super::PredictCredit;
 use crate::routing::input::RoutingInput;
@@ -159,7 +159,7 @@ fn refile_read(p: &BookParams<'_>, scored: &[Scored]) {
         }
     }
     for (worker, rank) in p.reader.loads.take_reported(REPORTED) {
-        if let Ok(i) = p.candidates.binary_search_by_key(&worker, |w| w.id) {
+        if let Some(i) = position_of(p.candidates, worker) {
             p.reader.refile(&p.candidates[i], rank);
         }
     }

@@ -228,7 +228,7 @@ impl UnitReader {
 /// places before. One probe for a fleet without gaps, a binary search over the gaps
 /// otherwise (a plain binary search took ten probes at 1,000 workers, for every unit a
 /// decision looked at).
-fn position_of(candidates: &[Arc<Worker>], id: WorkerId) -> Option<usize> {
+pub(super) fn position_of(candidates: &[Arc<Worker>], id: WorkerId) -> Option<usize> {
     let first = candidates.first()?.id.0;
     let guess = usize::try_from(id.0.checked_sub(first)?)
         .ok()?
