@@ -45,7 +45,7 @@ impl Routable {
         }
         let all = all();
         let list: Snapshot = Arc::new(all.iter().filter(|w| w.is_routable()).cloned().collect());
-        let until = all.iter().filter_map(|w| w.circuit_open_until()).min();
+        let until = all.iter().filter_map(|w| w.circuit_half_open_at()).min();
         *self.cached.write() = Some(Cached {
             generation,
             until,

@@ -386,7 +386,7 @@ impl Worker {
     }
 
     /// When this worker's open circuit turns half-open (`None` unless open).
-    pub(crate) fn circuit_open_until(&self) -> Option<tokio::time::Instant> {
+    pub(crate) fn circuit_half_open_at(&self) -> Option<tokio::time::Instant> {
         self.breaker.half_open_at()
     }
 
