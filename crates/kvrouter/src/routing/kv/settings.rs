@@ -14,8 +14,8 @@ use crate::events::runtime::FeedSettings;
 #[serde(rename_all = "lowercase")]
 pub enum PredictCredit {
     /// Weighed by what each unit's store events confirmed (docs/kv-routing.md "Predictions").
-    /// Opt-in: level with `Full` where repeated (trace, GRPO over capacity), not yet repeated
-    /// on the mix and agent cases.
+    /// Opt-in: level with `Full` on the trace, GRPO and agent sessions, but on the mixed
+    /// workload over capacity it doubles the agent part's TTFT p50 (docs/benchmarks.md).
     Learned,
     /// In full for the whole TTL, and never at eviction risk.
     #[default]
