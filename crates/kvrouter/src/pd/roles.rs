@@ -27,21 +27,19 @@ pub(crate) fn candidates(
     }
 }
 
-/// Routable (prefill, decode) workers.
-pub(crate) fn routable_counts(snapshot: &[Arc<Worker>]) -> (usize, usize) {
-    snapshot
-        .iter()
-        .filter(|w| w.is_routable())
-        .fold((0, 0), |(p, d), w| match w.role {
-            Role::Prefill => (p + 1, d),
-            Role::Decode => (p, d + 1),
-            Role::Regular => (p, d),
-        })
+/// (prefill, decode) workers among `routable` (the registry's routable list).
+pub(crate) fn role_counts(routable: &[Arc<Worker>]) -> (usize, usize) {
+    routable.iter().fold((0, 0), |(p, d), w| match w.role {
+        Role::Prefill => (p + 1, d),
+        Role::Decode => (p, d + 1),
+        Role::Regular => (p, d),
+    })
 }
 
-/// Why a PD router is not ready (no routable prefill or decode worker), or None.
-pub(crate) fn readiness_gap(snapshot: &[Arc<Worker>]) -> Option<String> {
-    match routable_counts(snapshot) {
+/// Why a PD router is not ready (no routable prefill or decode worker among `routable`, the
+/// registry's routable list), or None.
+pub(crate) fn readiness_gap(routable: &[Arc<Worker>]) -> Option<String> {
+    match role_counts(routable) {
         (0, 0) => Some("insufficient healthy workers: no prefill and no decode worker".into()),
         (0, _) => Some("insufficient healthy workers: no prefill worker".into()),
         (_, 0) => Some("insufficient healthy workers: no decode worker".into()),
@@ -49,11 +47,10 @@ pub(crate) fn readiness_gap(snapshot: &[Arc<Worker>]) -> Option<String> {
     }
 }
 
-/// The worker `/model_info` and `/v1/models` are read from: the first routable prefill one.
-pub(crate) fn info_worker(snapshot: &[Arc<Worker>]) -> Option<&Arc<Worker>> {
-    snapshot
-        .iter()
-        .find(|w| w.role == Role::Prefill && w.is_routable())
+/// The worker `/model_info` and `/v1/models` are read from: the first prefill one among
+/// `routable` (the registry's routable list).
+pub(crate) fn info_worker(routable: &[Arc<Worker>]) -> Option<&Arc<Worker>> {
+    routable.iter().find(|w| w.role == Role::Prefill)
 }
 
 #[cfg(test)]
@@ -90,8 +87,8 @@ mod tests {
         assert_eq!(ids(candidates(&f, Role::Decode, &[])), [0]);
         assert_eq!(readiness_gap(&f), None);
         assert_eq!(info_worker(&f).map(|w| w.id.0), Some(1));
-        f[0].set_paused(true);
-        assert!(readiness_gap(&f).unwrap().contains("no decode"));
+        assert_eq!(info_worker(&f[2..]).map(|w| w.id.0), Some(2));
+        assert!(readiness_gap(&f[1..]).unwrap().contains("no decode"));
         assert!(readiness_gap(&fleet(&[Role::Decode]))
             .unwrap()
             .contains("no prefill"));

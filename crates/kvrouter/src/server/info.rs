@@ -30,7 +30,8 @@ pub(crate) fn readiness(state: &AppState) -> Response<RouterBody> {
                     "total_workers":snapshot.len()}),
         );
     }
-    let healthy = snapshot.iter().filter(|w| w.is_routable()).count();
+    let routable = state.registry.routable();
+    let healthy = routable.len();
     if let Some(reason) = state
         .index
         .as_ref()
@@ -45,7 +46,7 @@ pub(crate) fn readiness(state: &AppState) -> Response<RouterBody> {
     let pd_gap = state
         .pd
         .as_ref()
-        .and_then(|_| crate::pd::roles::readiness_gap(&snapshot));
+        .and_then(|_| crate::pd::roles::readiness_gap(&routable));
     if let Some(reason) = pd_gap {
         return json(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -69,9 +70,9 @@ pub(crate) fn readiness(state: &AppState) -> Response<RouterBody> {
 
 /// `GET /health_generate`: 200 if any worker is healthy (not proxied).
 pub(crate) fn health_generate(state: &AppState) -> Response<RouterBody> {
-    let snapshot = state.registry.snapshot();
-    let pd_ready = state.pd.is_none() || crate::pd::roles::readiness_gap(&snapshot).is_none();
-    if pd_ready && snapshot.iter().any(|w| w.is_routable()) {
+    let routable = state.registry.routable();
+    let pd_ready = state.pd.is_none() || crate::pd::roles::readiness_gap(&routable).is_none();
+    if pd_ready && !routable.is_empty() {
         text(StatusCode::OK, "At least one worker is healthy")
     } else {
         ApiError::no_workers().into_response()
@@ -128,10 +129,10 @@ pub(crate) fn server_info(state: &AppState) -> Response<RouterBody> {
 
 /// `GET /get_model_info`, `/model_info`: proxied to the first healthy worker.
 pub(crate) async fn model_info(state: &AppState, path: &'static str) -> Response<RouterBody> {
-    let snapshot = state.registry.snapshot();
+    let routable = state.registry.routable();
     let first = match state.pd {
-        Some(_) => crate::pd::roles::info_worker(&snapshot),
-        None => snapshot.iter().find(|w| w.is_routable()),
+        Some(_) => crate::pd::roles::info_worker(&routable),
+        None => routable.first(),
     };
     let Some(worker) = first else {
         return ApiError::no_workers().into_response();

@@ -124,9 +124,8 @@ impl EventSources {
         };
         let feeds = js.feeds.lock();
         let behind = registry
-            .snapshot()
+            .routable()
             .iter()
-            .filter(|w| w.is_routable())
             .filter(|w| !feeds.get(&w.id).is_some_and(|(_, c)| c.is_caught_up()))
             .count();
         (behind > 0).then(|| format!("KV index rebuilding from JetStream ({behind} workers)"))
