@@ -147,8 +147,15 @@ impl BodyOptions {
                 return_logprob: self.return_logprob,
                 stream: self.stream,
             }),
-            // no_stop_trim false as miles' session server; the text chat leaves it out.
-            Endpoint::ChatText => return super::text_chat::body(self, spec),
+            // `--text`: messages only (`text_chat.rs`); no_stop_trim left out.
+            Endpoint::ChatText => serde_json::to_vec(&ChatBody::new(
+                self,
+                spec,
+                super::text_chat::messages(&spec.input_ids, spec.text_segments.as_deref()),
+                None,
+                None,
+            )),
+            // no_stop_trim false as miles' session server.
             Endpoint::Chat => serde_json::to_vec(&ChatBody::new(
                 self,
                 spec,
@@ -215,6 +222,29 @@ mod tests {
         assert_eq!(v["max_tokens"], json!(8));
         assert_eq!(v["messages"][0]["role"], json!("user"));
         assert!(v.get("stream_options").is_none());
+    }
+
+    #[test]
+    fn text_chat_sends_the_agent_context_as_alternating_messages_without_ids() {
+        let spec = RequestSpec {
+            input_ids: Arc::from(vec![1u32, 2, 3, 4, 5, 6, 7]),
+            text_segments: Some(Arc::from(vec![2u32, 1, 3, 1])),
+            ..spec()
+        };
+        let v: Value =
+            serde_json::from_slice(&opts(Endpoint::ChatText, false).body(&spec)).unwrap();
+        assert!(v.get("input_ids").is_none());
+        assert!(v.get("no_stop_trim").is_none());
+        assert_eq!(
+            v["messages"],
+            json!([
+                {"role": "system", "content": "t1 t2"},
+                {"role": "user", "content": "t3"},
+                {"role": "assistant", "content": "t4 t5 t6"},
+                {"role": "user", "content": "t7"},
+            ])
+        );
+        assert_eq!(v["return_meta_info"], json!(true));
     }
 
     #[test]

@@ -10,8 +10,6 @@
 
 use serde::Serialize;
 
-use super::request::{BodyOptions, ChatBody, RequestSpec};
-
 /// One chat message.
 #[derive(Serialize)]
 pub struct Message {
@@ -64,50 +62,19 @@ pub fn messages(ids: &[u32], segments: Option<&[u32]>) -> Vec<Message> {
     out
 }
 
-/// The JSON body of a `--text` chat request.
-pub fn body(opts: &BodyOptions, spec: &RequestSpec) -> Vec<u8> {
-    let messages = messages(&spec.input_ids, spec.text_segments.as_deref());
-    serde_json::to_vec(&ChatBody::new(opts, spec, messages, None, None)).unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::loadgen::config::Endpoint;
-    use serde_json::{json, Value};
-    use std::sync::Arc;
-    use std::time::Duration;
 
     #[test]
-    fn agent_context_becomes_alternating_messages_without_ids() {
-        let spec = RequestSpec {
-            tag: "t".into(),
-            input_ids: Arc::from(vec![1u32, 2, 3, 4, 5, 6, 7]),
-            max_new_tokens: 4,
-            sampling_seed: None,
-            routing_key: None,
-            affinity: 0,
-            scheduled: Duration::ZERO,
-            batch: None,
-            text_segments: Some(Arc::from(vec![2u32, 1, 3, 1])),
-        };
-        let opts = BodyOptions {
-            endpoint: Endpoint::ChatText,
-            stream: false,
-            model: "m".into(),
-            return_logprob: false,
-        };
-        let v: Value = serde_json::from_slice(&opts.body(&spec)).unwrap();
-        assert!(v.get("input_ids").is_none());
-        assert_eq!(
-            v["messages"],
-            json!([
-                {"role": "system", "content": "t1 t2"},
-                {"role": "user", "content": "t3"},
-                {"role": "assistant", "content": "t4 t5 t6"},
-                {"role": "user", "content": "t7"},
-            ])
-        );
-        assert_eq!(v["return_meta_info"], json!(true));
+    fn segments_alternate_roles_after_the_system_prompt_and_the_rest_is_a_user_turn() {
+        let roles = |m: &[Message]| m.iter().map(|m| m.role).collect::<Vec<_>>();
+        let m = messages(&[1, 2, 3, 4, 5, 6, 7, 8], Some(&[2, 1, 3]));
+        assert_eq!(roles(&m), ["system", "user", "assistant", "user"]);
+        assert_eq!(m[2].content, "t4 t5 t6");
+        assert_eq!(m[3].content, "t7 t8");
+        let whole = messages(&[9, 10], None);
+        assert_eq!(roles(&whole), ["user"]);
+        assert_eq!(whole[0].content, "t9 t10");
     }
 }

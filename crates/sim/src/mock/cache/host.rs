@@ -16,19 +16,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::event::Medium;
+use super::host_tier::HostTier;
 use super::radix::{NodeId, NsId, RadixCache, ROOT};
-
-/// Size and policy of the host tier.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct HostTier {
-    /// Host pool size in pages (`--hicache-ratio` x device pages).
-    pub capacity_pages: usize,
-    /// `--hicache-write-policy write_through` (SGLang's default): back up every new node;
-    /// `write_back`: back up only on device eviction.
-    pub write_through: bool,
-    /// Pages currently held on the host.
-    pub used_pages: usize,
-}
 
 impl RadixCache {
     /// Enables the host tier.

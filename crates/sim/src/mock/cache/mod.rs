@@ -4,6 +4,7 @@
 pub mod block_hash;
 pub mod event;
 pub mod host;
+pub mod host_tier;
 pub mod namespace;
 pub mod radix;
 

@@ -17,7 +17,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use super::block_hash::{event_hash, page_digest, PageDigest};
 use super::event::{CacheEvent, Medium};
-use super::host::HostTier;
+use super::host_tier::HostTier;
 use super::namespace::{namespace_seed, namespaced_block_hash, salt_chain_seed, Namespace};
 
 /// Index of a node in the arena; [`ROOT`] is the empty prefix.

@@ -151,11 +151,6 @@ pub fn get_load(state: &MockState) -> Resp {
     ok(&Value::Array(list))
 }
 
-/// `GET /v1/loads` (`v1_loads.rs`).
-pub fn v1_loads(state: &MockState, query: Option<&str>) -> Resp {
-    super::v1_loads::v1_loads(state, query)
-}
-
 /// `GET /metrics`.
 pub fn metrics(state: &MockState) -> Resp {
     let body = state

@@ -144,7 +144,7 @@ async fn handle(state: Arc<MockState>, req: Request<Incoming>) -> Resp {
             json(StatusCode::NOT_FOUND, &json!({"detail": "Not Found"}))
         }
         "/get_load" if get => info::get_load(s),
-        "/v1/loads" if get => info::v1_loads(s, query.as_deref()),
+        "/v1/loads" if get => v1_loads::v1_loads(s, query.as_deref()),
         "/metrics" if get => info::metrics(s),
         "/version" if get => info::version(s),
         "/get_weight_version" if get => info::weight_version(s),
