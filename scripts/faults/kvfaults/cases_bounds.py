@@ -19,7 +19,7 @@ import threading
 import time
 
 from . import attacks
-from .cases import Ctx, _stop, expect, fleet
+from .caselib import Ctx, _stop, expect, fleet
 from .rig import Router, poll_until
 
 # docs/router.md, Limits: a full sticky table (262,144 keys of 48 bytes in power-of-two tables).

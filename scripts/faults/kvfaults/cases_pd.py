@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from .cases import Ctx, _stop, expect, finish, load, wait_in_flight
+from .caselib import Ctx, _stop, expect, finish, load, wait_in_flight
 from .rig import FAST_HEALTH, Mock, Router, poll_until
 from kvcompare.procs import free_port
 

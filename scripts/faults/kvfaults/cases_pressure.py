@@ -8,7 +8,7 @@ throughout; the router warns that the limit tripped."""
 from __future__ import annotations
 
 from . import attacks, records
-from .cases import Ctx, _stop, expect, finish, fleet, load, wait_in_flight
+from .caselib import Ctx, _stop, expect, finish, fleet, load, wait_in_flight
 from .rig import Router
 
 TARGET_P99_S = 5.0

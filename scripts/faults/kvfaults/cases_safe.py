@@ -22,7 +22,7 @@ import time
 from kvcompare import httpc, prom
 
 from . import attacks
-from .cases import Ctx, _stop, finish, fleet, load, wait_in_flight
+from .caselib import Ctx, _stop, finish, fleet, load, wait_in_flight
 from .rig import Mock, Router, poll_until
 
 METADATA_SPELLINGS = (
