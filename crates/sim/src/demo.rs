@@ -8,12 +8,15 @@
 //! mode gets a fresh fleet (cold caches), and every task it started is aborted before the
 //! next mode starts, so nothing outlives the run.
 
+use std::path::Path;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Parser;
 use serde::Serialize;
 
+use crate::loadgen::cli::DemoArgs;
 use crate::loadgen::{self, AgentConfig, GrpoConfig, LoadgenConfig, Summary, Workload};
 use crate::mock::{self, MockArgs};
 use crate::presets;
@@ -251,9 +254,61 @@ async fn wait_ready(state: &AppState, workers: usize) -> anyhow::Result<()> {
     }
 }
 
+/// Runs the embedded demo and prints its comparison table (and `--json`).
+/// Exit code 0 when no request failed, 3 otherwise (as `loadgen::cli::execute`).
+pub async fn execute(args: &DemoArgs, json: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let mut cfg = if args.tiny {
+        DemoConfig::tiny()
+    } else {
+        DemoConfig::default()
+    };
+    if let Some(w) = args.workers {
+        cfg.workers = w;
+    }
+    cfg.modes = args.modes.clone();
+    eprintln!(
+        "demo: {} simulated SGLang workers, modes {:?}; GRPO {}x{} then agent {}x{} per mode",
+        cfg.workers,
+        cfg.modes,
+        cfg.grpo.groups,
+        cfg.grpo.samples,
+        cfg.agent.sessions,
+        cfg.agent.turns
+    );
+    let rows = run(&cfg).await?;
+    if let Some(path) = json {
+        std::fs::write(path, serde_json::to_string_pretty(&rows)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    print!("{}", render_table(&rows));
+    let failed: u64 = rows.iter().map(|r| r.summary.requests.failed).sum();
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(3)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_demo_help_says_the_preset_tables_worker_counts() {
+        use clap::CommandFactory;
+        let cmd = crate::loadgen::cli::Cli::command();
+        let demo = cmd.find_subcommand("demo").unwrap();
+        let workers = demo
+            .get_arguments()
+            .find(|a| a.get_id() == "workers")
+            .unwrap();
+        let help = workers.get_help().unwrap().to_string();
+        let (default, tiny) = (DemoConfig::default().workers, DemoConfig::tiny().workers);
+        assert!(
+            help.contains(&format!("[default: {default}; tiny: {tiny}]")),
+            "{help}"
+        );
+    }
 
     /// The demo's configuration as demo.rs wrote it before workloads/presets.toml (issue 27).
     fn before(tiny: bool) -> DemoConfig {

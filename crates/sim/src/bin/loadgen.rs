@@ -3,11 +3,17 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use kvrouter_sim::loadgen::cli::{execute, Cli};
+use kvrouter_sim::demo;
+use kvrouter_sim::loadgen::cli::{execute, Cli, WorkloadArgs};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    match execute(Cli::parse()).await {
+    let cli = Cli::parse();
+    let run = match &cli.workload {
+        WorkloadArgs::Demo(d) => demo::execute(d, cli.common.json.as_deref()).await,
+        _ => execute(cli).await,
+    };
+    match run {
         Ok(code) => code,
         Err(e) => {
             eprintln!("loadgen: {e:#}");

@@ -335,9 +335,10 @@ impl Cli {
 /// Ctrl-C (SIGINT) stops the run early; the summary of what ran is still printed.
 /// Exit code 0 when at least one request succeeded, 3 when none did (clap uses 2
 /// for usage errors, the binary 1 for configuration and I/O errors).
+/// The `demo` subcommand runs through [`crate::demo::execute`] (the binary dispatches it).
 pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
-    if let WorkloadArgs::Demo(d) = &cli.workload {
-        return execute_demo(d, &cli.common).await;
+    if let WorkloadArgs::Demo(_) = &cli.workload {
+        anyhow::bail!("the demo runs through kvrouter_sim::demo::execute");
     }
     let stop = CancellationToken::new();
     cancel_on_interrupt(stop.clone()).context("cannot listen for SIGINT")?;
@@ -352,41 +353,6 @@ pub async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         OutputArg::Json => println!("{json}"),
     }
     Ok(if summary.requests.ok > 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(3)
-    })
-}
-
-/// Runs the embedded demo and prints its comparison table (and `--json`).
-async fn execute_demo(args: &DemoArgs, common: &CommonArgs) -> anyhow::Result<ExitCode> {
-    use crate::demo::{self, DemoConfig};
-    let mut cfg = if args.tiny {
-        DemoConfig::tiny()
-    } else {
-        DemoConfig::default()
-    };
-    if let Some(w) = args.workers {
-        cfg.workers = w;
-    }
-    cfg.modes = args.modes.clone();
-    eprintln!(
-        "demo: {} simulated SGLang workers, modes {:?}; GRPO {}x{} then agent {}x{} per mode",
-        cfg.workers,
-        cfg.modes,
-        cfg.grpo.groups,
-        cfg.grpo.samples,
-        cfg.agent.sessions,
-        cfg.agent.turns
-    );
-    let rows = demo::run(&cfg).await?;
-    if let Some(path) = &common.json {
-        std::fs::write(path, serde_json::to_string_pretty(&rows)? + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    print!("{}", demo::render_table(&rows));
-    let failed: u64 = rows.iter().map(|r| r.summary.requests.failed).sum();
-    Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(3)
@@ -566,26 +532,6 @@ mod tests {
             panic!("agent")
         };
         assert_eq!((a.think_time_ms, a.tool_latency_ms), (1500.0, 20));
-    }
-
-    #[test]
-    fn the_demo_help_says_the_preset_tables_worker_counts() {
-        use clap::CommandFactory;
-        let cmd = Cli::command();
-        let demo = cmd.find_subcommand("demo").unwrap();
-        let workers = demo
-            .get_arguments()
-            .find(|a| a.get_id() == "workers")
-            .unwrap();
-        let help = workers.get_help().unwrap().to_string();
-        let (default, tiny) = (
-            crate::demo::DemoConfig::default().workers,
-            crate::demo::DemoConfig::tiny().workers,
-        );
-        assert!(
-            help.contains(&format!("[default: {default}; tiny: {tiny}]")),
-            "{help}"
-        );
     }
 
     #[test]
