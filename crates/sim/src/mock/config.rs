@@ -5,7 +5,6 @@ use clap::Parser;
 use serde::{Deserialize, Serialize};
 
 use crate::mock::engine::{Roofline, SchedulePolicy, TimingModel};
-use crate::mock::kv_events::EventFormat;
 
 /// `sglang-mock` command line (flag names as SGLang's `launch_server`).
 #[derive(Parser, Debug, Clone)]
@@ -278,8 +277,6 @@ impl MockArgs {
         if !(self.hicache_load_cost.is_finite() && self.hicache_load_cost >= 0.0) {
             return Err("--hicache-load-cost must be a number >= 0".into());
         }
-        crate::mock::lora::Adapters::from_args(self)?;
-        crate::mock::pd::validate_args(self)?;
         Ok(())
     }
 
@@ -313,6 +310,31 @@ impl MockArgs {
     /// Chunk size, or `None` when chunked prefill is disabled.
     pub fn chunk_size(&self) -> Option<usize> {
         (self.chunked_prefill_size > 0).then_some(self.chunked_prefill_size as usize)
+    }
+}
+
+/// The KV events' shape on the wire (`--kv-events-format`; the encoding is
+/// `kv_events/encode.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EventFormat {
+    /// msgspec tagged maps (SGLang 0.5.23).
+    #[default]
+    Tagged,
+    /// Positional arrays (the shape the mock sent before, SGLang 0.5.9 era).
+    Positional,
+}
+
+impl std::str::FromStr for EventFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "tagged" => Ok(EventFormat::Tagged),
+            "positional" => Ok(EventFormat::Positional),
+            other => Err(format!(
+                "unknown KV-event format {other:?} (expected tagged or positional)"
+            )),
+        }
     }
 }
 

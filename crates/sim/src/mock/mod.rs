@@ -46,7 +46,10 @@ pub struct RunningMock {
 /// loop on the current tokio runtime, and returns once connections are accepted.
 pub async fn start(args: MockArgs) -> anyhow::Result<RunningMock> {
     let launched = std::time::Instant::now();
-    args.validate().map_err(|e| anyhow!(e))?;
+    args.validate()
+        .and_then(|()| lora::Adapters::from_args(&args).map(drop))
+        .and_then(|()| pd::state::validate_args(&args))
+        .map_err(|e| anyhow!(e))?;
     if let Some(path) = &args.tokenizer_path {
         tokenizer::install(path).map_err(|e| anyhow!("--tokenizer-path: {e}"))?;
     }
@@ -110,7 +113,7 @@ pub async fn start(args: MockArgs) -> anyhow::Result<RunningMock> {
         .await
         .with_context(|| format!("bind {}:{}", args.host, args.port))?;
     let addr = listener.local_addr()?;
-    let pd = pd::start(&args).await?;
+    let pd = pd::state::start(&args).await?;
     let kv_events_config = publishers.reported_config.clone();
     let launch = Launch::new(
         args.seed,

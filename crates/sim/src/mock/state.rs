@@ -28,7 +28,7 @@ pub struct MockState {
     next_rank: AtomicUsize,
     pub hooks: Hooks,
     /// PD role, rooms and tasks (`crate::mock::pd`).
-    pub pd: Arc<crate::mock::pd::PdState>,
+    pub pd: Arc<crate::mock::pd::state::PdState>,
 }
 
 /// This launch's `/server_info.random_seed` and `startup_time`, the two values SGLang's body
@@ -104,7 +104,7 @@ impl MockState {
         kv_events_config: Option<String>,
         port: u16,
         launch: Launch,
-        pd: Arc<crate::mock::pd::PdState>,
+        pd: Arc<crate::mock::pd::state::PdState>,
     ) -> MockState {
         let version: Arc<str> = Arc::from(args.weight_version.as_str());
         MockState {

@@ -7,8 +7,9 @@ use std::collections::HashMap;
 
 use kvrouter_sim::mock::cache::namespace::{namespace_seed, namespaced_block_hash};
 use kvrouter_sim::mock::cache::{CacheEvent, Medium, Namespace, RadixCache};
+use kvrouter_sim::mock::config::EventFormat;
 use kvrouter_sim::mock::kv_events::coalesce::coalesce;
-use kvrouter_sim::mock::kv_events::encode::{encode_batch, EventFormat};
+use kvrouter_sim::mock::kv_events::encode::encode_batch;
 
 fn fixture() -> HashMap<String, String> {
     lines("batch ")

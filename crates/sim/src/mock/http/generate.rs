@@ -75,7 +75,7 @@ pub async fn generate(state: &Arc<MockState>, bytes: &[u8]) -> Resp {
             return_logprob,
         })
         .collect();
-    let mut rx = match crate::mock::pd::dispatch(state, bytes, job.reqs, job.rx) {
+    let mut rx = match crate::mock::pd::dispatch::dispatch(state, bytes, job.reqs, job.rx) {
         Ok(rx) => rx,
         Err(m) => return native_error(StatusCode::BAD_REQUEST, m),
     };

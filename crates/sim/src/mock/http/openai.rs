@@ -280,7 +280,7 @@ async fn run(
             .unwrap_or(false),
         n,
     };
-    let mut rx = match crate::mock::pd::dispatch(state, bytes, job.reqs, job.rx) {
+    let mut rx = match crate::mock::pd::dispatch::dispatch(state, bytes, job.reqs, job.rx) {
         Ok(rx) => rx,
         Err(m) => return openai_error(StatusCode::BAD_REQUEST, m),
     };

@@ -115,13 +115,13 @@ fn server_args(state: &MockState) -> Vec<(&'static str, Value)> {
         ),
         (
             "disable_radix_cache",
-            json!(state.pd.mode == crate::mock::pd::Mode::Decode && !state.pd.decode_radix),
+            json!(state.pd.mode == crate::mock::pd::state::Mode::Decode && !state.pd.decode_radix),
         ),
         // A prefill's default DP dispatch (`arg_groups/serving_hook.py`
         // `handle_load_balance_method`: `auto` -> `follow_bootstrap_room` for PD prefill).
         (
             "load_balance_method",
-            json!(if state.pd.mode == crate::mock::pd::Mode::Prefill {
+            json!(if state.pd.mode == crate::mock::pd::state::Mode::Prefill {
                 "follow_bootstrap_room"
             } else {
                 a.load_balance_method.as_str()

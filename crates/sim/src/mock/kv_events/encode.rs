@@ -23,30 +23,7 @@
 use rmp::encode as mp;
 
 use crate::mock::cache::CacheEvent;
-
-/// The event shape on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum EventFormat {
-    /// msgspec tagged maps (SGLang 0.5.23).
-    #[default]
-    Tagged,
-    /// Positional arrays (the shape the mock sent before, SGLang 0.5.9 era).
-    Positional,
-}
-
-impl std::str::FromStr for EventFormat {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "tagged" => Ok(EventFormat::Tagged),
-            "positional" => Ok(EventFormat::Positional),
-            other => Err(format!(
-                "unknown KV-event format {other:?} (expected tagged or positional)"
-            )),
-        }
-    }
-}
+use crate::mock::config::EventFormat;
 
 type W = Result<(), mp::ValueWriteError>;
 

@@ -6,7 +6,7 @@ pub mod encode;
 pub mod endpoint;
 pub mod publisher;
 
-pub use encode::EventFormat;
+pub use crate::mock::config::EventFormat;
 use endpoint::Endpoint;
 pub use publisher::PublisherHandle;
 

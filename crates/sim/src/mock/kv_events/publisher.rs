@@ -13,9 +13,10 @@ use tokio::sync::mpsc;
 use zeromq::{PubSocket, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
 use super::coalesce::{coalesce, per_page};
-use super::encode::{encode_batch, EventFormat};
+use super::encode::encode_batch;
 use super::endpoint::Endpoint;
 use crate::mock::cache::CacheEvent;
+use crate::mock::config::EventFormat;
 
 /// Sends encoded batches to a rank's publisher task (a no-op when events are off).
 #[derive(Debug, Clone, Default)]

@@ -21,7 +21,7 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use super::gauges::Queue;
 use super::rooms::{PrefillTicket, Transferred};
-use super::PdState;
+use super::state::PdState;
 use crate::mock::engine::{Command, Done, EngineRequest, FinishReason, Reply};
 
 /// One request of a prefill call: its room ticket and its held KV (`None` for the fake
