@@ -22,8 +22,8 @@ pub struct KvOptions {
     /// Seconds a routed request's blocks count as predicted-cached on its worker (predict-on-route); with `--predict-credit learned`, the upper bound of each unit's TTL, learned from how long its store events take to confirm predictions.
     #[arg(long, env = "KVROUTER_PREDICT_TTL_SECS", default_value_t = 10.0)]
     pub predict_ttl_secs: f64,
-    /// How much a predicted block counts: `full` (every prediction counts in full for the TTL and is never at eviction risk) or `learned` (each unit's predictions weighed by the share its store events confirm, the TTL learned from their delay; opt-in until it wins on every workload). See docs/kv-routing.md "Predictions".
-    #[arg(long, env = "KVROUTER_PREDICT_CREDIT", value_enum, default_value_t = PredictCredit::Full)]
+    /// How much a predicted block counts: `full` (every prediction counts in full for the TTL and is never at eviction risk) or `learned` (each unit's predictions weighed by the share its store events confirm, the TTL learned from their delay). See docs/kv-routing.md "Predictions".
+    #[arg(long, env = "KVROUTER_PREDICT_CREDIT", value_enum, default_value_t = PredictCredit::Learned)]
     pub predict_credit: PredictCredit,
     /// Disable predict-on-route (score from KV events only).
     #[arg(long, env = "KVROUTER_NO_PREDICT", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]

@@ -127,7 +127,7 @@ def balance(limit: float) -> Callable[[Ctx], Outcome]:
 
 
 NO_PREDICT = "kvrouter kv no-predict"
-LEARNED = "kvrouter kv learned-credit"
+FULL = "kvrouter kv full-credit"
 HIT_NOISE_POINTS = 0.5  # run-to-run spread of one case's hit rate (docs/benchmarks.md)
 TIME_NOISE = 0.10       # ... and of its TTFT / makespan, as a ratio
 
@@ -211,47 +211,47 @@ TARGETS = [
            balance(1.3)),
 ]
 
-# Issue 28's targets, evaluated where a run has learned-credit rows.
+# Issue 28's targets, evaluated where a run has full-credit rows.
 PREDICTION_TARGETS = [
-    # Calibrated predictions (`--predict-credit learned`) never cost hit rate or time:
-    # against --no-predict off bursts, against today's full credit (`kvrouter kv`) on bursts.
-    Target("predict-trace-hit", "learned credit: hit rate >= --no-predict's (within 0.5 points)",
-           ("trace", "tenants"), hit_vs_variant(LEARNED, NO_PREDICT)),
-    Target("predict-trace-ttft50", "learned credit: TTFT p50 <= --no-predict's (within 10%)", ("trace", "tenants"),
-           time_vs_variant("ttft_p50_ms", LEARNED, NO_PREDICT)),
-    Target("predict-trace-ttft99", "learned credit: TTFT p99 <= --no-predict's (within 10%)", ("trace", "tenants"),
-           time_vs_variant("ttft_p99_ms", LEARNED, NO_PREDICT)),
-    Target("predict-trace-bound", "learned credit: >= 98% of the shared-cache bound where --no-predict reaches it",
-           ("trace",), bound_where_no_predict_reaches(LEARNED, 0.98)),
-    Target("predict-rollout-hit", "learned credit: hit rate >= full credit's (within 0.5 points)", ("grpo", "mix"),
-           hit_vs_variant(LEARNED, KV), part=ROLLOUT),
-    Target("predict-rollout-makespan", "learned credit: batch makespan <= full credit's (within 10%)",
-           ("grpo", "mix"), time_vs_variant("makespan_mean_s", LEARNED, KV), part=ROLLOUT),
-    Target("predict-agent-hit", "learned credit: hit rate >= full credit's (within 0.5 points)", ("agent", "mix"),
-           hit_vs_variant(LEARNED, KV), part=AGENT),
-    Target("predict-agent-ttft99", "learned credit: TTFT p99 <= full credit's (within 10%)", ("agent", "mix"),
-           time_vs_variant("ttft_p99_ms", LEARNED, KV), part=AGENT),
-    # The default (full credit) held to the same bar off bursts: the default is whichever wins.
-    Target("predict-default-hit", "full credit (default): hit rate >= --no-predict's (within 0.5 points)",
+    # Calibrated predictions (learned credit, the default `kvrouter kv`) never cost hit rate or
+    # time: against --no-predict off bursts, against full credit (the earlier default) on bursts.
+    Target("predict-trace-hit", "learned credit (default): hit rate >= --no-predict's (within 0.5 points)",
            ("trace", "tenants"), hit_vs_variant(KV, NO_PREDICT)),
-    Target("predict-default-ttft50", "full credit (default): TTFT p50 <= --no-predict's (within 10%)",
+    Target("predict-trace-ttft50", "learned credit (default): TTFT p50 <= --no-predict's (within 10%)",
            ("trace", "tenants"), time_vs_variant("ttft_p50_ms", KV, NO_PREDICT)),
-    Target("predict-default-ttft99", "full credit (default): TTFT p99 <= --no-predict's (within 10%)",
+    Target("predict-trace-ttft99", "learned credit (default): TTFT p99 <= --no-predict's (within 10%)",
            ("trace", "tenants"), time_vs_variant("ttft_p99_ms", KV, NO_PREDICT)),
-    Target("predict-default-bound", "full credit (default): >= 98% of the shared-cache bound where --no-predict "
-           "reaches it", ("trace",), bound_where_no_predict_reaches(KV, 0.98)),
+    Target("predict-trace-bound", "learned credit (default): >= 98% of the shared-cache bound where "
+           "--no-predict reaches it", ("trace",), bound_where_no_predict_reaches(KV, 0.98)),
+    Target("predict-rollout-hit", "learned credit (default): hit rate >= full credit's (within 0.5 points)",
+           ("grpo", "mix"), hit_vs_variant(KV, FULL), part=ROLLOUT),
+    Target("predict-rollout-makespan", "learned credit (default): batch makespan <= full credit's (within 10%)",
+           ("grpo", "mix"), time_vs_variant("makespan_mean_s", KV, FULL), part=ROLLOUT),
+    Target("predict-agent-hit", "learned credit (default): hit rate >= full credit's (within 0.5 points)",
+           ("agent", "mix"), hit_vs_variant(KV, FULL), part=AGENT),
+    Target("predict-agent-ttft99", "learned credit (default): TTFT p99 <= full credit's (within 10%)",
+           ("agent", "mix"), time_vs_variant("ttft_p99_ms", KV, FULL), part=AGENT),
+    # Full credit held to the same bar off bursts: the default is whichever wins.
+    Target("predict-full-hit", "full credit: hit rate >= --no-predict's (within 0.5 points)",
+           ("trace", "tenants"), hit_vs_variant(FULL, NO_PREDICT)),
+    Target("predict-full-ttft50", "full credit: TTFT p50 <= --no-predict's (within 10%)",
+           ("trace", "tenants"), time_vs_variant("ttft_p50_ms", FULL, NO_PREDICT)),
+    Target("predict-full-ttft99", "full credit: TTFT p99 <= --no-predict's (within 10%)",
+           ("trace", "tenants"), time_vs_variant("ttft_p99_ms", FULL, NO_PREDICT)),
+    Target("predict-full-bound", "full credit: >= 98% of the shared-cache bound where --no-predict "
+           "reaches it", ("trace",), bound_where_no_predict_reaches(FULL, 0.98)),
 ]
 
 
 def evaluate(runs: list[dict], only: list[Target] | None = None) -> list[dict]:
     """One row per (target, workload, capacity, timing model) that has rows in `runs`; `only`:
-    just these targets (default: TARGETS, and PREDICTION_TARGETS where learned-credit rows ran)."""
+    just these targets (default: TARGETS, and PREDICTION_TARGETS where full-credit rows ran)."""
     cases: dict[tuple, list[dict]] = {}
     for r in runs:
         cases.setdefault((r.get("timing_model"), r.get("workload"), r.get("capacity")), []).append(r)
     out = []
-    learned = any(r.get("router") == LEARNED for r in runs)
-    for t in only if only is not None else TARGETS + (PREDICTION_TARGETS if learned else []):
+    full = any(r.get("router") == FULL for r in runs)
+    for t in only if only is not None else TARGETS + (PREDICTION_TARGETS if full else []):
         for (tm, wl, cap), rows in cases.items():
             if wl not in t.workloads or cap not in t.capacities:
                 continue

@@ -13,12 +13,13 @@ use crate::events::runtime::FeedSettings;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PredictCredit {
-    /// Weighed by what each unit's store events confirmed (docs/kv-routing.md "Predictions").
-    /// Opt-in: level with `Full` on the trace, GRPO and agent sessions, but on the mixed
-    /// workload over capacity it doubles the agent part's TTFT p50 (docs/benchmarks.md).
-    Learned,
-    /// In full for the whole TTL, and never at eviction risk.
+    /// Weighed by what each unit's store events confirmed, TTL learned from their delay
+    /// (docs/kv-routing.md "Predictions"). The default: level with `Full` on the trace, GRPO
+    /// and agent sessions, shorter rollouts on the mixed workload over capacity
+    /// (docs/benchmarks.md, issue 28).
     #[default]
+    Learned,
+    /// In full for the whole TTL, and never at eviction risk (the default before issue 28).
     Full,
 }
 
