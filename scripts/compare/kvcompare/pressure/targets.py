@@ -211,18 +211,26 @@ TARGETS = [
            balance(1.3)),
 ]
 
-# Issue 28's targets, evaluated where a run has full-credit rows.
+def _off_bursts(who: str, router: str, prefix: str) -> list[Target]:
+    """`router` at or above --no-predict off bursts (trace, tenants), labelled `who` (issue 28)."""
+    return [
+        Target(f"{prefix}-hit", f"{who}: hit rate >= --no-predict's (within 0.5 points)",
+               ("trace", "tenants"), hit_vs_variant(router, NO_PREDICT)),
+        Target(f"{prefix}-ttft50", f"{who}: TTFT p50 <= --no-predict's (within 10%)", ("trace", "tenants"),
+               time_vs_variant("ttft_p50_ms", router, NO_PREDICT)),
+        Target(f"{prefix}-ttft99", f"{who}: TTFT p99 <= --no-predict's (within 10%)", ("trace", "tenants"),
+               time_vs_variant("ttft_p99_ms", router, NO_PREDICT)),
+        Target(f"{prefix}-bound", f"{who}: >= 98% of the shared-cache bound where --no-predict reaches it",
+               ("trace",), bound_where_no_predict_reaches(router, 0.98)),
+    ]
+
+
+# Issue 28's targets, evaluated where a run has full-credit rows. Calibrated predictions
+# (learned credit, the default `kvrouter kv`) never cost hit rate or time: against --no-predict
+# off bursts, against full credit (the earlier default) on bursts; full credit is held to the
+# same bar off bursts, so the default is whichever wins.
 PREDICTION_TARGETS = [
-    # Calibrated predictions (learned credit, the default `kvrouter kv`) never cost hit rate or
-    # time: against --no-predict off bursts, against full credit (the earlier default) on bursts.
-    Target("predict-trace-hit", "learned credit (default): hit rate >= --no-predict's (within 0.5 points)",
-           ("trace", "tenants"), hit_vs_variant(KV, NO_PREDICT)),
-    Target("predict-trace-ttft50", "learned credit (default): TTFT p50 <= --no-predict's (within 10%)",
-           ("trace", "tenants"), time_vs_variant("ttft_p50_ms", KV, NO_PREDICT)),
-    Target("predict-trace-ttft99", "learned credit (default): TTFT p99 <= --no-predict's (within 10%)",
-           ("trace", "tenants"), time_vs_variant("ttft_p99_ms", KV, NO_PREDICT)),
-    Target("predict-trace-bound", "learned credit (default): >= 98% of the shared-cache bound where "
-           "--no-predict reaches it", ("trace",), bound_where_no_predict_reaches(KV, 0.98)),
+    *_off_bursts("learned credit (default)", KV, "predict-trace"),
     Target("predict-rollout-hit", "learned credit (default): hit rate >= full credit's (within 0.5 points)",
            ("grpo", "mix"), hit_vs_variant(KV, FULL), part=ROLLOUT),
     Target("predict-rollout-makespan", "learned credit (default): batch makespan <= full credit's (within 10%)",
@@ -231,15 +239,7 @@ PREDICTION_TARGETS = [
            ("agent", "mix"), hit_vs_variant(KV, FULL), part=AGENT),
     Target("predict-agent-ttft99", "learned credit (default): TTFT p99 <= full credit's (within 10%)",
            ("agent", "mix"), time_vs_variant("ttft_p99_ms", KV, FULL), part=AGENT),
-    # Full credit held to the same bar off bursts: the default is whichever wins.
-    Target("predict-full-hit", "full credit: hit rate >= --no-predict's (within 0.5 points)",
-           ("trace", "tenants"), hit_vs_variant(FULL, NO_PREDICT)),
-    Target("predict-full-ttft50", "full credit: TTFT p50 <= --no-predict's (within 10%)",
-           ("trace", "tenants"), time_vs_variant("ttft_p50_ms", FULL, NO_PREDICT)),
-    Target("predict-full-ttft99", "full credit: TTFT p99 <= --no-predict's (within 10%)",
-           ("trace", "tenants"), time_vs_variant("ttft_p99_ms", FULL, NO_PREDICT)),
-    Target("predict-full-bound", "full credit: >= 98% of the shared-cache bound where --no-predict "
-           "reaches it", ("trace",), bound_where_no_predict_reaches(FULL, 0.98)),
+    *_off_bursts("full credit", FULL, "predict-full"),
 ]
 
 
