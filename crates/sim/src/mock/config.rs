@@ -237,7 +237,9 @@ impl MockArgs {
         }
     }
 
-    /// Checks cross-field constraints; returns a message naming the bad flag.
+    /// Checks cross-field constraints; returns a message naming the bad flag. The LoRA and PD
+    /// flags are checked by their own modules (`lora::Adapters::from_args`,
+    /// `pd::state::validate_args`), which `mock::start` runs after this.
     pub fn validate(&self) -> Result<(), String> {
         if self.page_size == 0 {
             return Err("--page-size must be at least 1".into());

@@ -1,11 +1,11 @@
 //! kvrouter's KV index side by side with the published peer indexes on the same
 //! data (conversation trace, page 16, request i stored on worker i % W; every
 //! index is fed the same per-page content hashes, and one more kvrouter row hashes
-//! the tokens itself, as it does for SGLang's events): ingest throughput, `find_matches` p50/p99 at 8 / 64 / 512 workers, a
-//! 64k-token prompt (hashing included, each index with its own hashing where it
-//! has one), bytes per (block, worker) counted by the allocator, and memory
-//! after evicting everything. Plain timing loops (criterion reports no
-//! percentiles). Run from this folder:
+//! the tokens itself, as it does for SGLang's events): ingest throughput,
+//! `find_matches` p50/p99 at 8 / 64 / 512 workers, a 64k-token prompt (hashing
+//! included, each index with its own hashing where it has one), bytes per (block,
+//! worker) counted by the allocator, and memory after evicting everything. Plain
+//! timing loops (criterion reports no percentiles). Run from this folder:
 //! `CARGO_TARGET_DIR=/work/targets/index-peers cargo bench --bench peers`.
 
 #[path = "../../common/index_data.rs"]
