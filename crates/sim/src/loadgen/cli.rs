@@ -204,6 +204,11 @@ pub struct RolloutArgs {
     /// Sigma of the log of the output length.
     #[arg(long, default_value_t = 1.0)]
     pub output_len_sigma: f64,
+    /// Before each group's samples, send its prompt once with max_new_tokens 0 and wait for
+    /// it, as SGLang does for one request with n > 1 (it caches the common prefix first), so
+    /// the samples are not prefilled side by side in one batch.
+    #[arg(long)]
+    pub prime_prefix: bool,
 }
 
 #[derive(Debug, Args)]
@@ -286,6 +291,7 @@ impl Cli {
                 system_prefix_len: r.system_prefix_len,
                 output_len_median: r.output_len_median,
                 output_len_sigma: r.output_len_sigma,
+                prime_prefix: r.prime_prefix,
             }),
             WorkloadArgs::Tenants(t) => Workload::Tenants(TenantsConfig {
                 tenants: t.tenants,

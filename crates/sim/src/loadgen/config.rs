@@ -130,6 +130,9 @@ pub struct RolloutConfig {
     pub output_len_median: f64,
     /// Sigma of the log of the output length.
     pub output_len_sigma: f64,
+    /// Send each group's prompt once with `max_new_tokens` 0 and wait for it before the
+    /// samples (SGLang's own `n > 1` handling).
+    pub prime_prefix: bool,
 }
 
 impl Default for RolloutConfig {
@@ -143,6 +146,7 @@ impl Default for RolloutConfig {
             system_prefix_len: 0,
             output_len_median: 400.0,
             output_len_sigma: 1.0,
+            prime_prefix: false,
         }
     }
 }

@@ -6,7 +6,10 @@
 //! next batch starts only when every request of the previous one has ended (a
 //! synchronous rollout step). Prompt lengths are uniform in the configured range,
 //! each sample's output length lognormal and capped at `max_new_tokens`; with
-//! `ignore_eos` the asked length is the generated length.
+//! `ignore_eos` the asked length is the generated length. With `prime_prefix` each group
+//! first sends its prompt once with `max_new_tokens` 0 and waits for it, as SGLang does for
+//! `n > 1` (`TokenizerManager._handle_batch_request`: "Cache the common prefix for parallel
+//! sampling"), so the samples find the prompt cached instead of prefilling it side by side.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -48,6 +51,18 @@ pub fn group_requests(
     specs
 }
 
+/// The groups of `batch` (each one prompt's samples), in prompt order.
+pub fn batch_groups(
+    cfg: &RolloutConfig,
+    seed: u64,
+    batch: u32,
+    max_new_tokens: u32,
+) -> Vec<Vec<RequestSpec>> {
+    (0..cfg.prompts)
+        .map(|p| group_requests(cfg, seed, batch, p, max_new_tokens))
+        .collect()
+}
+
 /// Every request of `batch`, group after group.
 pub fn batch_requests(
     cfg: &RolloutConfig,
@@ -55,41 +70,63 @@ pub fn batch_requests(
     batch: u32,
     max_new_tokens: u32,
 ) -> Vec<RequestSpec> {
-    (0..cfg.prompts)
-        .flat_map(|p| group_requests(cfg, seed, batch, p, max_new_tokens))
+    batch_groups(cfg, seed, batch, max_new_tokens)
+        .into_iter()
+        .flatten()
         .collect()
+}
+
+/// The request that caches a group's prompt before its samples: the first sample with
+/// `max_new_tokens` 0, tagged `<group>/prime`.
+pub fn prime_request(group: &[RequestSpec]) -> Option<RequestSpec> {
+    let first = group.first()?;
+    let mut prime = first.clone();
+    prime.tag = match first.tag.rsplit_once('/') {
+        Some((g, _)) => format!("{g}/prime"),
+        None => format!("{}/prime", first.tag),
+    };
+    prime.max_new_tokens = 0;
+    Some(prime)
 }
 
 /// Runs the batches through the runner.
 pub async fn run(runner: &Runner, cfg: &RolloutConfig, seed: u64, max_new_tokens: u32) {
     let plan = |batch| {
         let scheduled = runner.start().elapsed();
-        let mut specs = batch_requests(cfg, seed, batch, max_new_tokens);
-        for s in &mut specs {
+        let mut groups = batch_groups(cfg, seed, batch, max_new_tokens);
+        for s in groups.iter_mut().flatten() {
             s.scheduled = scheduled;
         }
-        specs
+        groups
     };
-    run_batches(cfg.batches, || runner.expired(), plan, |s| runner.send(s)).await;
+    let send_group = |group: Vec<RequestSpec>| async move {
+        if cfg.prime_prefix {
+            if let Some(prime) = prime_request(&group) {
+                runner.send(prime).await;
+            }
+        }
+        futures::future::join_all(group.into_iter().map(|s| runner.send(s))).await;
+    };
+    run_batches(cfg.batches, || runner.expired(), plan, send_group).await;
 }
 
-/// The batch barrier: batch b's requests are all handed to `send` at once, and batch
+/// The batch barrier: batch b's groups are all handed to `send_group` at once, and batch
 /// b + 1 is planned only after every one of them has completed. No batch starts once
 /// `stopped()`.
 pub async fn run_batches<F, Fut>(
     batches: u32,
     stopped: impl Fn() -> bool,
-    plan: impl Fn(u32) -> Vec<RequestSpec>,
-    send: F,
+    plan: impl Fn(u32) -> Vec<Vec<RequestSpec>>,
+    send_group: F,
 ) where
-    F: Fn(RequestSpec) -> Fut,
+    F: Fn(Vec<RequestSpec>) -> Fut,
     Fut: Future,
 {
     for batch in 0..batches {
         if stopped() {
             return;
         }
-        futures::future::join_all(plan(batch).into_iter().map(&send)).await;
+        futures::future::join_all(plan(batch).into_iter().map(&send_group)).await;
     }
 }
 
@@ -108,6 +145,7 @@ mod tests {
             system_prefix_len: 20,
             output_len_median: 50.0,
             output_len_sigma: 1.0,
+            prime_prefix: false,
         }
     }
 
@@ -195,7 +233,14 @@ mod tests {
                 log.lock().push(Ev::End(batch));
             }
         };
-        run_batches(c.batches, || false, |b| batch_requests(&c, 0, b, 64), send).await;
+        let send_group = |g: Vec<RequestSpec>| futures::future::join_all(g.into_iter().map(send));
+        run_batches(
+            c.batches,
+            || false,
+            |b| batch_groups(&c, 0, b, 64),
+            send_group,
+        )
+        .await;
         let log = log.into_inner();
         assert_eq!(log.len(), 2 * 3 * 4 * 8);
         for b in 1..3 {
@@ -216,6 +261,17 @@ mod tests {
         assert_eq!(starts_before, 32);
     }
 
+    #[test]
+    fn a_prime_is_the_groups_prompt_with_no_output() {
+        let group = group_requests(&cfg(), 7, 1, 2, 120);
+        let prime = prime_request(&group).expect("a group has samples");
+        assert_eq!(prime.input_ids, group[0].input_ids);
+        assert_eq!(prime.max_new_tokens, 0);
+        assert_eq!(prime.tag, "b1/g2/prime");
+        assert_eq!(prime.batch, Some(1));
+        assert!(prime_request(&[]).is_none());
+    }
+
     #[tokio::test]
     async fn no_batch_starts_once_stopped() {
         let sent = Mutex::new(0u32);
@@ -225,7 +281,14 @@ mod tests {
             async {}
         };
         let stopped = || *sent.lock() >= 32;
-        run_batches(c.batches, stopped, |b| batch_requests(&c, 0, b, 64), send).await;
+        let send_group = |g: Vec<RequestSpec>| futures::future::join_all(g.into_iter().map(send));
+        run_batches(
+            c.batches,
+            stopped,
+            |b| batch_groups(&c, 0, b, 64),
+            send_group,
+        )
+        .await;
         assert_eq!(sent.into_inner(), 32);
     }
 }
