@@ -10,6 +10,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::mock::config::MockArgs;
 use crate::mock::engine::{LoadView, RankHandle};
+use crate::mock::lora::Adapters;
 use crate::mock::metrics::MockMetrics;
 
 /// Everything a handler needs.
@@ -29,6 +30,9 @@ pub struct MockState {
     pub hooks: Hooks,
     /// PD role, rooms and tasks (`crate::mock::pd`).
     pub pd: Arc<crate::mock::pd::state::PdState>,
+    /// `--lora-paths` parsed once (`mock::start` has checked them; the request paths read
+    /// this instead of parsing the flags again).
+    pub adapters: Adapters,
 }
 
 /// This launch's `/server_info.random_seed` and `startup_time`, the two values SGLang's body
@@ -107,6 +111,7 @@ impl MockState {
         pd: Arc<crate::mock::pd::state::PdState>,
     ) -> MockState {
         let version: Arc<str> = Arc::from(args.weight_version.as_str());
+        let adapters = Adapters::from_args(&args).unwrap_or_default();
         MockState {
             args,
             ranks,
@@ -118,6 +123,7 @@ impl MockState {
             weight_version: RwLock::new(version),
             next_rank: AtomicUsize::new(0),
             hooks: Hooks::default(),
+            adapters,
             pd,
         }
     }

@@ -9,7 +9,6 @@ use serde::Deserialize;
 
 use super::parse::OneOrMany;
 use crate::mock::cache::Namespace;
-use crate::mock::lora::Adapters;
 use crate::mock::state::MockState;
 
 #[derive(Deserialize, Default)]
@@ -71,11 +70,7 @@ pub fn for_call(
     };
     let keys = per_item(f.extra_key, count, "extra_key")?;
     let salts = per_item(f.cache_salt, count, "cache_salt")?;
-    let adapters = if loras.iter().any(Option::is_some) {
-        Adapters::from_args(&state.args)?
-    } else {
-        Adapters::default()
-    };
+    let adapters = &state.adapters;
     let mut out = Vec::with_capacity(count);
     for ((lora, key), salt) in loras.into_iter().zip(keys).zip(salts) {
         let adapter = match lora.as_deref().filter(|l| !l.is_empty()) {

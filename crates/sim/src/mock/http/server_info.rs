@@ -85,12 +85,7 @@ fn server_args(state: &MockState) -> Vec<(&'static str, Value)> {
         ("enable_cache_report", json!(true)),
         // Namespaces and HiCache (`lora.rs`, `cache/host.rs`); enable_lora stays null unless
         // LoRA is on, as SGLang's resolution leaves it.
-        (
-            "enable_lora",
-            json!(crate::mock::lora::Adapters::from_args(a)
-                .is_ok_and(|l| l.enabled)
-                .then_some(true)),
-        ),
+        ("enable_lora", json!(state.adapters.enabled.then_some(true))),
         (
             "enable_hierarchical_cache",
             json!(a.enable_hierarchical_cache),

@@ -14,7 +14,6 @@ use serde_json::{json, Map, Value};
 use super::respond::{json, ok, text, Resp};
 use crate::mock::engine::LoadView;
 use crate::mock::load::publisher::{reading, RankConst};
-use crate::mock::lora::Adapters;
 use crate::mock::state::MockState;
 
 /// `LoadSnapshot.VALID_SECTIONS`, sorted as Python's `sorted()` prints them.
@@ -204,7 +203,7 @@ pub fn v1_loads(state: &MockState, query: Option<&str>) -> Resp {
             )
         }
     };
-    let lora = Adapters::from_args(&state.args).is_ok_and(|a| a.enabled);
+    let lora = state.adapters.enabled;
     let ts = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
