@@ -24,6 +24,7 @@ use dynamo_kv_router::protocols::{
 };
 use dynamo_kv_router::ConcurrentRadixTreeCompressed;
 use kv_index::{ChainBlockMap, ChainIndex, ContentHash, SequenceHash, StoredBlock};
+use kvrouter_index::runs::RunIndex;
 use kvrouter_index::{seq_hashes, KvEvent, KvIndex, WorkerId};
 use radix_tree::{Config as SmgConfig, OverlapScratch, RadixTree as SmgTree};
 
@@ -139,6 +140,30 @@ impl Index for Ours {
     }
     fn find(&mut self, _local: &[u64], seq: &[u64]) -> usize {
         self.index.find_matches(seq).units.len()
+    }
+}
+
+/// kvrouter's run-compressed prototype (`kvrouter_index::runs`), fed the engine's hashes
+/// and the per-page content hashes as the other content-hash peers are.
+struct RunIdx {
+    index: RunIndex,
+}
+impl Index for RunIdx {
+    fn name(&self) -> &'static str {
+        "kvrouter RunIndex (prototype)"
+    }
+    fn store(&mut self, s: &Stored) {
+        let _ = self.index.store(s.worker, None, &s.engine, &s.local);
+    }
+    fn remove(&mut self, s: &Stored) {
+        self.index.remove(s.worker, &s.engine);
+    }
+    fn hash_and_find(&mut self, tokens: &[u32]) -> usize {
+        let q = data::content_hashes(tokens);
+        self.index.find(&q).len()
+    }
+    fn find(&mut self, local: &[u64], _seq: &[u64]) -> usize {
+        self.index.find(local).len()
     }
 }
 
@@ -365,13 +390,16 @@ fn make(kind: usize) -> Box<dyn Index> {
                 next_id: 0,
             })
         }
-        _ => Box::new(Ours {
+        5 => Box::new(Ours {
             index: KvIndex::new(data::PAGE as u32),
             tokens: true,
         }),
+        _ => Box::new(RunIdx {
+            index: RunIndex::new(),
+        }),
     }
 }
-const KINDS: usize = 6;
+const KINDS: usize = 7;
 /// Ingest rounds per index and fleet size (the median is reported).
 const INGEST_ROUNDS: usize = 5;
 
