@@ -61,24 +61,26 @@ impl Slab {
             ..
         } = self;
         ids.reserve(engine.len(), |&id| hash(eng[id as usize]));
-        eng.reserve(engine.len());
-        con.reserve(engine.len());
-        runs.reserve(engine.len());
-        for (j, (&e, &c)) in engine.iter().zip(content).enumerate() {
-            let id = eng.len() as u32;
+        let base = eng.len();
+        eng.extend_from_slice(engine);
+        con.extend_from_slice(content);
+        runs.resize(base + engine.len(), run);
+        for (j, &e) in engine.iter().enumerate() {
             match ids.entry(
                 hash(e),
                 |&i| eng[i as usize] == e,
                 |&i| hash(eng[i as usize]),
             ) {
-                Entry::Occupied(_) => return j,
+                Entry::Occupied(_) => {
+                    eng.truncate(base + j);
+                    con.truncate(base + j);
+                    runs.truncate(base + j);
+                    return j;
+                }
                 Entry::Vacant(v) => {
-                    v.insert(id);
+                    v.insert((base + j) as u32);
                 }
             }
-            eng.push(e);
-            con.push(c);
-            runs.push(run);
         }
         engine.len()
     }

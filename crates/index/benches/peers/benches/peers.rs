@@ -430,11 +430,22 @@ fn main() {
         Some(k) if k < KINDS => k..k + 1,
         _ => 0..KINDS,
     };
+    // `PEERS_ROUNDS=n`: ingest rounds per index and fleet (default INGEST_ROUNDS).
+    let rounds_wanted: usize = std::env::var("PEERS_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(INGEST_ROUNDS)
+        .max(1);
     println!(
         "{requests} trace requests, page {}; request i stored on worker i % W",
         data::PAGE
     );
-    for w in [8usize, 64, 512] {
+    // `PEERS_FLEETS=8,512`: only those fleet sizes (profiling one of them).
+    let fleets: Vec<usize> = std::env::var("PEERS_FLEETS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|f| f.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![8, 64, 512]);
+    for w in fleets {
         let stores: Vec<Stored> = prompts
             .iter()
             .enumerate()
@@ -476,7 +487,7 @@ fn main() {
             // the last round's index is the one queried.
             let mut rounds = Vec::new();
             let (mut idx, mut bytes) = (make(kind), 0);
-            for round in 0..INGEST_ROUNDS {
+            for round in 0..rounds_wanted {
                 if round > 0 {
                     idx = make(kind);
                 }
