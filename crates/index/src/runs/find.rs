@@ -50,9 +50,9 @@ impl RunIndex {
         let (mut depth, mut i) = (0u32, 0usize);
         while let Some(run) = next {
             let r = &runs[run as usize];
-            let s = r.start as usize;
             let avail = (r.len as usize).min(content.len() - i);
-            let m = slab.content[s..s + avail]
+            let m = slab
+                .contents(r.start, avail)
                 .iter()
                 .zip(&content[i..i + avail])
                 .take_while(|(a, b)| a == b)

@@ -2,7 +2,7 @@
 //! row "kvrouter RunIndex (prototype)"): not used by the router, single-threaded
 //! (`&mut self`), one namespace, engine hashes trusted to be the same on every unit.
 //!
-//! Layout: every distinct block is stored once in a slab (engine hash, content hash, run;
+//! Layout: every distinct block is stored once in a chunked slab (engine hash, content hash, run;
 //! `slab.rs`) and keyed once, by engine hash, in a table of `u32` ids. Blocks are grouped
 //! into runs (`tree.rs`): a run is a contiguous slab range along one chain whose positions
 //! all have the same holders, kept as `(unit, cut)` pairs ("the unit holds positions

@@ -16,7 +16,7 @@ impl RunIndex {
             let Some(id) = self.slab.lookup(e) else {
                 continue;
             };
-            let run = self.slab.run[id as usize];
+            let run = self.slab.run_of(id);
             if run != cur {
                 if cur != ROOT {
                     self.remove_in(cur, unit, &mut offsets);

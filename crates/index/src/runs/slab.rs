@@ -1,133 +1,239 @@
 //! The block slab: per distinct block its engine hash, content hash and run, in parallel
-//! arrays indexed by a `u32` block id, and the index's one keyed structure, a table of block
-//! ids keyed by engine hash (the key is read back from the slab, so a slot is 4 bytes plus
-//! hashbrown's control byte).
+//! arrays of fixed-size chunks (a `u32` block id is chunk and slot; chunks never move, so
+//! growing the slab copies nothing), and the index's one keyed structure: a table of block
+//! ids keyed by engine hash, each slot keeping 32 bits of the key's hash so that growing the
+//! table never reads the slab. A run's blocks always sit in one chunk.
 
 use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
 
-/// `run` of a block that was reclaimed (its id is free until the next compaction).
+/// `run` of a block that was reclaimed (its slot is free until the next compaction).
 pub(crate) const DEAD: u32 = u32::MAX;
 
-/// Engine hashes are already hashes; one multiply spreads them over hashbrown's index bits
-/// (low) and tag bits (top 7).
+const CHUNK_BITS: u32 = 15;
+/// Blocks per chunk: the longest run.
+pub(crate) const CHUNK: u32 = 1 << CHUNK_BITS;
+
+/// 32 bits of a well-mixed hash of engine hash `e` (kept in the table's slot).
 #[inline]
-fn hash(e: u64) -> u64 {
-    let h = e.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    h ^ (h >> 32)
+fn tag(e: u64) -> u32 {
+    (e.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32
+}
+
+/// The table's hash, rebuilt from the slot's 32 bits: hashbrown takes the bucket from the
+/// low bits and its control tag from the top 7.
+#[inline]
+fn spread(t: u32) -> u64 {
+    let t = u64::from(t);
+    (t << 32) | t
+}
+
+#[inline]
+fn at(id: u32) -> (usize, usize) {
+    ((id >> CHUNK_BITS) as usize, (id & (CHUNK - 1)) as usize)
+}
+
+/// Whether ids `a` and `b` lie in the same chunk.
+#[inline]
+pub(crate) fn same_chunk(a: u32, b: u32) -> bool {
+    a >> CHUNK_BITS == b >> CHUNK_BITS
+}
+
+struct Chunk {
+    engine: Vec<u64>,
+    content: Vec<u64>,
+    run: Vec<u32>,
+}
+
+impl Chunk {
+    fn new() -> Self {
+        let n = CHUNK as usize;
+        Chunk {
+            engine: Vec::with_capacity(n),
+            content: Vec::with_capacity(n),
+            run: Vec::with_capacity(n),
+        }
+    }
 }
 
 #[derive(Default)]
 pub(crate) struct Slab {
-    pub(crate) engine: Vec<u64>,
-    pub(crate) content: Vec<u64>,
-    /// The run each block belongs to (rewritten when a run splits), or [`DEAD`].
-    pub(crate) run: Vec<u32>,
-    ids: HashTable<u32>,
-    /// Reclaimed ids (slots still in the arrays, no longer in `ids`).
-    pub(crate) dead: usize,
+    chunks: Vec<Chunk>,
+    /// `(block id, tag of its engine hash)`.
+    ids: HashTable<(u32, u32)>,
+    /// Ids handed out (live and dead).
+    used: usize,
+    /// Reclaimed ids (slots still in the chunks, no longer in `ids`).
+    dead: usize,
 }
 
 impl Slab {
-    /// Block ids handed out so far (live and dead).
+    /// The id the next appended block gets.
     #[inline]
-    pub(crate) fn len(&self) -> u32 {
-        self.engine.len() as u32
+    pub(crate) fn next_id(&self) -> u32 {
+        match self.chunks.last() {
+            Some(c) => ((self.chunks.len() as u32 - 1) << CHUNK_BITS) + c.engine.len() as u32,
+            None => 0,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn used(&self) -> usize {
+        self.used
+    }
+
+    #[inline]
+    pub(crate) fn dead(&self) -> usize {
+        self.dead
     }
 
     #[inline]
     pub(crate) fn live(&self) -> usize {
-        self.engine.len() - self.dead
+        self.used - self.dead
+    }
+
+    /// Makes room to append up to `n` blocks contiguously and returns how many fit: all of
+    /// them when `n <= CHUNK` (opening a new chunk when the last one is short of room).
+    pub(crate) fn make_room(&mut self, n: usize) -> usize {
+        let room = self
+            .chunks
+            .last()
+            .map_or(0, |c| CHUNK as usize - c.engine.len());
+        if room >= n {
+            return n;
+        }
+        if room > 0 && n > CHUNK as usize {
+            return room;
+        }
+        self.chunks.push(Chunk::new());
+        n.min(CHUNK as usize)
     }
 
     /// The block with engine hash `e`.
     #[inline]
     pub(crate) fn lookup(&self, e: u64) -> Option<u32> {
-        let engine = &self.engine;
+        let t = tag(e);
         self.ids
-            .find(hash(e), |&id| engine[id as usize] == e)
-            .copied()
+            .find(spread(t), |&(id, tt)| tt == t && self.engine_at(id) == e)
+            .map(|&(id, _)| id)
     }
 
-    /// Appends the blocks of `engine` / `content` to the slab as members of `run`, stopping
-    /// before the first one whose engine hash is already known (a conflict the caller reports).
-    /// Returns how many were appended.
+    #[inline]
+    pub(crate) fn engine_at(&self, id: u32) -> u64 {
+        let (c, i) = at(id);
+        self.chunks[c].engine[i]
+    }
+
+    #[inline]
+    pub(crate) fn content_at(&self, id: u32) -> u64 {
+        let (c, i) = at(id);
+        self.chunks[c].content[i]
+    }
+
+    #[inline]
+    pub(crate) fn run_of(&self, id: u32) -> u32 {
+        let (c, i) = at(id);
+        self.chunks[c].run[i]
+    }
+
+    /// Engine hashes of blocks `start..start + len` (one run: one chunk).
+    #[inline]
+    pub(crate) fn engines(&self, start: u32, len: usize) -> &[u64] {
+        let (c, i) = at(start);
+        &self.chunks[c].engine[i..i + len]
+    }
+
+    /// Content hashes of blocks `start..start + len` (one run: one chunk).
+    #[inline]
+    pub(crate) fn contents(&self, start: u32, len: usize) -> &[u64] {
+        let (c, i) = at(start);
+        &self.chunks[c].content[i..i + len]
+    }
+
+    /// Blocks `start..start + len` now belong to `run`.
+    pub(crate) fn set_run(&mut self, start: u32, len: u32, run: u32) {
+        let (c, i) = at(start);
+        self.chunks[c].run[i..i + len as usize].fill(run);
+    }
+
+    /// Appends the blocks of `engine` / `content` as members of `run` (at most the room
+    /// [`Slab::make_room`] gave), stopping before the first one whose engine hash is already
+    /// known (a conflict the caller reports). Returns how many were appended.
     pub(crate) fn append(&mut self, run: u32, engine: &[u64], content: &[u64]) -> usize {
         let Slab {
-            engine: eng,
-            content: con,
-            run: runs,
-            ids,
-            ..
+            chunks, ids, used, ..
         } = self;
-        ids.reserve(engine.len(), |&id| hash(eng[id as usize]));
-        let base = eng.len();
-        eng.extend_from_slice(engine);
-        con.extend_from_slice(content);
-        runs.resize(base + engine.len(), run);
+        let Some(chunk) = chunks.last_mut() else {
+            return 0;
+        };
+        let base = chunk.engine.len();
+        debug_assert!(base + engine.len() <= CHUNK as usize);
+        let first = (((chunks.len() - 1) as u32) << CHUNK_BITS) + base as u32;
+        ids.reserve(engine.len(), |&(_, t)| spread(t));
+        let chunk = chunks.last_mut().expect("a chunk");
+        chunk.engine.extend_from_slice(engine);
+        chunk.content.extend_from_slice(content);
+        chunk.run.resize(base + engine.len(), run);
+        let mut stored = engine.len();
+        let read = &*chunks;
         for (j, &e) in engine.iter().enumerate() {
-            match ids.entry(
-                hash(e),
-                |&i| eng[i as usize] == e,
-                |&i| hash(eng[i as usize]),
-            ) {
+            let t = tag(e);
+            let entry = ids.entry(
+                spread(t),
+                |&(id, tt)| {
+                    tt == t && {
+                        let (c, i) = at(id);
+                        read[c].engine[i] == e
+                    }
+                },
+                |&(_, t)| spread(t),
+            );
+            match entry {
                 Entry::Occupied(_) => {
-                    eng.truncate(base + j);
-                    con.truncate(base + j);
-                    runs.truncate(base + j);
-                    return j;
+                    stored = j;
+                    break;
                 }
                 Entry::Vacant(v) => {
-                    v.insert((base + j) as u32);
+                    v.insert((first + j as u32, t));
                 }
             }
         }
-        engine.len()
+        if stored < engine.len() {
+            let chunk = chunks.last_mut().expect("a chunk");
+            chunk.engine.truncate(base + stored);
+            chunk.content.truncate(base + stored);
+            chunk.run.truncate(base + stored);
+        }
+        *used += stored;
+        stored
     }
 
     /// Drops block `id` from the table; its slot stays until the next compaction.
     pub(crate) fn reclaim(&mut self, id: u32) {
-        let e = self.engine[id as usize];
-        if let Ok(entry) = self.ids.find_entry(hash(e), |&i| i == id) {
+        let e = self.engine_at(id);
+        if let Ok(entry) = self.ids.find_entry(spread(tag(e)), |&(i, _)| i == id) {
             entry.remove();
         }
-        self.run[id as usize] = DEAD;
+        let (c, i) = at(id);
+        self.chunks[c].run[i] = DEAD;
         self.dead += 1;
     }
 
-    /// Rebuilds the slab from the live ranges `(start, len)` of every run, in the order given;
-    /// returns each range's new start. The table is rebuilt, the arrays shrink.
-    pub(crate) fn compact(&mut self, ranges: &[(u32, u32, u32)]) -> Vec<u32> {
-        let live = self.live();
-        let mut engine = Vec::with_capacity(live);
-        let mut content = Vec::with_capacity(live);
-        let mut run = Vec::with_capacity(live);
+    /// A new slab holding the ranges `(run, start, len)` in the order given (each `len <=
+    /// CHUNK`), with each range's new start.
+    pub(crate) fn compact(&self, ranges: &[(u32, u32, u32)]) -> (Slab, Vec<u32>) {
+        let mut new = Slab::default();
         let mut starts = Vec::with_capacity(ranges.len());
-        for &(r, start, len) in ranges {
-            let (s, e) = (start as usize, (start + len) as usize);
-            starts.push(engine.len() as u32);
-            engine.extend_from_slice(&self.engine[s..e]);
-            content.extend_from_slice(&self.content[s..e]);
-            run.extend(std::iter::repeat_n(r, len as usize));
+        for &(run, start, len) in ranges {
+            let n = len as usize;
+            new.make_room(n);
+            starts.push(new.next_id());
+            new.append(run, self.engines(start, n), self.contents(start, n));
         }
-        let mut ids = HashTable::with_capacity(engine.len());
-        for (id, &e) in engine.iter().enumerate() {
-            ids.insert_unique(hash(e), id as u32, |&i| hash(engine[i as usize]));
-        }
-        *self = Slab {
-            engine,
-            content,
-            run,
-            ids,
-            dead: 0,
-        };
-        starts
+        (new, starts)
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.engine.capacity() * 8
-            + self.content.capacity() * 8
-            + self.run.capacity() * 4
-            + self.ids.capacity() * 5
+        self.chunks.len() * CHUNK as usize * 20 + self.ids.capacity() * 9
     }
 }

@@ -3,6 +3,7 @@
 //! appended to the slab (one keyed insert each) as a new run, or extend the unit's own run
 //! when that run is the slab's last.
 
+use super::slab::same_chunk;
 use super::tree::{new_run, ROOT};
 use super::{RunError, RunIndex};
 
@@ -22,7 +23,7 @@ impl RunIndex {
             None => (ROOT, 0),
             Some(p) => {
                 let id = self.slab.lookup(p).ok_or(RunError::UnknownParent)?;
-                let run = self.slab.run[id as usize];
+                let run = self.slab.run_of(id);
                 let r = &self.tree.runs[run as usize];
                 let off = id - r.start;
                 if r.cut(unit) <= off {
@@ -38,9 +39,10 @@ impl RunIndex {
             if run != ROOT {
                 let r = &self.tree.runs[run as usize];
                 if k < r.len {
-                    let s = (r.start + k) as usize;
                     let avail = ((r.len - k) as usize).min(n - i);
-                    let m = self.slab.engine[s..s + avail]
+                    let m = self
+                        .slab
+                        .engines(r.start + k, avail)
                         .iter()
                         .zip(&engine[i..i + avail])
                         .take_while(|(a, b)| a == b)
@@ -83,41 +85,49 @@ impl RunIndex {
         (tail, end - k)
     }
 
-    /// New blocks after the end of `run` (or at the root).
+    /// New blocks after the end of `run` (or at the root): they extend the unit's own run
+    /// when it is the slab's last and the unit its only holder, else they start a new run
+    /// (one per chunk they span).
     fn append(
         &mut self,
-        run: u32,
+        mut run: u32,
         unit: u32,
-        engine: &[u64],
-        content: &[u64],
+        mut engine: &[u64],
+        mut content: &[u64],
     ) -> Result<(), RunError> {
-        if run != ROOT {
-            let r = &self.tree.runs[run as usize];
-            if r.children.is_empty()
-                && r.start + r.len == self.slab.len()
-                && r.holders.len() == 1
-                && r.holders[0] == (unit, r.len)
-            {
-                let added = self.slab.append(run, engine, content) as u32;
+        while !engine.is_empty() {
+            let take = self.slab.make_room(engine.len());
+            let next = self.slab.next_id();
+            let (e, c) = (&engine[..take], &content[..take]);
+            let extend = run != ROOT && {
+                let r = &self.tree.runs[run as usize];
+                r.children.is_empty()
+                    && r.start + r.len == next
+                    && same_chunk(r.start, next)
+                    && r.holders.len() == 1
+                    && r.holders[0] == (unit, r.len)
+            };
+            let added = if extend {
+                let added = self.slab.append(run, e, c) as u32;
                 let r = &mut self.tree.runs[run as usize];
                 r.len += added;
                 r.holders[0].1 += added;
-                return if added as usize == engine.len() {
-                    Ok(())
-                } else {
-                    Err(RunError::Conflict)
-                };
+                added
+            } else {
+                let id = self.tree.next_id();
+                let added = self.slab.append(id, e, c) as u32;
+                if added > 0 {
+                    self.tree.add(new_run(next, added, run, unit), c[0]);
+                    run = id;
+                }
+                added
+            };
+            if (added as usize) < take {
+                return Err(RunError::Conflict);
             }
+            engine = &engine[take..];
+            content = &content[take..];
         }
-        let (id, start) = (self.tree.next_id(), self.slab.len());
-        let added = self.slab.append(id, engine, content) as u32;
-        if added > 0 {
-            self.tree.add(new_run(start, added, run, unit), content[0]);
-        }
-        if added as usize == engine.len() {
-            Ok(())
-        } else {
-            Err(RunError::Conflict)
-        }
+        Ok(())
     }
 }

@@ -209,3 +209,39 @@ fn compaction_keeps_answers() {
     }
     assert!(ix.memory_bytes() > 0);
 }
+
+#[test]
+fn long_chains_span_chunks() {
+    use super::slab::CHUNK;
+    let mut ix = RunIndex::new();
+    let n = (CHUNK as usize) * 5 / 2;
+    let c: Vec<u64> = (1..=n as u64).collect();
+    let e = engines(&c);
+    ix.store(0, None, &e, &c).expect("store");
+    assert_eq!(found(&mut ix, &c), vec![(0, n as u32)]);
+    // Fill most of the last chunk, so the next store does not fit in it.
+    let d: Vec<u64> = (0..(CHUNK as u64) / 3).map(|i| 1 << 40 | i).collect();
+    store(&mut ix, 1, &d);
+    let f: Vec<u64> = (0..(CHUNK as u64) / 2).map(|i| 2 << 40 | i).collect();
+    store(&mut ix, 1, &f);
+    assert_eq!(found(&mut ix, &f), vec![(1, f.len() as u32)]);
+    assert_eq!(found(&mut ix, &d), vec![(1, d.len() as u32)]);
+    // Another unit takes a prefix crossing a chunk boundary, then extends it by parent.
+    let k = CHUNK as usize + 10;
+    ix.store(2, None, &e[..k], &c[..k]).expect("prefix");
+    ix.store(2, Some(e[k - 1]), &e[k..k + 5], &c[k..k + 5])
+        .expect("extend");
+    assert_eq!(found(&mut ix, &c), vec![(0, n as u32), (2, k as u32 + 5)]);
+    // Leaf-first eviction of the long chain on unit 0, then everything.
+    ix.remove(0, &e[n / 2..]);
+    assert_eq!(
+        found(&mut ix, &c),
+        vec![(0, n as u32 / 2), (2, k as u32 + 5)]
+    );
+    ix.clear(0);
+    ix.clear(2);
+    assert_eq!(found(&mut ix, &c), vec![]);
+    assert_eq!(ix.distinct_blocks(), d.len() + f.len());
+    ix.clear(1);
+    assert_eq!(ix.distinct_blocks(), 0);
+}

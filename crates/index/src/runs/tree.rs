@@ -141,7 +141,7 @@ impl Tree {
         let children = std::mem::take(&mut r.children);
         let (start, len) = (r.start + k, r.len - k);
         r.len = k;
-        let first = slab.content[start as usize];
+        let first = slab.content_at(start);
         let tail = Run {
             start,
             len,
@@ -154,7 +154,7 @@ impl Tree {
             let ch = self.runs[t as usize].children[i].1;
             self.runs[ch as usize].parent = t;
         }
-        slab.run[start as usize..(start + len) as usize].fill(t);
+        slab.set_run(start, len, t);
         t
     }
 
@@ -177,7 +177,7 @@ impl Tree {
                 r.len = keep;
                 return;
             }
-            let (parent, first) = (r.parent, slab.content[r.start as usize]);
+            let (parent, first) = (r.parent, slab.content_at(r.start));
             *r = Run::default();
             self.free.push(run);
             if parent == ROOT {
@@ -195,8 +195,8 @@ impl Tree {
     /// Compacts the slab once more than half of it is reclaimed (and always when nothing
     /// is live, so an emptied index gives its memory back).
     pub(crate) fn maybe_compact(&mut self, slab: &mut Slab) {
-        let dead = slab.dead;
-        if dead == 0 || (slab.live() > 0 && (dead < 4096 || dead * 2 < slab.len() as usize)) {
+        let dead = slab.dead();
+        if dead == 0 || (slab.live() > 0 && (dead < 4096 || dead * 2 < slab.used())) {
             return;
         }
         if slab.live() == 0 {
@@ -211,7 +211,8 @@ impl Tree {
             .filter(|(_, r)| r.len > 0)
             .map(|(i, r)| (i as u32, r.start, r.len))
             .collect();
-        let starts = slab.compact(&ranges);
+        let (new, starts) = slab.compact(&ranges);
+        *slab = new;
         for (&(r, _, _), s) in ranges.iter().zip(starts) {
             self.runs[r as usize].start = s;
         }
