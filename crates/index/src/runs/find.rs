@@ -4,6 +4,7 @@
 //! the compares along the path plus one visit per holder of each run on it; no allocation
 //! (epoch-tagged per-unit scratch).
 
+use super::prefix::common_prefix;
 use super::tree::ROOT;
 use super::RunIndex;
 
@@ -51,12 +52,7 @@ impl RunIndex {
         while let Some(run) = next {
             let r = &runs[run as usize];
             let avail = (r.len as usize).min(content.len() - i);
-            let m = slab
-                .contents(r.start, avail)
-                .iter()
-                .zip(&content[i..i + avail])
-                .take_while(|(a, b)| a == b)
-                .count() as u32;
+            let m = common_prefix(slab.contents(r.start, avail), &content[i..i + avail]) as u32;
             if m == 0 {
                 break;
             }

@@ -14,6 +14,7 @@
 //! content hash.
 
 mod find;
+mod prefix;
 mod remove;
 mod slab;
 mod store;

@@ -3,6 +3,7 @@
 //! appended to the slab (one keyed insert each) as a new run, or extend the unit's own run
 //! when that run is the slab's last.
 
+use super::prefix::common_prefix;
 use super::slab::same_chunk;
 use super::tree::{new_run, ROOT};
 use super::{RunError, RunIndex};
@@ -40,13 +41,8 @@ impl RunIndex {
                 let r = &self.tree.runs[run as usize];
                 if k < r.len {
                     let avail = ((r.len - k) as usize).min(n - i);
-                    let m = self
-                        .slab
-                        .engines(r.start + k, avail)
-                        .iter()
-                        .zip(&engine[i..i + avail])
-                        .take_while(|(a, b)| a == b)
-                        .count();
+                    let m =
+                        common_prefix(self.slab.engines(r.start + k, avail), &engine[i..i + avail]);
                     if m == 0 {
                         if k == 0 {
                             // Reached by content hash, but the engine names it differently.
