@@ -5,8 +5,11 @@
 //! `find_matches` p50/p99 at 8 / 64 / 512 workers, a 64k-token prompt (hashing
 //! included, each index with its own hashing where it has one), bytes per (block,
 //! worker) counted by the allocator, and memory after evicting everything. Plain
-//! timing loops (criterion reports no percentiles). Run from this folder:
-//! `CARGO_TARGET_DIR=/work/targets/index-peers cargo bench --bench peers`.
+//! timing loops (criterion reports no percentiles). The last row is kvrouter's
+//! run-compressed prototype (`kvrouter_index::runs::RunIndex`), fed engine and content
+//! hashes like the content-hash peers. Run from this folder:
+//! `CARGO_TARGET_DIR=/work/targets/index-peers cargo bench --bench peers` (`PEERS_ONLY=k`,
+//! `PEERS_FLEETS=8,512` and `PEERS_ROUNDS=n` narrow it down for profiling).
 
 #[path = "../../common/index_data.rs"]
 mod data;
