@@ -9,6 +9,8 @@
 //! - the index (`index/`): [`KvIndex`] applies [`KvEvent`]s per [`Unit`] (worker, rank),
 //!   answers [`KvIndex::find_matches`] with [`Overlaps`], and keeps the predicted / in-flight
 //!   layer ([`IndexBooking`], [`PredictionId`]) with its TTL;
+//! - a run-compressed index (`runs/`, [`runs::RunIndex`]): a prototype under measurement in
+//!   the peers bench, not used by the router;
 //! - the identifiers units are keyed by (`ids.rs`): [`WorkerId`], [`Rank`] (the router's
 //!   `workers` re-exports them);
 //! - its Prometheus series (`kvrouter_index_*`) in its own registry, [`metrics_registry`],
@@ -22,6 +24,7 @@
 
 mod ids;
 mod index;
+pub mod runs;
 mod tokens;
 
 pub use ids::{Rank, WorkerId};

@@ -5,8 +5,11 @@
 //! `find_matches` p50/p99 at 8 / 64 / 512 workers, a 64k-token prompt (hashing
 //! included, each index with its own hashing where it has one), bytes per (block,
 //! worker) counted by the allocator, and memory after evicting everything. Plain
-//! timing loops (criterion reports no percentiles). Run from this folder:
-//! `CARGO_TARGET_DIR=/work/targets/index-peers cargo bench --bench peers`.
+//! timing loops (criterion reports no percentiles). The last row is kvrouter's
+//! run-compressed prototype (`kvrouter_index::runs::RunIndex`), fed engine and content
+//! hashes like the content-hash peers. Run from this folder:
+//! `CARGO_TARGET_DIR=/work/targets/index-peers cargo bench --bench peers` (`PEERS_ONLY=k`,
+//! `PEERS_FLEETS=8,512` and `PEERS_ROUNDS=n` narrow it down for profiling).
 
 #[path = "../../common/index_data.rs"]
 mod data;
@@ -24,6 +27,7 @@ use dynamo_kv_router::protocols::{
 };
 use dynamo_kv_router::ConcurrentRadixTreeCompressed;
 use kv_index::{ChainBlockMap, ChainIndex, ContentHash, SequenceHash, StoredBlock};
+use kvrouter_index::runs::RunIndex;
 use kvrouter_index::{seq_hashes, KvEvent, KvIndex, WorkerId};
 use radix_tree::{Config as SmgConfig, OverlapScratch, RadixTree as SmgTree};
 
@@ -139,6 +143,30 @@ impl Index for Ours {
     }
     fn find(&mut self, _local: &[u64], seq: &[u64]) -> usize {
         self.index.find_matches(seq).units.len()
+    }
+}
+
+/// kvrouter's run-compressed prototype (`kvrouter_index::runs`), fed the engine's hashes
+/// and the per-page content hashes as the other content-hash peers are.
+struct RunIdx {
+    index: RunIndex,
+}
+impl Index for RunIdx {
+    fn name(&self) -> &'static str {
+        "kvrouter RunIndex (prototype)"
+    }
+    fn store(&mut self, s: &Stored) {
+        let _ = self.index.store(s.worker, None, &s.engine, &s.local);
+    }
+    fn remove(&mut self, s: &Stored) {
+        self.index.remove(s.worker, &s.engine);
+    }
+    fn hash_and_find(&mut self, tokens: &[u32]) -> usize {
+        let q = data::content_hashes(tokens);
+        self.index.find(&q).len()
+    }
+    fn find(&mut self, local: &[u64], _seq: &[u64]) -> usize {
+        self.index.find(local).len()
     }
 }
 
@@ -365,13 +393,16 @@ fn make(kind: usize) -> Box<dyn Index> {
                 next_id: 0,
             })
         }
-        _ => Box::new(Ours {
+        5 => Box::new(Ours {
             index: KvIndex::new(data::PAGE as u32),
             tokens: true,
         }),
+        _ => Box::new(RunIdx {
+            index: RunIndex::new(),
+        }),
     }
 }
-const KINDS: usize = 6;
+const KINDS: usize = 7;
 /// Ingest rounds per index and fleet size (the median is reported).
 const INGEST_ROUNDS: usize = 5;
 
@@ -402,11 +433,22 @@ fn main() {
         Some(k) if k < KINDS => k..k + 1,
         _ => 0..KINDS,
     };
+    // `PEERS_ROUNDS=n`: ingest rounds per index and fleet (default INGEST_ROUNDS).
+    let rounds_wanted: usize = std::env::var("PEERS_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(INGEST_ROUNDS)
+        .max(1);
     println!(
         "{requests} trace requests, page {}; request i stored on worker i % W",
         data::PAGE
     );
-    for w in [8usize, 64, 512] {
+    // `PEERS_FLEETS=8,512`: only those fleet sizes (profiling one of them).
+    let fleets: Vec<usize> = std::env::var("PEERS_FLEETS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|f| f.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![8, 64, 512]);
+    for w in fleets {
         let stores: Vec<Stored> = prompts
             .iter()
             .enumerate()
@@ -448,7 +490,7 @@ fn main() {
             // the last round's index is the one queried.
             let mut rounds = Vec::new();
             let (mut idx, mut bytes) = (make(kind), 0);
-            for round in 0..INGEST_ROUNDS {
+            for round in 0..rounds_wanted {
                 if round > 0 {
                     idx = make(kind);
                 }

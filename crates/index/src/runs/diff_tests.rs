@@ -1,0 +1,264 @@
+//! Differential test: `RunIndex` against `KvIndex` and a naive model (per block path, the
+//! set of units holding it) over random fleets, chains from a small content alphabet
+//! (shared and branching prefixes), leaf-first removals with some holes, and clears.
+//! `RunIndex` must equal the model after every step; `KvIndex` must too whenever no unit
+//! has a hole (its galloping search can over-report a unit with a hole, by design: see
+//! `index/find.rs`).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::{RunError, RunIndex};
+use crate::tokens::chain;
+use crate::{KvEvent, KvIndex, WorkerId};
+
+type Path = Vec<u64>;
+
+fn eh(parent: u64, content: u64) -> u64 {
+    (parent ^ content.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        .rotate_left(17)
+        .wrapping_mul(0xBF58_476D_1CE4_E5B9)
+        ^ 0x5EED
+}
+
+fn engine_of(p: &[u64]) -> u64 {
+    p.iter().fold(0, |acc, &c| eh(acc, c))
+}
+
+fn seqs_of(p: &[u64]) -> Vec<u64> {
+    let mut out = Vec::with_capacity(p.len());
+    for (i, &c) in p.iter().enumerate() {
+        out.push(if i == 0 { c } else { chain(out[i - 1], c) });
+    }
+    out
+}
+
+#[derive(Default)]
+struct Model {
+    /// Block path -> units holding it.
+    holders: HashMap<Path, BTreeSet<u32>>,
+    /// Every engine hash ever stored -> its path.
+    by_engine: HashMap<u64, Path>,
+}
+
+impl Model {
+    fn holds(&self, u: u32, p: &[u64]) -> bool {
+        self.holders.get(p).is_some_and(|s| s.contains(&u))
+    }
+
+    fn held_by(&self, u: u32) -> Vec<Path> {
+        let mut v: Vec<Path> = self
+            .holders
+            .iter()
+            .filter(|(_, s)| s.contains(&u))
+            .map(|(p, _)| p.clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn has_hole(&self) -> bool {
+        self.holders
+            .iter()
+            .any(|(p, s)| p.len() > 1 && s.iter().any(|&u| !self.holds(u, &p[..p.len() - 1])))
+    }
+
+    fn find(&self, q: &[u64]) -> Vec<(u32, u32)> {
+        let mut depth: BTreeMap<u32, u32> = BTreeMap::new();
+        let mut alive: BTreeSet<u32> = BTreeSet::new();
+        for d in 1..=q.len() {
+            let Some(s) = self.holders.get(&q[..d]) else {
+                break;
+            };
+            if d == 1 {
+                alive = s.clone();
+            } else {
+                alive.retain(|u| s.contains(u));
+            }
+            if alive.is_empty() {
+                break;
+            }
+            for &u in &alive {
+                depth.insert(u, d as u32);
+            }
+        }
+        depth.into_iter().collect()
+    }
+}
+
+fn random_contents(rng: &mut StdRng, alphabet: u64, max: usize) -> Vec<u64> {
+    let n = rng.random_range(1..=max);
+    (0..n).map(|_| rng.random_range(1..=alphabet)).collect()
+}
+
+fn check(run: &mut RunIndex, kv: &KvIndex, model: &Model, queries: &[Path], ctx: &str) {
+    let exact = !model.has_hole();
+    for q in queries {
+        let want = model.find(q);
+        let mut got = run.find(q).to_vec();
+        got.sort_unstable();
+        assert_eq!(got, want, "RunIndex vs model, query {q:?} ({ctx})");
+        if exact {
+            let mut kv_got: Vec<(u32, u32)> = kv
+                .find_matches(&seqs_of(q))
+                .units
+                .iter()
+                .map(|o| (o.unit.worker.0, o.confirmed))
+                .collect();
+            kv_got.sort_unstable();
+            assert_eq!(kv_got, want, "KvIndex vs model, query {q:?} ({ctx})");
+        }
+    }
+}
+
+fn run_seed(seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let fleet: u32 = rng.random_range(1..=40);
+    let alphabet = rng.random_range(2..=5);
+    let steps = 120;
+    let mut run = RunIndex::new();
+    let kv = KvIndex::new(16);
+    let mut model = Model::default();
+    let apply = |u: u32, ev: &KvEvent| kv.apply(WorkerId(u), 0, ev);
+    for step in 0..steps {
+        let u = rng.random_range(0..fleet);
+        let held = model.held_by(u);
+        let roll = rng.random_range(0..100);
+        let ctx = format!("seed {seed}, step {step}, unit {u}, roll {roll}");
+        if roll < 55 {
+            // Store: from the root, under a held block, or under one the unit lacks.
+            let (parent_path, expect_ok): (Path, bool) = if held.is_empty() || roll < 25 {
+                (Vec::new(), true)
+            } else if roll < 50 {
+                (held[rng.random_range(0..held.len())].clone(), true)
+            } else {
+                let known: Vec<&Path> = model.by_engine.values().collect();
+                let p = if known.is_empty() || rng.random_bool(0.3) {
+                    vec![99, 98]
+                } else {
+                    known[rng.random_range(0..known.len())].clone()
+                };
+                let ok = model.holds(u, &p);
+                (p, ok)
+            };
+            let tail = random_contents(&mut rng, alphabet, 8);
+            let mut path = parent_path.clone();
+            let mut engines = Vec::new();
+            for &c in &tail {
+                path.push(c);
+                engines.push(engine_of(&path));
+            }
+            let parent = (!parent_path.is_empty()).then(|| engine_of(&parent_path));
+            let got = run.store(u, parent, &engines, &tail);
+            let kv_got = apply(
+                u,
+                &KvEvent::StoredHashed {
+                    parent,
+                    block_hashes: engines.clone(),
+                    local_hashes: tail.clone(),
+                },
+            );
+            assert_eq!(got.is_ok(), expect_ok, "RunIndex store ({ctx})");
+            assert_eq!(kv_got.is_ok(), expect_ok, "KvIndex store ({ctx})");
+            if !expect_ok {
+                assert_eq!(got, Err(RunError::UnknownParent));
+            } else {
+                let mut p = parent_path;
+                for (&c, &e) in tail.iter().zip(&engines) {
+                    p.push(c);
+                    model.by_engine.insert(e, p.clone());
+                    model.holders.entry(p.clone()).or_default().insert(u);
+                }
+            }
+        } else if roll < 93 {
+            if held.is_empty() {
+                continue;
+            }
+            let pick = held[rng.random_range(0..held.len())].clone();
+            let mut gone: Vec<Path> = if roll < 85 {
+                // Leaf-first: the block and everything the unit holds below it.
+                held.iter()
+                    .filter(|p| p.starts_with(&pick))
+                    .cloned()
+                    .collect()
+            } else {
+                // A hole (or a leaf, if it has nothing below).
+                vec![pick]
+            };
+            match rng.random_range(0..3) {
+                0 => gone.sort_by_key(|p| std::cmp::Reverse(p.len())),
+                1 => gone.sort_by_key(Vec::len),
+                _ => {}
+            }
+            let mut engines: Vec<u64> = gone.iter().map(|p| engine_of(p)).collect();
+            if rng.random_bool(0.2) {
+                engines.push(0xDEAD_BEEF);
+            }
+            run.remove(u, &engines);
+            apply(
+                u,
+                &KvEvent::Removed {
+                    block_hashes: engines,
+                },
+            )
+            .expect("remove");
+            for p in &gone {
+                if let Some(s) = model.holders.get_mut(p) {
+                    s.remove(&u);
+                    if s.is_empty() {
+                        model.holders.remove(p);
+                    }
+                }
+            }
+        } else {
+            run.clear(u);
+            apply(u, &KvEvent::Cleared).expect("clear");
+            model.holders.retain(|_, s| {
+                s.remove(&u);
+                !s.is_empty()
+            });
+        }
+        // Queries: known paths, their extensions, and random sequences.
+        let mut queries: Vec<Path> = Vec::new();
+        let known: Vec<&Path> = model.holders.keys().collect();
+        for _ in 0..6 {
+            if known.is_empty() {
+                break;
+            }
+            let mut q = known[rng.random_range(0..known.len())].clone();
+            if rng.random_bool(0.5) {
+                q.extend(random_contents(&mut rng, alphabet, 4));
+            }
+            queries.push(q);
+        }
+        for _ in 0..3 {
+            queries.push(random_contents(&mut rng, alphabet, 12));
+        }
+        check(&mut run, &kv, &model, &queries, &ctx);
+        // Unheld positions stay while they lead to held ones (a hole every unit has).
+        assert!(
+            run.distinct_blocks() >= model.holders.len(),
+            "distinct blocks ({ctx})"
+        );
+    }
+    // Everything cleared: every block reclaimed.
+    for u in 0..fleet {
+        if rng.random_bool(0.5) {
+            run.clear(u);
+        } else {
+            let engines: Vec<u64> = model.held_by(u).iter().map(|p| engine_of(p)).collect();
+            run.remove(u, &engines);
+        }
+    }
+    assert_eq!(run.distinct_blocks(), 0, "seed {seed}: all reclaimed");
+    assert_eq!(run.runs(), 0, "seed {seed}: no runs left");
+}
+
+#[test]
+fn matches_kv_index_and_model() {
+    for seed in 0..150 {
+        run_seed(seed);
+    }
+}
