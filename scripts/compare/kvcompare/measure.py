@@ -53,6 +53,7 @@ def measure(spec: routers.RouterSpec, tag_name: str, fleet: fleet_mod.Fleet, lau
         fleet_cpu0 = sum(procstat.cpu_seconds(p.pid) for p in fleet.procs)
         # loadgen's CPU: the only children reaped during the run are the loadgen processes.
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        stall0 = procstat.host_stall()
         (out / "loadgen").mkdir(parents=True, exist_ok=True)
         running = []
         t0 = time.monotonic()
@@ -82,6 +83,8 @@ def measure(spec: routers.RouterSpec, tag_name: str, fleet: fleet_mod.Fleet, lau
         rec["cores_used"] = (rec["loadgen_cpu_s"] + rec["fleet_cpu_s"] + rec.get("router_cpu_s", 0.0)) / max(
             rec["wall_s"], 1e-3)
         rec["loadavg_1m"] = os.getloadavg()[0]
+        stall = procstat.stall_delta(stall0, procstat.host_stall())
+        rec["host_memory_full_s"], rec["host_oom_kills"] = stall["memory_full_s"], stall["oom_kills"]
         if router is not None and not router.alive():
             raise RuntimeError(f"router exited during the run; log: {router.log_path}\n{router.tail()}")
         summaries = {}

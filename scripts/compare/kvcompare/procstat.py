@@ -58,3 +58,43 @@ def peak_rss_mb(pid: int) -> float:
         except OSError:
             pass
     return kb / 1024
+
+
+def host_stall(pressure: str = "/proc/pressure/memory", vmstat: str = "/proc/vmstat") -> dict:
+    """The host's memory-stall counters: `memory_full_s`, the seconds every runnable task waited
+    on memory (PSI "full" total), and `oom_kills` (the kernel's count). A run whose delta of
+    either is non-zero was slowed by the machine, not by what it measures (the mocks count
+    simulated time from the wall clock, so a 15 s freeze reads as 150 s at --speedup 10).
+    Missing files (no PSI, not Linux) read as None."""
+    out: dict = {"memory_full_s": None, "oom_kills": None}
+    try:
+        with open(pressure) as f:
+            for line in f:
+                if line.startswith("full "):
+                    total = dict(kv.split("=", 1) for kv in line.split()[1:]).get("total")
+                    out["memory_full_s"] = int(total) / 1e6 if total is not None else None
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(vmstat) as f:
+            for line in f:
+                name, _, value = line.partition(" ")
+                if name == "oom_kill":
+                    out["oom_kills"] = int(value)
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def stall_delta(before: dict, after: dict) -> dict:
+    """`after - before` of each counter of `host_stall` (None when either side lacks it)."""
+    return {k: (after[k] - before[k] if before.get(k) is not None and after.get(k) is not None else None)
+            for k in ("memory_full_s", "oom_kills")}
+
+
+def stall_warning(rec: dict) -> str:
+    """A progress-line suffix naming a host stall during the run ("" when there was none)."""
+    full, kills = rec.get("host_memory_full_s"), rec.get("host_oom_kills")
+    if (full or 0) < 1.0 and not kills:
+        return ""
+    return f" HOST STALLED (memory full {full or 0:.1f} s, OOM kills {kills or 0}): do not trust this row"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import fleet as fleet_mod
-from .. import portable, presets, report, routers, runenv
+from .. import portable, presets, procstat, report, routers, runenv
 from ..measure import Part, measure
 from . import suite
 
@@ -126,7 +126,8 @@ def progress_line(rec: dict, secs: float) -> str:
     s = rec.get("summary") or {}
     return (head + f" prefill hit={_f(rec.get('prefill_hit_rate'), '.1%')} hit={_f(s.get('hit_rate'), '.1%')} "
             f"ttft p50={_f(s.get('ttft_p50_ms'), '.0f')} p99={_f(s.get('ttft_p99_ms'), '.0f')} ms "
-            f"makespan={_f(s.get('makespan_mean_s'), '.1f')} s ok={s.get('ok')} errors={s.get('errors')} ({secs:.0f} s wall)")
+            f"makespan={_f(s.get('makespan_mean_s'), '.1f')} s ok={s.get('ok')} errors={s.get('errors')} ({secs:.0f} s wall)"
+            + procstat.stall_warning(rec))
 
 
 def _row(rows: list[dict], pred) -> dict | None:

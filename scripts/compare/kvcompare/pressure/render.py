@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import portable, report, runenv
+from .. import portable, procstat, report, runenv
 from . import suite
 from . import targets as targets_mod
 
@@ -35,7 +35,8 @@ def progress_line(rec: dict, secs: float) -> str:
     return (head + f" hit={_f(s.get('hit_rate'), '.1%'):>6} ttft p50={_f(s.get('ttft_p50_ms'), '.0f')} "
             f"p99={_f(s.get('ttft_p99_ms'), '.0f')} ms e2e p99={_f(s.get('e2e_p99_ms'), '.0f')} ms{mk} "
             f"busiest/mean={_f(rec.get('balance_max_over_mean'), '.2f')} ok={s.get('ok')} "
-            f"cores={_f(rec.get('cores_used'), '.2f')} load={_f(rec.get('loadavg_1m'), '.1f')} ({secs:.0f} s wall)")
+            f"cores={_f(rec.get('cores_used'), '.2f')} load={_f(rec.get('loadavg_1m'), '.1f')} ({secs:.0f} s wall)"
+            + procstat.stall_warning(rec))
 
 
 def _cap(r: dict) -> str:
