@@ -10,7 +10,7 @@ mod copies;
 mod error;
 mod event;
 mod find;
-mod hashers;
+pub(crate) mod hashers;
 mod kv_index;
 mod metrics;
 mod overlap;

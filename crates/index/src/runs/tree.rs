@@ -2,36 +2,14 @@
 //! holders, stored as a contiguous range of slab ids. It owns the run arena, the root's
 //! child table, splitting a run in two, and reclaiming positions nobody holds.
 
-use std::hash::{BuildHasherDefault, Hasher};
-
 use hashbrown::HashMap;
 use smallvec::{smallvec, SmallVec};
 
 use super::slab::Slab;
+use crate::index::hashers::MulBuild;
 
 /// The parent of a first-level run (and the position "before the first block").
 pub(crate) const ROOT: u32 = u32::MAX;
-
-/// Hasher for keys that are already hashes (content hashes): one multiply.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct MulHasher(u64);
-
-impl Hasher for MulHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x100_0000_01B3);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        let h = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        self.0 = h ^ (h >> 32);
-    }
-}
-
-type MulBuild = BuildHasherDefault<MulHasher>;
 
 /// One run. `len == 0` marks a free arena slot.
 #[derive(Default)]
