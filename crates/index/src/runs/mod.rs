@@ -34,6 +34,9 @@ use tree::Tree;
 pub enum RunError {
     /// `parent` is not a block the storing unit holds: nothing was stored.
     UnknownParent,
+    /// `engine` and `content` differ in length (one content hash per block): nothing was
+    /// stored.
+    LengthMismatch,
     /// An engine hash the index knows at another position, or a block whose content the
     /// tree has at this position under another engine hash: the blocks before it were
     /// stored, the rest dropped.

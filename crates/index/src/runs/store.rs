@@ -19,7 +19,9 @@ impl RunIndex {
         engine: &[u64],
         content: &[u64],
     ) -> Result<(), RunError> {
-        assert_eq!(engine.len(), content.len(), "one content hash per block");
+        if engine.len() != content.len() {
+            return Err(RunError::LengthMismatch);
+        }
         let (mut run, mut k) = match parent {
             None => (ROOT, 0),
             Some(p) => {

@@ -76,6 +76,11 @@ fn extend_with_parent() {
         ix.store(0, Some(12345), &e[2..], &[3, 4]),
         Err(RunError::UnknownParent)
     );
+    assert_eq!(
+        ix.store(0, Some(e[1]), &e[2..], &[3]),
+        Err(RunError::LengthMismatch),
+        "a content hash per block, or nothing is stored"
+    );
     // Unit 1 extends a chain it holds into blocks unit 0 has.
     store(&mut ix, 1, &[1]);
     ix.store(1, Some(e[0]), &e[1..3], &[2, 3]).expect("extend");
