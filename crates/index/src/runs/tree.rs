@@ -31,10 +31,10 @@ impl Hasher for MulHasher {
     }
 }
 
-type MulBuild = BuildHasherDefault<MulHasher>;
+pub(crate) type MulBuild = BuildHasherDefault<MulHasher>;
 
 /// One run. `len == 0` marks a free arena slot.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct Run {
     /// Slab id of the first block; the run's blocks are `start..start + len`.
     pub(crate) start: u32,
@@ -66,7 +66,7 @@ impl Run {
         }
     }
 
-    fn max_cut(&self) -> u32 {
+    pub(crate) fn max_cut(&self) -> u32 {
         self.holders.iter().map(|h| h.1).max().unwrap_or(0)
     }
 
