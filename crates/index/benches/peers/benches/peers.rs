@@ -7,7 +7,8 @@
 //! worker) counted by the allocator, and memory after evicting everything. Plain
 //! timing loops (criterion reports no percentiles). The last row is kvrouter's
 //! run-compressed prototype (`kvrouter_index::runs::RunIndex`), fed engine and content
-//! hashes like the content-hash peers. Run from this folder:
+//! hashes like the content-hash peers, and after it its concurrent variant
+//! (`kvrouter_index::runs::conc::ConcRunIndex`) driven from one thread. Run from this folder:
 //! `CARGO_TARGET_DIR=/work/targets/index-peers cargo bench --bench peers` (`PEERS_ONLY=k`,
 //! `PEERS_FLEETS=8,512` and `PEERS_ROUNDS=n` narrow it down for profiling).
 
@@ -27,6 +28,7 @@ use dynamo_kv_router::protocols::{
 };
 use dynamo_kv_router::ConcurrentRadixTreeCompressed;
 use kv_index::{ChainBlockMap, ChainIndex, ContentHash, SequenceHash, StoredBlock};
+use kvrouter_index::runs::conc::{ConcRunIndex, FindScratch};
 use kvrouter_index::runs::RunIndex;
 use kvrouter_index::{seq_hashes, KvEvent, KvIndex, WorkerId};
 use radix_tree::{Config as SmgConfig, OverlapScratch, RadixTree as SmgTree};
@@ -167,6 +169,31 @@ impl Index for RunIdx {
     }
     fn find(&mut self, local: &[u64], _seq: &[u64]) -> usize {
         self.index.find(local).len()
+    }
+}
+
+/// The same run index made concurrent (`kvrouter_index::runs::conc`), used from one thread:
+/// what the `&self` layout costs.
+struct ConcRunIdx {
+    index: ConcRunIndex,
+    scratch: FindScratch,
+}
+impl Index for ConcRunIdx {
+    fn name(&self) -> &'static str {
+        "kvrouter ConcRunIndex (1 thread)"
+    }
+    fn store(&mut self, s: &Stored) {
+        let _ = self.index.store(s.worker, None, &s.engine, &s.local);
+    }
+    fn remove(&mut self, s: &Stored) {
+        self.index.remove(s.worker, &s.engine);
+    }
+    fn hash_and_find(&mut self, tokens: &[u32]) -> usize {
+        let q = data::content_hashes(tokens);
+        self.index.find_into(&q, &mut self.scratch).len()
+    }
+    fn find(&mut self, local: &[u64], _seq: &[u64]) -> usize {
+        self.index.find_into(local, &mut self.scratch).len()
     }
 }
 
@@ -397,12 +424,16 @@ fn make(kind: usize) -> Box<dyn Index> {
             index: KvIndex::new(data::PAGE as u32),
             tokens: true,
         }),
-        _ => Box::new(RunIdx {
+        6 => Box::new(RunIdx {
             index: RunIndex::new(),
+        }),
+        _ => Box::new(ConcRunIdx {
+            index: ConcRunIndex::new(),
+            scratch: FindScratch::new(),
         }),
     }
 }
-const KINDS: usize = 7;
+const KINDS: usize = 8;
 /// Ingest rounds per index and fleet size (the median is reported).
 const INGEST_ROUNDS: usize = 5;
 

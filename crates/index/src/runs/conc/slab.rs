@@ -50,11 +50,13 @@ struct Chunk {
 
 impl Chunk {
     fn new() -> Box<Self> {
+        // Zeroed allocations (fresh pages from the allocator, no memset); a slot's run is
+        // read only while the slot is live.
         let n = CHUNK as usize;
         Box::new(Chunk {
-            engine: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            content: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            run: (0..n).map(|_| AtomicU32::new(DEAD)).collect(),
+            engine: bytemuck::zeroed_slice_box(n),
+            content: bytemuck::zeroed_slice_box(n),
+            run: bytemuck::zeroed_slice_box(n),
         })
     }
 }
@@ -213,10 +215,19 @@ impl SlabWriter {
         let chunk = sh.chunk(c);
         self.ids.reserve(engine.len(), |&(_, t)| spread(t));
         let mut stored = engine.len();
-        for (j, (&e, &h)) in engine.iter().zip(content).enumerate() {
-            chunk.engine[base + j].store(e, Relaxed);
-            chunk.content[base + j].store(h, Relaxed);
-            chunk.run[base + j].store(run, Relaxed);
+        // The slots first, array by array (streams, as the prototype's `extend_from_slice`),
+        // then the keys; slots past a conflict stay unused.
+        let n = engine.len();
+        for (slot, &e) in chunk.engine[base..base + n].iter().zip(engine) {
+            slot.store(e, Relaxed);
+        }
+        for (slot, &h) in chunk.content[base..base + n].iter().zip(content) {
+            slot.store(h, Relaxed);
+        }
+        for slot in &chunk.run[base..base + n] {
+            slot.store(run, Relaxed);
+        }
+        for (j, &e) in engine.iter().enumerate() {
             let t = tag(e);
             let entry = self.ids.entry(
                 spread(t),
