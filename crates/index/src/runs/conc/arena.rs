@@ -39,13 +39,6 @@ impl<T: Default> Arena<T> {
         &bucket[i]
     }
 
-    /// Slot `id` if its bucket is allocated.
-    #[inline]
-    pub(crate) fn peek(&self, id: u32) -> Option<&T> {
-        let (b, i) = self.at(id);
-        self.buckets[b].get().map(|bucket| &bucket[i])
-    }
-
     /// Heap bytes of the allocated buckets.
     pub(crate) fn heap_bytes(&self) -> usize {
         self.buckets

@@ -1,11 +1,12 @@
-//! The concurrent block slab. Readers see fixed-size chunks of atomics (engine hash,
-//! content hash, run per block id), allocated once and never moved; only the writer
+//! The concurrent block slab. Readers see pages of atomics (engine hash, content hash, run
+//! per block id), allocated once and never moved; a run stays within one chunk of
+//! `CHUNK` ids (the prototype's limit, kept so the slab wastes no more) and may span pages; only the writer
 //! appends, so the slots a run covers are written before the run's length (published under
 //! the run's lock) reaches them. The writer alone owns the engine-hash table (block ids
 //! keyed by engine hash, 32 hash bits per slot as in the prototype's `slab.rs`): `find`
 //! walks by content hash and never reads it.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::OnceLock;
 
 use hashbrown::hash_table::Entry;
@@ -31,9 +32,14 @@ fn spread(t: u32) -> u64 {
     (t << 32) | t
 }
 
+/// Slots per page: the unit of allocation, zeroed by the writer right before it fills it
+/// (a whole chunk zeroed at once would be out of cache again by the time it is filled).
+const PAGE_BITS: u32 = 10;
+const PAGE: u32 = 1 << PAGE_BITS;
+
 #[inline]
 fn at(id: u32) -> (u32, usize) {
-    (id >> CHUNK_BITS, (id & (CHUNK - 1)) as usize)
+    (id >> PAGE_BITS, (id & (PAGE - 1)) as usize)
 }
 
 /// Whether ids `a` and `b` lie in the same chunk.
@@ -42,22 +48,21 @@ pub(crate) fn same_chunk(a: u32, b: u32) -> bool {
     a >> CHUNK_BITS == b >> CHUNK_BITS
 }
 
-struct Chunk {
+struct Page {
     engine: Box<[AtomicU64]>,
     content: Box<[AtomicU64]>,
     run: Box<[AtomicU32]>,
 }
 
-impl Chunk {
-    fn new() -> Box<Self> {
-        // Zeroed allocations (fresh pages from the allocator, no memset); a slot's run is
-        // read only while the slot is live.
-        let n = CHUNK as usize;
-        Box::new(Chunk {
+impl Page {
+    fn new() -> Self {
+        // Zeroed allocations; a slot's run is read only while the slot is live.
+        let n = PAGE as usize;
+        Page {
             engine: bytemuck::zeroed_slice_box(n),
             content: bytemuck::zeroed_slice_box(n),
             run: bytemuck::zeroed_slice_box(n),
-        })
+        }
     }
 }
 
@@ -84,71 +89,121 @@ fn prefix(a: &[AtomicU64], b: &[u64]) -> usize {
         .count()
 }
 
-/// The chunks every thread reads.
+/// The slots every thread reads, in pages allocated on first use and never moved.
 pub(crate) struct Chunks {
-    chunks: Arena<OnceLock<Box<Chunk>>>,
+    pages: Arena<OnceLock<Page>>,
+    allocated: AtomicUsize,
 }
 
 impl Default for Chunks {
     fn default() -> Self {
         Chunks {
-            chunks: Arena::new(4),
+            pages: Arena::new(6),
+            allocated: AtomicUsize::new(0),
         }
     }
 }
 
 impl Chunks {
     #[inline]
-    fn chunk(&self, c: u32) -> &Chunk {
-        self.chunks.get(c).get_or_init(Chunk::new)
+    fn page(&self, p: u32) -> &Page {
+        self.pages.get(p).get_or_init(|| {
+            self.allocated.fetch_add(1, Relaxed);
+            Page::new()
+        })
     }
 
-    /// Common prefix of the content hashes at `start..` (one run: one chunk) and `q`.
+    /// Calls `f(page, offset, position, n)` for each page-sized piece of `start..start + len`.
+    #[inline]
+    fn pieces(
+        &self,
+        start: u32,
+        len: usize,
+        mut f: impl FnMut(&Page, usize, usize, usize) -> bool,
+    ) {
+        let mut done = 0;
+        while done < len {
+            let (p, i) = at(start + done as u32);
+            let n = (len - done).min(PAGE as usize - i);
+            if !f(self.page(p), i, done, n) {
+                return;
+            }
+            done += n;
+        }
+    }
+
+    /// Common prefix of the content hashes at `start..start + len` and `q`.
     #[inline]
     pub(crate) fn content_prefix(&self, start: u32, len: usize, q: &[u64]) -> usize {
-        let (c, i) = at(start);
-        prefix(&self.chunk(c).content[i..i + len], q)
+        let len = len.min(q.len());
+        let mut m = 0;
+        self.pieces(start, len, |pg, i, at, n| {
+            let k = prefix(&pg.content[i..i + n], &q[at..at + n]);
+            m += k;
+            k == n
+        });
+        m
     }
 
-    /// Common prefix of the engine hashes at `start..` and `q`.
+    /// Common prefix of the engine hashes at `start..start + len` and `q`.
     #[inline]
     pub(crate) fn engine_prefix(&self, start: u32, len: usize, q: &[u64]) -> usize {
-        let (c, i) = at(start);
-        prefix(&self.chunk(c).engine[i..i + len], q)
+        let len = len.min(q.len());
+        let mut m = 0;
+        self.pieces(start, len, |pg, i, at, n| {
+            let k = prefix(&pg.engine[i..i + n], &q[at..at + n]);
+            m += k;
+            k == n
+        });
+        m
     }
 
     #[inline]
     pub(crate) fn engine_at(&self, id: u32) -> u64 {
-        let (c, i) = at(id);
-        self.chunk(c).engine[i].load(Relaxed)
+        let (p, i) = at(id);
+        self.page(p).engine[i].load(Relaxed)
     }
 
     #[inline]
     pub(crate) fn content_at(&self, id: u32) -> u64 {
-        let (c, i) = at(id);
-        self.chunk(c).content[i].load(Relaxed)
+        let (p, i) = at(id);
+        self.page(p).content[i].load(Relaxed)
     }
 
     #[inline]
     pub(crate) fn run_of(&self, id: u32) -> u32 {
-        let (c, i) = at(id);
-        self.chunk(c).run[i].load(Relaxed)
+        let (p, i) = at(id);
+        self.page(p).run[i].load(Relaxed)
     }
 
     /// Blocks `start..start + len` now belong to `run` (writer only).
     pub(crate) fn set_run(&self, start: u32, len: u32, run: u32) {
-        let (c, i) = at(start);
-        for r in &self.chunk(c).run[i..i + len as usize] {
-            r.store(run, Relaxed);
-        }
+        self.pieces(start, len as usize, |pg, i, _, n| {
+            for r in &pg.run[i..i + n] {
+                r.store(run, Relaxed);
+            }
+            true
+        });
+    }
+
+    /// Writes blocks `engine` / `content` of `run` into the slots from `start` (writer only).
+    fn fill(&self, start: u32, run: u32, engine: &[u64], content: &[u64]) {
+        self.pieces(start, engine.len(), |pg, i, at, n| {
+            for (slot, &e) in pg.engine[i..i + n].iter().zip(&engine[at..at + n]) {
+                slot.store(e, Relaxed);
+            }
+            for (slot, &h) in pg.content[i..i + n].iter().zip(&content[at..at + n]) {
+                slot.store(h, Relaxed);
+            }
+            for slot in &pg.run[i..i + n] {
+                slot.store(run, Relaxed);
+            }
+            true
+        });
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        // Allocated chunks are a prefix of the chunk numbers (the writer fills them in order).
-        let chunks = (0..1u32 << (32 - CHUNK_BITS))
-            .take_while(|&c| self.chunks.peek(c).is_some_and(|o| o.get().is_some()))
-            .count();
-        self.chunks.heap_bytes() + chunks * CHUNK as usize * 20
+        self.pages.heap_bytes() + self.allocated.load(Relaxed) * PAGE as usize * 20
     }
 }
 
@@ -210,23 +265,12 @@ impl SlabWriter {
         content: &[u64],
     ) -> usize {
         let first = self.next;
-        let (c, base) = at(first);
-        debug_assert!(base + engine.len() <= CHUNK as usize);
-        let chunk = sh.chunk(c);
+        debug_assert!(((first & (CHUNK - 1)) as usize) + engine.len() <= CHUNK as usize);
         self.ids.reserve(engine.len(), |&(_, t)| spread(t));
-        let mut stored = engine.len();
         // The slots first, array by array (streams, as the prototype's `extend_from_slice`),
         // then the keys; slots past a conflict stay unused.
-        let n = engine.len();
-        for (slot, &e) in chunk.engine[base..base + n].iter().zip(engine) {
-            slot.store(e, Relaxed);
-        }
-        for (slot, &h) in chunk.content[base..base + n].iter().zip(content) {
-            slot.store(h, Relaxed);
-        }
-        for slot in &chunk.run[base..base + n] {
-            slot.store(run, Relaxed);
-        }
+        sh.fill(first, run, engine, content);
+        let mut stored = engine.len();
         for (j, &e) in engine.iter().enumerate() {
             let t = tag(e);
             let entry = self.ids.entry(
@@ -255,8 +299,8 @@ impl SlabWriter {
         if let Ok(entry) = self.ids.find_entry(spread(tag(e)), |&(i, _)| i == id) {
             entry.remove();
         }
-        let (c, i) = at(id);
-        sh.chunk(c).run[i].store(DEAD, Relaxed);
+        let (p, i) = at(id);
+        sh.page(p).run[i].store(DEAD, Relaxed);
         self.dead += 1;
     }
 
