@@ -50,7 +50,7 @@ fn events(prompts: &[Vec<u32>], workers: usize, unit_base: u32, salt: u64) -> Ve
 }
 
 enum Ix {
-    Conc(ConcRunIndex),
+    Conc(Box<ConcRunIndex>),
     Locked(Mutex<RunIndex>),
 }
 
@@ -197,7 +197,7 @@ fn main() {
     for kind in 0..2 {
         for (wname, salt) in [("shared", 0u64), ("fresh", 0xF4E5_5000_0000_0001)] {
             let ix = if kind == 0 {
-                Ix::Conc(ConcRunIndex::new())
+                Ix::Conc(Box::new(ConcRunIndex::new()))
             } else {
                 Ix::Locked(Mutex::new(RunIndex::new()))
             };
