@@ -8,7 +8,9 @@
 //! the very runs the reader walks, splits and reclaims) or **fresh** (the trace with other
 //! content and engine hashes: every block is appended and keyed). Reported: find p50/p99
 //! alone and while the writer runs; the writer's stored blocks per second (wall, and per
-//! CPU-second of the writer thread) alone and while the reader runs.
+//! CPU-second of the writer thread) alone and while the reader runs, the reader either
+//! back to back ("spin") or sleeping 50 us between finds (~15k finds/s: a router's request
+//! rate, leaving the writer its core).
 //! `RUNS_CONC_PROFILE=proto|conc` only ingests the trace `RUNS_CONC_ROUNDS` times into
 //! fresh indexes, reading no clock (callgrind cannot run rustix's vDSO clock).
 #![allow(clippy::unwrap_used)] // benches: an unwrap is an assertion
@@ -18,7 +20,7 @@ mod data;
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kvrouter_index::runs::conc::{ConcRunIndex, FindScratch};
 use kvrouter_index::runs::RunIndex;
@@ -114,8 +116,15 @@ fn write(ix: &Ix, evs: &[Ev], rounds: usize) -> (f64, f64) {
     (n / wall / 1e6, n / cpu.max(1e-9) / 1e6)
 }
 
-/// Finds over `queries` until `stop` (or `passes` passes when `stop` is None); latencies in ns.
-fn read(ix: &Ix, queries: &[Vec<u64>], stop: Option<&AtomicBool>, passes: usize) -> Vec<u64> {
+/// Finds over `queries` until `stop` (or `passes` passes when `stop` is None), sleeping
+/// `pace` between finds (zero: back to back); latencies in ns.
+fn read(
+    ix: &Ix,
+    queries: &[Vec<u64>],
+    stop: Option<&AtomicBool>,
+    passes: usize,
+    pace: Duration,
+) -> Vec<u64> {
     let mut sc = FindScratch::new();
     let mut lat = Vec::new();
     'outer: for pass in 0.. {
@@ -129,6 +138,9 @@ fn read(ix: &Ix, queries: &[Vec<u64>], stop: Option<&AtomicBool>, passes: usize)
             let t = Instant::now();
             black_box(ix.find(q, &mut sc));
             lat.push(t.elapsed().as_nanos() as u64);
+            if !pace.is_zero() {
+                std::thread::sleep(pace);
+            }
         }
         if lat.len() > 20_000_000 {
             break;
@@ -185,9 +197,10 @@ fn main() {
         2 * workers
     );
     println!(
-        "{:<16} {:<7} {:>10} {:>10} {:>10} {:>10} {:>9} {:>20} {:>20}",
+        "{:<16} {:<7} {:>6} {:>10} {:>10} {:>10} {:>10} {:>9} {:>20} {:>20}",
         "index",
         "writes",
+        "reader",
         "find p50",
         "find p99",
         "+w p50",
@@ -207,31 +220,35 @@ fn main() {
                 ix.store(e);
             }
             let churn = events(&prompts, workers, workers as u32, salt);
-            let (f50, f99) = percentiles(read(&ix, &queries, None, 5));
+            let (f50, f99) = percentiles(read(&ix, &queries, None, 5, Duration::ZERO));
             let (iw, ic) = write(&ix, &churn, rounds);
-            let stop = AtomicBool::new(false);
-            let ((rw, rc), lat) = std::thread::scope(|s| {
-                let reader = s.spawn(|| read(&ix, &queries, Some(&stop), 0));
-                let w = write(&ix, &churn, rounds);
-                stop.store(true, Ordering::Relaxed);
-                (w, reader.join().unwrap())
-            });
-            let n = lat.len();
-            let (g50, g99) = percentiles(lat);
-            println!(
-                "{:<16} {:<7} {:>8.2}us {:>8.2}us {:>8.2}us {:>8.2}us {:>9} {:>9.2} |{:>9.2} {:>9.2} |{:>9.2}",
-                ix.name(),
-                wname,
-                f50,
-                f99,
-                g50,
-                g99,
-                n,
-                iw,
-                ic,
-                rw,
-                rc
-            );
+            for pace_us in [0u64, 50] {
+                let pace = Duration::from_micros(pace_us);
+                let stop = AtomicBool::new(false);
+                let ((rw, rc), lat) = std::thread::scope(|s| {
+                    let reader = s.spawn(|| read(&ix, &queries, Some(&stop), 0, pace));
+                    let w = write(&ix, &churn, rounds);
+                    stop.store(true, Ordering::Relaxed);
+                    (w, reader.join().unwrap())
+                });
+                let n = lat.len();
+                let (g50, g99) = percentiles(lat);
+                println!(
+                    "{:<16} {:<7} {:>6} {:>8.2}us {:>8.2}us {:>8.2}us {:>8.2}us {:>9} {:>9.2} |{:>9.2} {:>9.2} |{:>9.2}",
+                    ix.name(),
+                    wname,
+                    if pace_us == 0 { "spin".to_string() } else { format!("{pace_us}us") },
+                    f50,
+                    f99,
+                    g50,
+                    g99,
+                    n,
+                    iw,
+                    ic,
+                    rw,
+                    rc
+                );
+            }
         }
     }
 }

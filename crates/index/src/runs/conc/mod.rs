@@ -19,7 +19,9 @@
 //! costs about as much as in the prototype, ~50 M blocks per CPU-second).
 //!
 //! Not carried over from the prototype: slab compaction (a reader may be reading any live
-//! slot; dead slots are reused only once the index is empty) and giving chunks back.
+//! slot). Dead slots are reused a whole chunk at a time, once every block in the chunk is
+//! dead (no run covers it then, so no reader reads it); a chunk with one long-lived block
+//! stays. Pages are never given back.
 
 mod arena;
 mod find;
@@ -123,6 +125,12 @@ impl ConcRunIndex {
     /// Distinct blocks held by at least one unit.
     pub fn distinct_blocks(&self) -> usize {
         self.writer.lock().slab.live()
+    }
+
+    /// Slab chunks handed out so far (tests: churn reuses dead chunks).
+    #[cfg(test)]
+    pub(crate) fn slab_chunks(&self) -> usize {
+        self.writer.lock().slab.chunks()
     }
 
     /// Runs in the tree.

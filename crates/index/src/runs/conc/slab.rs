@@ -212,10 +212,17 @@ impl Chunks {
 pub(crate) struct SlabWriter {
     /// `(block id, tag of its engine hash)`.
     ids: HashTable<(u32, u32)>,
-    /// The id the next appended block gets.
+    /// The id the next appended block gets, and the end of its chunk (0 and 0: no chunk
+    /// open yet).
     next: u32,
+    end: u32,
     used: usize,
     dead: usize,
+    /// Live blocks per chunk; chunks handed out so far; chunks whose blocks are all dead
+    /// (reused before new ones: no run covers any of their slots, so no reader is reading
+    /// one).
+    chunk_live: Vec<u32>,
+    free_chunks: Vec<u32>,
 }
 
 impl SlabWriter {
@@ -232,16 +239,35 @@ impl SlabWriter {
     /// Makes room to append up to `n` blocks contiguously and returns how many fit (all of
     /// them when `n <= CHUNK`, skipping to the next chunk when this one is short of room).
     pub(crate) fn make_room(&mut self, n: usize) -> usize {
-        let off = (self.next & (CHUNK - 1)) as usize;
-        let room = CHUNK as usize - off;
+        let room = (self.end - self.next) as usize;
         if room >= n {
             return n;
         }
-        if off > 0 && n > CHUNK as usize {
+        if room > 0 && n > CHUNK as usize {
             return room;
         }
-        self.next = (self.next | (CHUNK - 1)) + 1;
+        self.open_chunk();
         n.min(CHUNK as usize)
+    }
+
+    /// Leaves the current chunk (freeing it if nothing in it is live) for a free one, or a
+    /// new one.
+    fn open_chunk(&mut self) {
+        if self.end > 0 {
+            let c = (self.end - 1) >> CHUNK_BITS;
+            if self.chunk_live[c as usize] == 0 {
+                self.free_chunks.push(c);
+            }
+        }
+        let c = match self.free_chunks.pop() {
+            Some(c) => c,
+            None => {
+                self.chunk_live.push(0);
+                self.chunk_live.len() as u32 - 1
+            }
+        };
+        self.next = c << CHUNK_BITS;
+        self.end = self.next + CHUNK;
     }
 
     /// The block with engine hash `e`.
@@ -290,10 +316,11 @@ impl SlabWriter {
         }
         self.next += stored as u32;
         self.used += stored;
+        self.chunk_live[(first >> CHUNK_BITS) as usize] += stored as u32;
         stored
     }
 
-    /// Drops block `id` from the table (its slot is reused only after the slab empties).
+    /// Drops block `id` from the table; its slot is reused once its whole chunk is dead.
     pub(crate) fn reclaim(&mut self, sh: &Chunks, id: u32) {
         let e = sh.engine_at(id);
         if let Ok(entry) = self.ids.find_entry(spread(tag(e)), |&(i, _)| i == id) {
@@ -302,21 +329,36 @@ impl SlabWriter {
         let (p, i) = at(id);
         sh.page(p).run[i].store(DEAD, Relaxed);
         self.dead += 1;
+        let c = id >> CHUNK_BITS;
+        let live = &mut self.chunk_live[c as usize];
+        *live -= 1;
+        if *live == 0 && c != (self.end - 1) >> CHUNK_BITS {
+            self.free_chunks.push(c);
+        }
     }
 
-    /// Once nothing is live, ids restart from 0 (the chunks stay allocated and are reused:
+    /// Once nothing is live, ids restart from 0 (the pages stay allocated and are reused:
     /// no run covers any slot, so no reader can be reading one).
     pub(crate) fn maybe_reset(&mut self) {
         if self.used > 0 && self.live() == 0 {
             *self = SlabWriter {
                 ids: std::mem::take(&mut self.ids),
+                chunk_live: std::mem::take(&mut self.chunk_live),
+                free_chunks: std::mem::take(&mut self.free_chunks),
                 ..SlabWriter::default()
             };
             self.ids.clear();
+            self.chunk_live.clear();
+            self.free_chunks.clear();
         }
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.ids.capacity() * 9
+        self.ids.capacity() * 9 + (self.chunk_live.capacity() + self.free_chunks.capacity()) * 4
+    }
+
+    /// Chunks handed out (live, partly live or free).
+    pub(crate) fn chunks(&self) -> usize {
+        self.chunk_live.len()
     }
 }

@@ -206,3 +206,33 @@ fn long_chains_span_chunks() {
     assert_eq!(ix.distinct_blocks(), 0);
     assert_eq!(ix.runs(), 0);
 }
+
+/// Churn next to a resident chain: every round stores 40,000 new blocks (two chunks'
+/// worth) on one unit and removes them; dead chunks are reused, so the slab stays at a
+/// few chunks instead of growing by two a round.
+#[test]
+fn churn_reuses_dead_chunks() {
+    let ix = ConcRunIndex::new();
+    let chain = |c: &[u64]| -> Vec<u64> {
+        let mut p = 0;
+        c.iter()
+            .map(|&x| {
+                p = eh(p, x);
+                p
+            })
+            .collect()
+    };
+    let resident: Vec<u64> = (1..=100).collect();
+    ix.store(0, None, &chain(&resident), &resident)
+        .expect("resident");
+    for round in 0..12u64 {
+        let c: Vec<u64> = (0..40_000).map(|i| (round + 1) << 32 | i).collect();
+        let e = chain(&c);
+        ix.store(1, None, &e, &c).expect("churn");
+        assert_eq!(ix.find(&c), vec![(1, c.len() as u32)]);
+        ix.remove(1, &e);
+        assert_eq!(ix.find(&resident), vec![(0, 100)]);
+    }
+    assert_eq!(ix.distinct_blocks(), 100);
+    assert!(ix.slab_chunks() <= 4, "{} chunks", ix.slab_chunks());
+}
