@@ -358,6 +358,7 @@ impl SlabWriter {
     }
 
     /// Chunks handed out (live, partly live or free).
+    #[cfg(test)]
     pub(crate) fn chunks(&self) -> usize {
         self.chunk_live.len()
     }
