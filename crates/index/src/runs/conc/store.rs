@@ -1,6 +1,7 @@
 //! `ConcRunIndex::store`'s walk, the prototype's (`runs/store.rs`) under the concurrent
-//! layout: each run step takes that run's write lock once (compare the event's engine
-//! hashes with the run's, raise the unit's cut, read the next child); new blocks go to the
+//! layout: each run step compares the event's engine hashes with the run's and reads the
+//! next child under the run's read lock, and takes its write lock only to raise the unit's
+//! cut (readers of the run never wait for a compare); new blocks go to the
 //! slab first and become visible when a run's length is raised or a new run is linked.
 
 use super::super::tree::{new_run, ROOT};
@@ -10,8 +11,9 @@ use super::Ctx;
 
 /// What one step in a run decided, taken out of the run's lock.
 enum Step {
-    /// Held through position `k` of the same run (`m` more blocks matched).
-    Advance(u32, usize),
+    /// Held through position `k` of the same run (`m` more blocks matched); `true`: the
+    /// unit's cut must be raised to `k` first.
+    Advance(u32, usize, bool),
     /// Continue at the start of this child run.
     Child(u32),
     /// Split before `k`, then (if `Some`) grant the unit `k..k + m` in the tail.
@@ -57,7 +59,9 @@ impl Ctx<'_> {
                     None => Step::Append,
                 }
             } else {
-                let mut r = sh.runs.get(run).write();
+                // A read lock for the compare (only this writer changes runs, so what it reads
+                // stays true until it writes); the write lock only to raise the cut.
+                let r = sh.runs.get(run).read();
                 if k < r.len {
                     let avail = ((r.len - k) as usize).min(n - i);
                     let m = chunks.engine_prefix(r.start + k, avail, &engine[i..i + avail]);
@@ -70,10 +74,9 @@ impl Ctx<'_> {
                         }
                         Step::Split(k, None)
                     } else if cut >= end {
-                        Step::Advance(end, m)
+                        Step::Advance(end, m, false)
                     } else if cut >= k {
-                        r.set_cut(unit, end);
-                        Step::Advance(end, m)
+                        Step::Advance(end, m, true)
                     } else {
                         Step::Split(k, Some(m))
                     }
@@ -85,7 +88,10 @@ impl Ctx<'_> {
                 }
             };
             match step {
-                Step::Advance(end, m) => {
+                Step::Advance(end, m, raise) => {
+                    if raise {
+                        sh.runs.get(run).write().set_cut(unit, end);
+                    }
                     k = end;
                     i += m;
                 }
