@@ -10,7 +10,8 @@
 //! hashes like the content-hash peers, and after it its concurrent variant
 //! (`kvrouter_index::runs::conc::ConcRunIndex`) driven from one thread. Run from this folder:
 //! `CARGO_TARGET_DIR=/work/targets/index-peers cargo bench --bench peers` (`PEERS_ONLY=k`,
-//! `PEERS_FLEETS=8,512` and `PEERS_ROUNDS=n` narrow it down for profiling).
+//! `PEERS_FLEETS=8,512` and `PEERS_ROUNDS=n` narrow it down for profiling;
+//! `PEERS_TWO_WRITERS=1` instead times ingest with one and two writer threads).
 
 #[path = "../../common/index_data.rs"]
 mod data;
@@ -449,6 +450,78 @@ fn time_ns(f: impl FnOnce()) -> u64 {
     t.elapsed().as_nanos() as u64
 }
 
+/// `PEERS_TWO_WRITERS=1`: ingest with two writer threads (thread t stores the events of
+/// the workers with `worker % 2 == t`, as per-unit serialization allows) into the indexes
+/// with a `&self` store (ChainIndex, ConcRunIndex), next to one thread; median of `rounds`
+/// rounds, M blocks per wall second and per process CPU-second.
+fn two_writers(stores: &[Stored], workers: usize, rounds: usize) {
+    let blocks: usize = stores.iter().map(|s| s.seq.len()).sum();
+    let median = |mut v: Vec<(f64, f64)>| {
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        v[v.len() / 2]
+    };
+    for threads in [1usize, 2] {
+        let mut chain = Vec::new();
+        let mut conc = Vec::new();
+        for _ in 0..rounds {
+            let index = ChainIndex::with_max_workers(1024);
+            for w in 0..workers {
+                index.intern_worker(&format!("w{w}")).expect("worker id");
+            }
+            let (t, c) = (Instant::now(), data::cpu_secs());
+            std::thread::scope(|sc| {
+                for th in 0..threads {
+                    let index = &index;
+                    sc.spawn(move || {
+                        let mut maps: Vec<ChainBlockMap> =
+                            (0..workers).map(|_| ChainBlockMap::new()).collect();
+                        for s in stores.iter().filter(|s| s.worker as usize % threads == th) {
+                            let b: Vec<StoredBlock> = s
+                                .engine
+                                .iter()
+                                .zip(&s.local)
+                                .map(|(e, l)| StoredBlock {
+                                    seq_hash: SequenceHash(*e),
+                                    content_hash: ContentHash(*l),
+                                })
+                                .collect();
+                            let _ = index.apply_stored(
+                                s.worker,
+                                &b,
+                                None,
+                                &mut maps[s.worker as usize],
+                            );
+                        }
+                        black_box(maps.len());
+                    });
+                }
+            });
+            chain.push((t.elapsed().as_secs_f64(), data::cpu_secs() - c));
+            let index = ConcRunIndex::new();
+            let (t, c) = (Instant::now(), data::cpu_secs());
+            std::thread::scope(|sc| {
+                for th in 0..threads {
+                    let index = &index;
+                    sc.spawn(move || {
+                        for s in stores.iter().filter(|s| s.worker as usize % threads == th) {
+                            let _ = index.store(s.worker, None, &s.engine, &s.local);
+                        }
+                    });
+                }
+            });
+            conc.push((t.elapsed().as_secs_f64(), data::cpu_secs() - c));
+        }
+        for (name, v) in [("kv-index ChainIndex", chain), ("kvrouter ConcRunIndex", conc)] {
+            let (wall, cpu) = median(v);
+            println!(
+                "{name:<24} {threads} writer thread(s): {:>7.2} M blocks/s wall, {:>7.2} per CPU-s",
+                blocks as f64 / wall / 1e6,
+                blocks as f64 / cpu.max(1e-9) / 1e6
+            );
+        }
+    }
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -503,6 +576,10 @@ fn main() {
             ours.resident_blocks()
         };
         println!("\n== {w} workers: {blocks} blocks in events, {entries} distinct (block, worker) entries");
+        if std::env::var("PEERS_TWO_WRITERS").is_ok() {
+            two_writers(&stores, w, rounds_wanted);
+            continue;
+        }
         println!(
             "{:<38} {:>20} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>9}",
             "index",
