@@ -511,7 +511,10 @@ fn two_writers(stores: &[Stored], workers: usize, rounds: usize) {
             });
             conc.push((t.elapsed().as_secs_f64(), data::cpu_secs() - c));
         }
-        for (name, v) in [("kv-index ChainIndex", chain), ("kvrouter ConcRunIndex", conc)] {
+        for (name, v) in [
+            ("kv-index ChainIndex", chain),
+            ("kvrouter ConcRunIndex", conc),
+        ] {
             let (wall, cpu) = median(v);
             println!(
                 "{name:<24} {threads} writer thread(s): {:>7.2} M blocks/s wall, {:>7.2} per CPU-s",
@@ -533,7 +536,10 @@ fn main() {
     let prompts = data::trace_prompts(requests);
     let long = data::long_prompt(65_536, 7);
     // `PEERS_ONLY=k`: run only index `k` (0 = kvrouter, as listed in `make`), for profiling.
-    let kinds = match std::env::var("PEERS_ONLY").ok().and_then(|v| v.parse().ok()) {
+    let kinds = match std::env::var("PEERS_ONLY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
         Some(k) if k < KINDS => k..k + 1,
         _ => 0..KINDS,
     };
