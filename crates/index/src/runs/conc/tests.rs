@@ -3,7 +3,8 @@
 //! one thread) while reader threads issue finds. Finds must never panic and only report
 //! units in range, once each, with `1 <= depth <= query length`; at the end the index must
 //! equal the union of the writers' models, and emptying it must reclaim every block and run.
-//! Bounded: 3 writers x 400 events of at most 8 blocks, readers stop with the writers.
+//! Bounded: 8 rounds of 3 writers x 600 events of at most 8 blocks; readers stop with the
+//! writers.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -24,7 +25,7 @@ const ALPHABET: u64 = 3;
 fn write(index: &ConcRunIndex, t: u32, seed: u64) -> Model {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut model = Model::default();
-    for _ in 0..400 {
+    for _ in 0..600 {
         let u = t + WRITERS * rng.random_range(0..UNITS_PER_WRITER);
         let held = model.held_by(u);
         let roll = rng.random_range(0..100);
@@ -108,7 +109,7 @@ fn read(index: &ConcRunIndex, stop: &AtomicBool, seed: u64) -> usize {
 
 #[test]
 fn writers_and_readers() {
-    for round in 0..3u64 {
+    for round in 0..8u64 {
         let index = Arc::new(ConcRunIndex::new());
         let stop = Arc::new(AtomicBool::new(false));
         let finds = Arc::new(AtomicUsize::new(0));
