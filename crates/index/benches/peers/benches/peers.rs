@@ -452,8 +452,9 @@ fn time_ns(f: impl FnOnce()) -> u64 {
 
 /// `PEERS_TWO_WRITERS=1`: ingest with two writer threads (thread t stores the events of
 /// the workers with `worker % 2 == t`, as per-unit serialization allows) into the indexes
-/// with a `&self` store (ChainIndex, ConcRunIndex), next to one thread; median of `rounds`
-/// rounds, M blocks per wall second and per process CPU-second.
+/// with a `&self` store (ChainIndex, ConcRunIndex), next to one thread, and the same events
+/// sent by the writer threads to one applying thread ("ConcRunIndex, 1 applier"); median of
+/// `rounds` rounds, M blocks per wall second and per process CPU-second.
 fn two_writers(stores: &[Stored], workers: usize, rounds: usize) {
     let blocks: usize = stores.iter().map(|s| s.seq.len()).sum();
     let median = |mut v: Vec<(f64, f64)>| {
@@ -463,6 +464,7 @@ fn two_writers(stores: &[Stored], workers: usize, rounds: usize) {
     for threads in [1usize, 2] {
         let mut chain = Vec::new();
         let mut conc = Vec::new();
+        let mut queued = Vec::new();
         for _ in 0..rounds {
             let index = ChainIndex::with_max_workers(1024);
             for w in 0..workers {
@@ -510,10 +512,34 @@ fn two_writers(stores: &[Stored], workers: usize, rounds: usize) {
                 }
             });
             conc.push((t.elapsed().as_secs_f64(), data::cpu_secs() - c));
+            // The same events from `threads` producer threads through a channel to one
+            // applying thread (the writer mutex never contended).
+            let index = ConcRunIndex::new();
+            let (t, c) = (Instant::now(), data::cpu_secs());
+            std::thread::scope(|sc| {
+                let (tx, rx) = std::sync::mpsc::sync_channel::<&Stored>(1024);
+                for th in 0..threads {
+                    let tx = tx.clone();
+                    sc.spawn(move || {
+                        for s in stores.iter().filter(|s| s.worker as usize % threads == th) {
+                            tx.send(s).expect("applier alive");
+                        }
+                    });
+                }
+                drop(tx);
+                let index = &index;
+                sc.spawn(move || {
+                    for s in rx {
+                        let _ = index.store(s.worker, None, &s.engine, &s.local);
+                    }
+                });
+            });
+            queued.push((t.elapsed().as_secs_f64(), data::cpu_secs() - c));
         }
         for (name, v) in [
             ("kv-index ChainIndex", chain),
             ("kvrouter ConcRunIndex", conc),
+            ("ConcRunIndex, 1 applier", queued),
         ] {
             let (wall, cpu) = median(v);
             println!(
