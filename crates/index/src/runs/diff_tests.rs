@@ -3,27 +3,29 @@
 //! (shared and branching prefixes), leaf-first removals with some holes, and clears.
 //! `RunIndex` must equal the model after every step; `KvIndex` must too whenever no unit
 //! has a hole (its galloping search can over-report a unit with a hole, by design: see
-//! `index/find.rs`).
+//! `index/find.rs`). The same run is made against the concurrent variant
+//! (`conc::ConcRunIndex`, used from one thread).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use super::conc::ConcRunIndex;
 use super::{RunError, RunIndex};
 use crate::tokens::chain;
 use crate::{KvEvent, KvIndex, WorkerId};
 
-type Path = Vec<u64>;
+pub(super) type Path = Vec<u64>;
 
-fn eh(parent: u64, content: u64) -> u64 {
+pub(super) fn eh(parent: u64, content: u64) -> u64 {
     (parent ^ content.wrapping_mul(0x9E37_79B9_7F4A_7C15))
         .rotate_left(17)
         .wrapping_mul(0xBF58_476D_1CE4_E5B9)
         ^ 0x5EED
 }
 
-fn engine_of(p: &[u64]) -> u64 {
+pub(super) fn engine_of(p: &[u64]) -> u64 {
     p.iter().fold(0, |acc, &c| eh(acc, c))
 }
 
@@ -36,11 +38,11 @@ fn seqs_of(p: &[u64]) -> Vec<u64> {
 }
 
 #[derive(Default)]
-struct Model {
+pub(super) struct Model {
     /// Block path -> units holding it.
-    holders: HashMap<Path, BTreeSet<u32>>,
+    pub(super) holders: HashMap<Path, BTreeSet<u32>>,
     /// Every engine hash ever stored -> its path.
-    by_engine: HashMap<u64, Path>,
+    pub(super) by_engine: HashMap<u64, Path>,
 }
 
 impl Model {
@@ -48,7 +50,7 @@ impl Model {
         self.holders.get(p).is_some_and(|s| s.contains(&u))
     }
 
-    fn held_by(&self, u: u32) -> Vec<Path> {
+    pub(super) fn held_by(&self, u: u32) -> Vec<Path> {
         let mut v: Vec<Path> = self
             .holders
             .iter()
@@ -65,7 +67,7 @@ impl Model {
             .any(|(p, s)| p.len() > 1 && s.iter().any(|&u| !self.holds(u, &p[..p.len() - 1])))
     }
 
-    fn find(&self, q: &[u64]) -> Vec<(u32, u32)> {
+    pub(super) fn find(&self, q: &[u64]) -> Vec<(u32, u32)> {
         let mut depth: BTreeMap<u32, u32> = BTreeMap::new();
         let mut alive: BTreeSet<u32> = BTreeSet::new();
         for d in 1..=q.len() {
@@ -88,16 +90,68 @@ impl Model {
     }
 }
 
-fn random_contents(rng: &mut StdRng, alphabet: u64, max: usize) -> Vec<u64> {
+/// The operations the differential run makes, for both run indexes.
+trait Runs: Default {
+    fn put(&mut self, u: u32, parent: Option<u64>, e: &[u64], c: &[u64]) -> Result<(), RunError>;
+    fn drop_blocks(&mut self, u: u32, e: &[u64]);
+    fn drop_unit(&mut self, u: u32);
+    fn query(&mut self, q: &[u64]) -> Vec<(u32, u32)>;
+    fn blocks(&self) -> usize;
+    fn run_count(&self) -> usize;
+}
+
+impl Runs for RunIndex {
+    fn put(&mut self, u: u32, parent: Option<u64>, e: &[u64], c: &[u64]) -> Result<(), RunError> {
+        self.store(u, parent, e, c)
+    }
+    fn drop_blocks(&mut self, u: u32, e: &[u64]) {
+        self.remove(u, e)
+    }
+    fn drop_unit(&mut self, u: u32) {
+        self.clear(u)
+    }
+    fn query(&mut self, q: &[u64]) -> Vec<(u32, u32)> {
+        self.find(q).to_vec()
+    }
+    fn blocks(&self) -> usize {
+        self.distinct_blocks()
+    }
+    fn run_count(&self) -> usize {
+        self.runs()
+    }
+}
+
+impl Runs for ConcRunIndex {
+    fn put(&mut self, u: u32, parent: Option<u64>, e: &[u64], c: &[u64]) -> Result<(), RunError> {
+        self.store(u, parent, e, c)
+    }
+    fn drop_blocks(&mut self, u: u32, e: &[u64]) {
+        self.remove(u, e)
+    }
+    fn drop_unit(&mut self, u: u32) {
+        self.clear(u)
+    }
+    fn query(&mut self, q: &[u64]) -> Vec<(u32, u32)> {
+        self.find(q)
+    }
+    fn blocks(&self) -> usize {
+        self.distinct_blocks()
+    }
+    fn run_count(&self) -> usize {
+        self.runs()
+    }
+}
+
+pub(super) fn random_contents(rng: &mut StdRng, alphabet: u64, max: usize) -> Vec<u64> {
     let n = rng.random_range(1..=max);
     (0..n).map(|_| rng.random_range(1..=alphabet)).collect()
 }
 
-fn check(run: &mut RunIndex, kv: &KvIndex, model: &Model, queries: &[Path], ctx: &str) {
+fn check(run: &mut impl Runs, kv: &KvIndex, model: &Model, queries: &[Path], ctx: &str) {
     let exact = !model.has_hole();
     for q in queries {
         let want = model.find(q);
-        let mut got = run.find(q).to_vec();
+        let mut got = run.query(q);
         got.sort_unstable();
         assert_eq!(got, want, "RunIndex vs model, query {q:?} ({ctx})");
         if exact {
@@ -113,12 +167,12 @@ fn check(run: &mut RunIndex, kv: &KvIndex, model: &Model, queries: &[Path], ctx:
     }
 }
 
-fn run_seed(seed: u64) {
+fn run_seed<R: Runs>(seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let fleet: u32 = rng.random_range(1..=40);
     let alphabet = rng.random_range(2..=5);
     let steps = 120;
-    let mut run = RunIndex::new();
+    let mut run = R::default();
     let kv = KvIndex::new(16);
     let mut model = Model::default();
     let apply = |u: u32, ev: &KvEvent| kv.apply(WorkerId(u), 0, ev);
@@ -151,7 +205,7 @@ fn run_seed(seed: u64) {
                 engines.push(engine_of(&path));
             }
             let parent = (!parent_path.is_empty()).then(|| engine_of(&parent_path));
-            let got = run.store(u, parent, &engines, &tail);
+            let got = run.put(u, parent, &engines, &tail);
             let kv_got = apply(
                 u,
                 &KvEvent::StoredHashed {
@@ -196,7 +250,7 @@ fn run_seed(seed: u64) {
             if rng.random_bool(0.2) {
                 engines.push(0xDEAD_BEEF);
             }
-            run.remove(u, &engines);
+            run.drop_blocks(u, &engines);
             apply(
                 u,
                 &KvEvent::Removed {
@@ -213,7 +267,7 @@ fn run_seed(seed: u64) {
                 }
             }
         } else {
-            run.clear(u);
+            run.drop_unit(u);
             apply(u, &KvEvent::Cleared).expect("clear");
             model.holders.retain(|_, s| {
                 s.remove(&u);
@@ -239,26 +293,33 @@ fn run_seed(seed: u64) {
         check(&mut run, &kv, &model, &queries, &ctx);
         // Unheld positions stay while they lead to held ones (a hole every unit has).
         assert!(
-            run.distinct_blocks() >= model.holders.len(),
+            run.blocks() >= model.holders.len(),
             "distinct blocks ({ctx})"
         );
     }
     // Everything cleared: every block reclaimed.
     for u in 0..fleet {
         if rng.random_bool(0.5) {
-            run.clear(u);
+            run.drop_unit(u);
         } else {
             let engines: Vec<u64> = model.held_by(u).iter().map(|p| engine_of(p)).collect();
-            run.remove(u, &engines);
+            run.drop_blocks(u, &engines);
         }
     }
-    assert_eq!(run.distinct_blocks(), 0, "seed {seed}: all reclaimed");
-    assert_eq!(run.runs(), 0, "seed {seed}: no runs left");
+    assert_eq!(run.blocks(), 0, "seed {seed}: all reclaimed");
+    assert_eq!(run.run_count(), 0, "seed {seed}: no runs left");
 }
 
 #[test]
 fn matches_kv_index_and_model() {
     for seed in 0..150 {
-        run_seed(seed);
+        run_seed::<RunIndex>(seed);
+    }
+}
+
+#[test]
+fn concurrent_variant_matches_kv_index_and_model() {
+    for seed in 0..150 {
+        run_seed::<ConcRunIndex>(seed);
     }
 }

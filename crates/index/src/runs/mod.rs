@@ -13,6 +13,7 @@
 //! run where a unit keeps a later stretch after a hole; `find` (`find.rs`) walks runs by
 //! content hash.
 
+pub mod conc;
 mod find;
 mod prefix;
 mod remove;

@@ -12,7 +12,7 @@ use crate::index::hashers::MulBuild;
 pub(crate) const ROOT: u32 = u32::MAX;
 
 /// One run. `len == 0` marks a free arena slot.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct Run {
     /// Slab id of the first block; the run's blocks are `start..start + len`.
     pub(crate) start: u32,
@@ -44,7 +44,7 @@ impl Run {
         }
     }
 
-    fn max_cut(&self) -> u32 {
+    pub(crate) fn max_cut(&self) -> u32 {
         self.holders.iter().map(|h| h.1).max().unwrap_or(0)
     }
 

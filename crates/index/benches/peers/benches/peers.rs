@@ -7,9 +7,11 @@
 //! worker) counted by the allocator, and memory after evicting everything. Plain
 //! timing loops (criterion reports no percentiles). The last row is kvrouter's
 //! run-compressed prototype (`kvrouter_index::runs::RunIndex`), fed engine and content
-//! hashes like the content-hash peers. Run from this folder:
+//! hashes like the content-hash peers, and after it its concurrent variant
+//! (`kvrouter_index::runs::conc::ConcRunIndex`) driven from one thread. Run from this folder:
 //! `CARGO_TARGET_DIR=/work/targets/index-peers cargo bench --bench peers` (`PEERS_ONLY=k`,
-//! `PEERS_FLEETS=8,512` and `PEERS_ROUNDS=n` narrow it down for profiling).
+//! `PEERS_FLEETS=8,512` and `PEERS_ROUNDS=n` narrow it down for profiling;
+//! `PEERS_TWO_WRITERS=1` instead times ingest with one and two writer threads).
 
 #[path = "../../common/index_data.rs"]
 mod data;
@@ -27,6 +29,7 @@ use dynamo_kv_router::protocols::{
 };
 use dynamo_kv_router::ConcurrentRadixTreeCompressed;
 use kv_index::{ChainBlockMap, ChainIndex, ContentHash, SequenceHash, StoredBlock};
+use kvrouter_index::runs::conc::{ConcRunIndex, FindScratch};
 use kvrouter_index::runs::RunIndex;
 use kvrouter_index::{seq_hashes, KvEvent, KvIndex, WorkerId};
 use radix_tree::{Config as SmgConfig, OverlapScratch, RadixTree as SmgTree};
@@ -167,6 +170,31 @@ impl Index for RunIdx {
     }
     fn find(&mut self, local: &[u64], _seq: &[u64]) -> usize {
         self.index.find(local).len()
+    }
+}
+
+/// The same run index made concurrent (`kvrouter_index::runs::conc`), used from one thread:
+/// what the `&self` layout costs.
+struct ConcRunIdx {
+    index: ConcRunIndex,
+    scratch: FindScratch,
+}
+impl Index for ConcRunIdx {
+    fn name(&self) -> &'static str {
+        "kvrouter ConcRunIndex (1 thread)"
+    }
+    fn store(&mut self, s: &Stored) {
+        let _ = self.index.store(s.worker, None, &s.engine, &s.local);
+    }
+    fn remove(&mut self, s: &Stored) {
+        self.index.remove(s.worker, &s.engine);
+    }
+    fn hash_and_find(&mut self, tokens: &[u32]) -> usize {
+        let q = data::content_hashes(tokens);
+        self.index.find_into(&q, &mut self.scratch).len()
+    }
+    fn find(&mut self, local: &[u64], _seq: &[u64]) -> usize {
+        self.index.find_into(local, &mut self.scratch).len()
     }
 }
 
@@ -397,12 +425,16 @@ fn make(kind: usize) -> Box<dyn Index> {
             index: KvIndex::new(data::PAGE as u32),
             tokens: true,
         }),
-        _ => Box::new(RunIdx {
+        6 => Box::new(RunIdx {
             index: RunIndex::new(),
+        }),
+        _ => Box::new(ConcRunIdx {
+            index: ConcRunIndex::new(),
+            scratch: FindScratch::new(),
         }),
     }
 }
-const KINDS: usize = 7;
+const KINDS: usize = 8;
 /// Ingest rounds per index and fleet size (the median is reported).
 const INGEST_ROUNDS: usize = 5;
 
@@ -418,6 +450,107 @@ fn time_ns(f: impl FnOnce()) -> u64 {
     t.elapsed().as_nanos() as u64
 }
 
+/// `PEERS_TWO_WRITERS=1`: ingest with two writer threads (thread t stores the events of
+/// the workers with `worker % 2 == t`, as per-unit serialization allows) into the indexes
+/// with a `&self` store (ChainIndex, ConcRunIndex), next to one thread, and the same events
+/// sent by the writer threads to one applying thread ("ConcRunIndex, 1 applier"); median of
+/// `rounds` rounds, M blocks per wall second and per process CPU-second.
+fn two_writers(stores: &[Stored], workers: usize, rounds: usize) {
+    let blocks: usize = stores.iter().map(|s| s.seq.len()).sum();
+    let median = |mut v: Vec<(f64, f64)>| {
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        v[v.len() / 2]
+    };
+    for threads in [1usize, 2] {
+        let mut chain = Vec::new();
+        let mut conc = Vec::new();
+        let mut queued = Vec::new();
+        for _ in 0..rounds {
+            let index = ChainIndex::with_max_workers(1024);
+            for w in 0..workers {
+                index.intern_worker(&format!("w{w}")).expect("worker id");
+            }
+            let (t, c) = (Instant::now(), data::cpu_secs());
+            std::thread::scope(|sc| {
+                for th in 0..threads {
+                    let index = &index;
+                    sc.spawn(move || {
+                        let mut maps: Vec<ChainBlockMap> =
+                            (0..workers).map(|_| ChainBlockMap::new()).collect();
+                        for s in stores.iter().filter(|s| s.worker as usize % threads == th) {
+                            let b: Vec<StoredBlock> = s
+                                .engine
+                                .iter()
+                                .zip(&s.local)
+                                .map(|(e, l)| StoredBlock {
+                                    seq_hash: SequenceHash(*e),
+                                    content_hash: ContentHash(*l),
+                                })
+                                .collect();
+                            let _ = index.apply_stored(
+                                s.worker,
+                                &b,
+                                None,
+                                &mut maps[s.worker as usize],
+                            );
+                        }
+                        black_box(maps.len());
+                    });
+                }
+            });
+            chain.push((t.elapsed().as_secs_f64(), data::cpu_secs() - c));
+            let index = ConcRunIndex::new();
+            let (t, c) = (Instant::now(), data::cpu_secs());
+            std::thread::scope(|sc| {
+                for th in 0..threads {
+                    let index = &index;
+                    sc.spawn(move || {
+                        for s in stores.iter().filter(|s| s.worker as usize % threads == th) {
+                            let _ = index.store(s.worker, None, &s.engine, &s.local);
+                        }
+                    });
+                }
+            });
+            conc.push((t.elapsed().as_secs_f64(), data::cpu_secs() - c));
+            // The same events from `threads` producer threads through a channel to one
+            // applying thread (the writer mutex never contended).
+            let index = ConcRunIndex::new();
+            let (t, c) = (Instant::now(), data::cpu_secs());
+            std::thread::scope(|sc| {
+                let (tx, rx) = std::sync::mpsc::sync_channel::<&Stored>(1024);
+                for th in 0..threads {
+                    let tx = tx.clone();
+                    sc.spawn(move || {
+                        for s in stores.iter().filter(|s| s.worker as usize % threads == th) {
+                            tx.send(s).expect("applier alive");
+                        }
+                    });
+                }
+                drop(tx);
+                let index = &index;
+                sc.spawn(move || {
+                    for s in rx {
+                        let _ = index.store(s.worker, None, &s.engine, &s.local);
+                    }
+                });
+            });
+            queued.push((t.elapsed().as_secs_f64(), data::cpu_secs() - c));
+        }
+        for (name, v) in [
+            ("kv-index ChainIndex", chain),
+            ("kvrouter ConcRunIndex", conc),
+            ("ConcRunIndex, 1 applier", queued),
+        ] {
+            let (wall, cpu) = median(v);
+            println!(
+                "{name:<24} {threads} writer thread(s): {:>7.2} M blocks/s wall, {:>7.2} per CPU-s",
+                blocks as f64 / wall / 1e6,
+                blocks as f64 / cpu.max(1e-9) / 1e6
+            );
+        }
+    }
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -429,7 +562,10 @@ fn main() {
     let prompts = data::trace_prompts(requests);
     let long = data::long_prompt(65_536, 7);
     // `PEERS_ONLY=k`: run only index `k` (0 = kvrouter, as listed in `make`), for profiling.
-    let kinds = match std::env::var("PEERS_ONLY").ok().and_then(|v| v.parse().ok()) {
+    let kinds = match std::env::var("PEERS_ONLY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
         Some(k) if k < KINDS => k..k + 1,
         _ => 0..KINDS,
     };
@@ -472,6 +608,10 @@ fn main() {
             ours.resident_blocks()
         };
         println!("\n== {w} workers: {blocks} blocks in events, {entries} distinct (block, worker) entries");
+        if std::env::var("PEERS_TWO_WRITERS").is_ok() {
+            two_writers(&stores, w, rounds_wanted);
+            continue;
+        }
         println!(
             "{:<38} {:>20} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>9}",
             "index",

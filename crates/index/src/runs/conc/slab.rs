@@ -1,0 +1,365 @@
+//! The concurrent block slab. Readers see pages of atomics (engine hash, content hash, run
+//! per block id), allocated once and never moved; a run stays within one chunk of
+//! `CHUNK` ids (the prototype's limit, kept so the slab wastes no more) and may span pages; only the writer
+//! appends, so the slots a run covers are written before the run's length (published under
+//! the run's lock) reaches them. The writer alone owns the engine-hash table (block ids
+//! keyed by engine hash, 32 hash bits per slot as in the prototype's `slab.rs`): `find`
+//! walks by content hash and never reads it.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::OnceLock;
+
+use hashbrown::hash_table::Entry;
+use hashbrown::HashTable;
+
+use super::arena::Arena;
+
+/// `run` of a block that was reclaimed.
+pub(crate) const DEAD: u32 = u32::MAX;
+
+const CHUNK_BITS: u32 = 15;
+/// Blocks per chunk: the longest run.
+pub(crate) const CHUNK: u32 = 1 << CHUNK_BITS;
+
+#[inline]
+fn tag(e: u64) -> u32 {
+    (e.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32
+}
+
+#[inline]
+fn spread(t: u32) -> u64 {
+    let t = u64::from(t);
+    (t << 32) | t
+}
+
+/// Slots per page: the unit of allocation, zeroed by the writer right before it fills it
+/// (a whole chunk zeroed at once would be out of cache again by the time it is filled).
+const PAGE_BITS: u32 = 10;
+const PAGE: u32 = 1 << PAGE_BITS;
+
+#[inline]
+fn at(id: u32) -> (u32, usize) {
+    (id >> PAGE_BITS, (id & (PAGE - 1)) as usize)
+}
+
+/// Whether ids `a` and `b` lie in the same chunk.
+#[inline]
+pub(crate) fn same_chunk(a: u32, b: u32) -> bool {
+    a >> CHUNK_BITS == b >> CHUNK_BITS
+}
+
+struct Page {
+    engine: Box<[AtomicU64]>,
+    content: Box<[AtomicU64]>,
+    run: Box<[AtomicU32]>,
+}
+
+impl Page {
+    fn new() -> Self {
+        // Zeroed allocations; a slot's run is read only while the slot is live.
+        let n = PAGE as usize;
+        Page {
+            engine: bytemuck::zeroed_slice_box(n),
+            content: bytemuck::zeroed_slice_box(n),
+            run: bytemuck::zeroed_slice_box(n),
+        }
+    }
+}
+
+/// Length of the common prefix of `a` (loaded relaxed) and `b`, eight at a time.
+#[inline]
+fn prefix(a: &[AtomicU64], b: &[u64]) -> usize {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut i = 0;
+    while i + 8 <= n {
+        let mut diff = 0u64;
+        for j in 0..8 {
+            diff |= a[i + j].load(Relaxed) ^ b[i + j];
+        }
+        if diff != 0 {
+            break;
+        }
+        i += 8;
+    }
+    i + a[i..]
+        .iter()
+        .zip(&b[i..])
+        .take_while(|(x, y)| x.load(Relaxed) == **y)
+        .count()
+}
+
+/// The slots every thread reads, in pages allocated on first use and never moved.
+pub(crate) struct Chunks {
+    pages: Arena<OnceLock<Page>>,
+    allocated: AtomicUsize,
+}
+
+impl Default for Chunks {
+    fn default() -> Self {
+        Chunks {
+            pages: Arena::new(6),
+            allocated: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Chunks {
+    #[inline]
+    fn page(&self, p: u32) -> &Page {
+        self.pages.get(p).get_or_init(|| {
+            self.allocated.fetch_add(1, Relaxed);
+            Page::new()
+        })
+    }
+
+    /// Calls `f(page, offset, position, n)` for each page-sized piece of `start..start + len`.
+    #[inline]
+    fn pieces(
+        &self,
+        start: u32,
+        len: usize,
+        mut f: impl FnMut(&Page, usize, usize, usize) -> bool,
+    ) {
+        let mut done = 0;
+        while done < len {
+            let (p, i) = at(start + done as u32);
+            let n = (len - done).min(PAGE as usize - i);
+            if !f(self.page(p), i, done, n) {
+                return;
+            }
+            done += n;
+        }
+    }
+
+    /// Common prefix of the content hashes at `start..start + len` and `q`.
+    #[inline]
+    pub(crate) fn content_prefix(&self, start: u32, len: usize, q: &[u64]) -> usize {
+        let len = len.min(q.len());
+        let mut m = 0;
+        self.pieces(start, len, |pg, i, at, n| {
+            let k = prefix(&pg.content[i..i + n], &q[at..at + n]);
+            m += k;
+            k == n
+        });
+        m
+    }
+
+    /// Common prefix of the engine hashes at `start..start + len` and `q`.
+    #[inline]
+    pub(crate) fn engine_prefix(&self, start: u32, len: usize, q: &[u64]) -> usize {
+        let len = len.min(q.len());
+        let mut m = 0;
+        self.pieces(start, len, |pg, i, at, n| {
+            let k = prefix(&pg.engine[i..i + n], &q[at..at + n]);
+            m += k;
+            k == n
+        });
+        m
+    }
+
+    #[inline]
+    pub(crate) fn engine_at(&self, id: u32) -> u64 {
+        let (p, i) = at(id);
+        self.page(p).engine[i].load(Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn content_at(&self, id: u32) -> u64 {
+        let (p, i) = at(id);
+        self.page(p).content[i].load(Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn run_of(&self, id: u32) -> u32 {
+        let (p, i) = at(id);
+        self.page(p).run[i].load(Relaxed)
+    }
+
+    /// Blocks `start..start + len` now belong to `run` (writer only).
+    pub(crate) fn set_run(&self, start: u32, len: u32, run: u32) {
+        self.pieces(start, len as usize, |pg, i, _, n| {
+            for r in &pg.run[i..i + n] {
+                r.store(run, Relaxed);
+            }
+            true
+        });
+    }
+
+    /// Writes blocks `engine` / `content` of `run` into the slots from `start` (writer only).
+    fn fill(&self, start: u32, run: u32, engine: &[u64], content: &[u64]) {
+        self.pieces(start, engine.len(), |pg, i, at, n| {
+            for (slot, &e) in pg.engine[i..i + n].iter().zip(&engine[at..at + n]) {
+                slot.store(e, Relaxed);
+            }
+            for (slot, &h) in pg.content[i..i + n].iter().zip(&content[at..at + n]) {
+                slot.store(h, Relaxed);
+            }
+            for slot in &pg.run[i..i + n] {
+                slot.store(run, Relaxed);
+            }
+            true
+        });
+    }
+
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.pages.heap_bytes() + self.allocated.load(Relaxed) * PAGE as usize * 20
+    }
+}
+
+/// The writer's half: the engine-hash table and the id counters.
+#[derive(Default)]
+pub(crate) struct SlabWriter {
+    /// `(block id, tag of its engine hash)`.
+    ids: HashTable<(u32, u32)>,
+    /// The id the next appended block gets, and the end of its chunk (0 and 0: no chunk
+    /// open yet).
+    next: u32,
+    end: u32,
+    used: usize,
+    dead: usize,
+    /// Live blocks per chunk; chunks handed out so far; chunks whose blocks are all dead
+    /// (reused before new ones: no run covers any of their slots, so no reader is reading
+    /// one).
+    chunk_live: Vec<u32>,
+    free_chunks: Vec<u32>,
+}
+
+impl SlabWriter {
+    #[inline]
+    pub(crate) fn next_id(&self) -> u32 {
+        self.next
+    }
+
+    #[inline]
+    pub(crate) fn live(&self) -> usize {
+        self.used - self.dead
+    }
+
+    /// Makes room to append up to `n` blocks contiguously and returns how many fit (all of
+    /// them when `n <= CHUNK`, skipping to the next chunk when this one is short of room).
+    pub(crate) fn make_room(&mut self, n: usize) -> usize {
+        let room = (self.end - self.next) as usize;
+        if room >= n {
+            return n;
+        }
+        if room > 0 && n > CHUNK as usize {
+            return room;
+        }
+        self.open_chunk();
+        n.min(CHUNK as usize)
+    }
+
+    /// Leaves the current chunk (freeing it if nothing in it is live) for a free one, or a
+    /// new one.
+    fn open_chunk(&mut self) {
+        if self.end > 0 {
+            let c = (self.end - 1) >> CHUNK_BITS;
+            if self.chunk_live[c as usize] == 0 {
+                self.free_chunks.push(c);
+            }
+        }
+        let c = match self.free_chunks.pop() {
+            Some(c) => c,
+            None => {
+                self.chunk_live.push(0);
+                self.chunk_live.len() as u32 - 1
+            }
+        };
+        self.next = c << CHUNK_BITS;
+        self.end = self.next + CHUNK;
+    }
+
+    /// The block with engine hash `e`.
+    #[inline]
+    pub(crate) fn lookup(&self, sh: &Chunks, e: u64) -> Option<u32> {
+        let t = tag(e);
+        self.ids
+            .find(spread(t), |&(id, tt)| tt == t && sh.engine_at(id) == e)
+            .map(|&(id, _)| id)
+    }
+
+    /// Appends `engine` / `content` at [`SlabWriter::next_id`] as members of `run` (at most
+    /// the room [`SlabWriter::make_room`] gave), stopping before the first engine hash
+    /// already known. Returns how many were appended. The slots are invisible to readers
+    /// until a run's length covers them.
+    pub(crate) fn append(
+        &mut self,
+        sh: &Chunks,
+        run: u32,
+        engine: &[u64],
+        content: &[u64],
+    ) -> usize {
+        let first = self.next;
+        debug_assert!(((first & (CHUNK - 1)) as usize) + engine.len() <= CHUNK as usize);
+        self.ids.reserve(engine.len(), |&(_, t)| spread(t));
+        // The slots first, array by array (streams, as the prototype's `extend_from_slice`),
+        // then the keys; slots past a conflict stay unused.
+        sh.fill(first, run, engine, content);
+        let mut stored = engine.len();
+        for (j, &e) in engine.iter().enumerate() {
+            let t = tag(e);
+            let entry = self.ids.entry(
+                spread(t),
+                |&(id, tt)| tt == t && sh.engine_at(id) == e,
+                |&(_, t)| spread(t),
+            );
+            match entry {
+                Entry::Occupied(_) => {
+                    stored = j;
+                    break;
+                }
+                Entry::Vacant(v) => {
+                    v.insert((first + j as u32, t));
+                }
+            }
+        }
+        self.next += stored as u32;
+        self.used += stored;
+        self.chunk_live[(first >> CHUNK_BITS) as usize] += stored as u32;
+        stored
+    }
+
+    /// Drops block `id` from the table; its slot is reused once its whole chunk is dead.
+    pub(crate) fn reclaim(&mut self, sh: &Chunks, id: u32) {
+        let e = sh.engine_at(id);
+        if let Ok(entry) = self.ids.find_entry(spread(tag(e)), |&(i, _)| i == id) {
+            entry.remove();
+        }
+        let (p, i) = at(id);
+        sh.page(p).run[i].store(DEAD, Relaxed);
+        self.dead += 1;
+        let c = id >> CHUNK_BITS;
+        let live = &mut self.chunk_live[c as usize];
+        *live -= 1;
+        if *live == 0 && c != (self.end - 1) >> CHUNK_BITS {
+            self.free_chunks.push(c);
+        }
+    }
+
+    /// Once nothing is live, ids restart from 0 (the pages stay allocated and are reused:
+    /// no run covers any slot, so no reader can be reading one).
+    pub(crate) fn maybe_reset(&mut self) {
+        if self.used > 0 && self.live() == 0 {
+            *self = SlabWriter {
+                ids: std::mem::take(&mut self.ids),
+                chunk_live: std::mem::take(&mut self.chunk_live),
+                free_chunks: std::mem::take(&mut self.free_chunks),
+                ..SlabWriter::default()
+            };
+            self.ids.clear();
+            self.chunk_live.clear();
+            self.free_chunks.clear();
+        }
+    }
+
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.ids.capacity() * 9 + (self.chunk_live.capacity() + self.free_chunks.capacity()) * 4
+    }
+
+    /// Chunks handed out (live, partly live or free).
+    #[cfg(test)]
+    pub(crate) fn chunks(&self) -> usize {
+        self.chunk_live.len()
+    }
+}
