@@ -28,7 +28,7 @@ pub struct KvOptions {
     /// Disable predict-on-route (score from KV events only).
     #[arg(long, env = "KVROUTER_NO_PREDICT", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
     pub no_predict: bool,
-    /// Cost per block of this request's new prefill (others' prefill in flight counts as their context, at the decode weight).
+    /// Cost per block of this request's new prefill (others' prefill in flight counts as their context, at the decode weight); a PD router (`--pd-disaggregation`) defaults to 4 for its prefill leg (docs/pd.md "Prefill weight").
     #[arg(long, env = "KVROUTER_KV_PREFILL_WEIGHT", default_value_t = 1.0)]
     pub kv_prefill_weight: f64,
     /// Cost per block of context held by requests in flight on the unit with another prompt (decode load).

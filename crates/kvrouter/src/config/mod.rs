@@ -141,7 +141,9 @@ impl Config {
         // A file value equal to the default (the example file's) still counts as the default.
         let prometheus_port_given = cli.is_explicit("prometheus_port")
             || merged.prometheus_port != Options::default().prometheus_port;
-        let mut config = Config::validate(merged, mode_given)?;
+        let prefill_weight_given =
+            cli.is_explicit("kv_prefill_weight") || prefill_weight_set(&merged);
+        let mut config = Config::validate(merged, mode_given)?.pd_kv_defaults(prefill_weight_given);
         config.server.prometheus_port_given = prometheus_port_given;
         config
             .warnings
@@ -152,7 +154,18 @@ impl Config {
     /// Validates merged options (`mode` counts as given when it is not the default).
     pub fn from_options(o: Options) -> Result<Config, ConfigError> {
         let mode_given = o.mode != Options::default().mode;
-        Config::validate(o, mode_given)
+        let prefill_weight_given = prefill_weight_set(&o);
+        Ok(Config::validate(o, mode_given)?.pd_kv_defaults(prefill_weight_given))
+    }
+
+    /// A PD router's KV policy places the prefill leg: its prefill weight defaults to
+    /// [`crate::pd::PD_PREFILL_WEIGHT`] unless the flag, the environment or a non-default file
+    /// value sets one.
+    fn pd_kv_defaults(mut self, prefill_weight_given: bool) -> Config {
+        if self.workers.pd.is_some() && !prefill_weight_given {
+            self.kv.prefill_weight = crate::pd::PD_PREFILL_WEIGHT;
+        }
+        self
     }
 
     /// `mode` and `policy` into the routing mode and the mapping warning.
@@ -359,6 +372,12 @@ fn check_server(o: &Options) -> Result<(), ConfigError> {
     }
     log_level::validated(&o.log_level).map_err(|e| invalid("log_level", e))?;
     Ok(())
+}
+
+/// Whether `--kv-prefill-weight` differs from its declared default (a file value equal to it
+/// counts as the default, as the example file's does).
+fn prefill_weight_set(o: &Options) -> bool {
+    o.kv.kv_prefill_weight != kv::KvOptions::default().kv_prefill_weight
 }
 
 #[cfg(test)]

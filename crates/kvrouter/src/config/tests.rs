@@ -343,3 +343,42 @@ fn breaker_queue_and_backoff_flags_are_read() {
         "retry_jitter_factor"
     );
 }
+
+#[test]
+fn a_pd_router_weighs_prefill_at_four_unless_told() {
+    let pd = [
+        "--mode",
+        "kv",
+        "--pd-disaggregation",
+        "--prefill",
+        "http://p:1",
+        "--decode",
+        "http://d:1",
+    ];
+    let weight = |args: &[&str], file: &str| load(args, file).unwrap().kv.prefill_weight;
+    assert_eq!(weight(&pd, ""), crate::pd::PD_PREFILL_WEIGHT);
+    assert_eq!(weight(&["--mode", "kv"], ""), 1.0, "aggregated keeps 1");
+    let mut given = pd.to_vec();
+    given.extend(["--kv-prefill-weight", "1"]);
+    assert_eq!(
+        weight(&given, ""),
+        1.0,
+        "an explicit flag wins, even at the default"
+    );
+    assert_eq!(weight(&pd, "[kv]\nkv_prefill_weight = 2.0"), 2.0);
+    // The example file's value (the default) does not count as given.
+    assert_eq!(
+        weight(&pd, "[kv]\nkv_prefill_weight = 1.0"),
+        crate::pd::PD_PREFILL_WEIGHT
+    );
+    let o = crate::config::Options {
+        pd_disaggregation: true,
+        prefill: vec!["http://p:1".into()],
+        decode: vec!["http://d:1".into()],
+        ..Default::default()
+    };
+    assert_eq!(
+        Config::from_options(o).unwrap().kv.prefill_weight,
+        crate::pd::PD_PREFILL_WEIGHT
+    );
+}

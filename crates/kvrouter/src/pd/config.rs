@@ -6,6 +6,16 @@
 use crate::routing::Mode;
 use crate::workers::{Role, WorkerSpec};
 
+/// `--kv-prefill-weight` of a PD router unless one is given (it is 1 otherwise). Its KV policy
+/// places the prefill leg, whose workers do nothing but prefill: a prompt prefilled again on
+/// another prefill worker is pure extra work for the pool that every queued request waits
+/// behind, where on an aggregated worker decoding dilutes it. At 1 the load terms of 20-57k
+/// blocks in flight per prefill worker outweighed a 70-120-block prompt and sent a GRPO
+/// group's late siblings to the other worker (47 split decisions of 4,096 on 2P6D); at 4 there
+/// were 4, with prefill hit +1.3 to +1.9 points on GRPO 2P6D, makespan and TTFT level or
+/// better, agent sessions level (docs/pd.md "Prefill weight").
+pub(crate) const PD_PREFILL_WEIGHT: f64 = 4.0;
+
 /// How one leg picks its worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LegPolicy {

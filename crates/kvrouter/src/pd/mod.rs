@@ -18,7 +18,7 @@ pub(crate) mod pair;
 pub(crate) mod roles;
 pub(crate) mod splice;
 
-pub(crate) use config::{LegPolicy, PdConfig, PrefillUrl};
+pub(crate) use config::{LegPolicy, PdConfig, PrefillUrl, PD_PREFILL_WEIGHT};
 
 /// The PD mode's per-process state (`AppState::pd`).
 pub struct PdRouter {
