@@ -46,6 +46,26 @@ pub(super) struct Model {
 }
 
 impl Model {
+    /// `u` no longer holds the blocks at `paths`.
+    pub(super) fn evict(&mut self, u: u32, paths: &[Path]) {
+        for p in paths {
+            if let Some(s) = self.holders.get_mut(p) {
+                s.remove(&u);
+                if s.is_empty() {
+                    self.holders.remove(p);
+                }
+            }
+        }
+    }
+
+    /// `u` holds nothing.
+    pub(super) fn clear(&mut self, u: u32) {
+        self.holders.retain(|_, s| {
+            s.remove(&u);
+            !s.is_empty()
+        });
+    }
+
     fn holds(&self, u: u32, p: &[u64]) -> bool {
         self.holders.get(p).is_some_and(|s| s.contains(&u))
     }
@@ -258,21 +278,11 @@ fn run_seed<R: Runs>(seed: u64) {
                 },
             )
             .expect("remove");
-            for p in &gone {
-                if let Some(s) = model.holders.get_mut(p) {
-                    s.remove(&u);
-                    if s.is_empty() {
-                        model.holders.remove(p);
-                    }
-                }
-            }
+            model.evict(u, &gone);
         } else {
             run.drop_unit(u);
             apply(u, &KvEvent::Cleared).expect("clear");
-            model.holders.retain(|_, s| {
-                s.remove(&u);
-                !s.is_empty()
-            });
+            model.clear(u);
         }
         // Queries: known paths, their extensions, and random sequences.
         let mut queries: Vec<Path> = Vec::new();

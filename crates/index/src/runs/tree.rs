@@ -44,6 +44,15 @@ impl Run {
         }
     }
 
+    /// The holders of the positions from `k` on, as a run starting at `k` would hold them.
+    pub(crate) fn tail_holders(&self, k: u32) -> SmallVec<[(u32, u32); 1]> {
+        self.holders
+            .iter()
+            .filter(|h| h.1 > k)
+            .map(|&(u, c)| (u, c - k))
+            .collect()
+    }
+
     pub(crate) fn max_cut(&self) -> u32 {
         self.holders.iter().map(|h| h.1).max().unwrap_or(0)
     }
@@ -107,12 +116,7 @@ impl Tree {
     pub(crate) fn split(&mut self, slab: &mut Slab, run: u32, k: u32) -> u32 {
         let r = &mut self.runs[run as usize];
         debug_assert!(0 < k && k < r.len);
-        let holders: SmallVec<[(u32, u32); 1]> = r
-            .holders
-            .iter()
-            .filter(|h| h.1 > k)
-            .map(|&(u, c)| (u, c - k))
-            .collect();
+        let holders = r.tail_holders(k);
         for h in r.holders.iter_mut() {
             h.1 = h.1.min(k);
         }

@@ -66,20 +66,10 @@ fn write(index: &ConcRunIndex, t: u32, seed: u64) -> Model {
             };
             let engines: Vec<u64> = gone.iter().map(|p| engine_of(p)).collect();
             index.remove(u, &engines);
-            for p in &gone {
-                if let Some(s) = model.holders.get_mut(p) {
-                    s.remove(&u);
-                    if s.is_empty() {
-                        model.holders.remove(p);
-                    }
-                }
-            }
+            model.evict(u, &gone);
         } else {
             index.clear(u);
-            model.holders.retain(|_, s| {
-                s.remove(&u);
-                !s.is_empty()
-            });
+            model.clear(u);
         }
     }
     model

@@ -8,7 +8,7 @@
 //! leads to: a split builds the tail first and then shortens the head in one step.
 
 use parking_lot::RwLock;
-use smallvec::{smallvec, SmallVec};
+use smallvec::smallvec;
 
 use super::super::tree::{Run, ROOT};
 use super::Ctx;
@@ -66,12 +66,7 @@ impl Ctx<'_> {
         let (tail, first) = {
             let r = self.run(run).read();
             debug_assert!(0 < k && k < r.len);
-            let holders: SmallVec<[(u32, u32); 1]> = r
-                .holders
-                .iter()
-                .filter(|h| h.1 > k)
-                .map(|&(u, c)| (u, c - k))
-                .collect();
+            let holders = r.tail_holders(k);
             let start = r.start + k;
             let tail = Run {
                 start,
