@@ -7,23 +7,24 @@
 use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
 
-/// `run` of a block that was reclaimed (its slot is free until the next compaction).
+/// `run` of a block that was reclaimed (its slot is free until the next compaction, or in
+/// `conc/` until its chunk is reused).
 pub(crate) const DEAD: u32 = u32::MAX;
 
-const CHUNK_BITS: u32 = 15;
+pub(crate) const CHUNK_BITS: u32 = 15;
 /// Blocks per chunk: the longest run.
 pub(crate) const CHUNK: u32 = 1 << CHUNK_BITS;
 
 /// 32 bits of a well-mixed hash of engine hash `e` (kept in the table's slot).
 #[inline]
-fn tag(e: u64) -> u32 {
+pub(crate) fn tag(e: u64) -> u32 {
     (e.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32
 }
 
 /// The table's hash, rebuilt from the slot's 32 bits: hashbrown takes the bucket from the
 /// low bits and its control tag from the top 7.
 #[inline]
-fn spread(t: u32) -> u64 {
+pub(crate) fn spread(t: u32) -> u64 {
     let t = u64::from(t);
     (t << 32) | t
 }

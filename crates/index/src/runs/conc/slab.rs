@@ -13,24 +13,8 @@ use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
 
 use super::arena::Arena;
-
-/// `run` of a block that was reclaimed.
-pub(crate) const DEAD: u32 = u32::MAX;
-
-const CHUNK_BITS: u32 = 15;
-/// Blocks per chunk: the longest run.
-pub(crate) const CHUNK: u32 = 1 << CHUNK_BITS;
-
-#[inline]
-fn tag(e: u64) -> u32 {
-    (e.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32
-}
-
-#[inline]
-fn spread(t: u32) -> u64 {
-    let t = u64::from(t);
-    (t << 32) | t
-}
+pub(crate) use crate::runs::slab::{same_chunk, CHUNK};
+use crate::runs::slab::{spread, tag, CHUNK_BITS, DEAD};
 
 /// Slots per page: the unit of allocation, zeroed by the writer right before it fills it
 /// (a whole chunk zeroed at once would be out of cache again by the time it is filled).
@@ -40,12 +24,6 @@ const PAGE: u32 = 1 << PAGE_BITS;
 #[inline]
 fn at(id: u32) -> (u32, usize) {
     (id >> PAGE_BITS, (id & (PAGE - 1)) as usize)
-}
-
-/// Whether ids `a` and `b` lie in the same chunk.
-#[inline]
-pub(crate) fn same_chunk(a: u32, b: u32) -> bool {
-    a >> CHUNK_BITS == b >> CHUNK_BITS
 }
 
 struct Page {
