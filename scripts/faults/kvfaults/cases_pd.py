@@ -13,9 +13,17 @@ from .rig import FAST_HEALTH, Mock, Router, poll_until
 from kvcompare.procs import free_port
 
 # A request of the quick load takes well under a second of wall time; one that waited for a
-# transfer that never comes would take the mocks' bootstrap timeout (set to SGLang's 300 s here,
+# transfer that never comes would take the mocks' bootstrap timeout (300 s of wall time here,
 # so a waiting survivor shows as a long request, not as a shortened timeout).
 LONGEST_OK_S = 30.0
+WAIT_WALL_S = 300.0
+
+
+def _timeouts(speedup: float) -> list[str]:
+    """The mocks' bootstrap and waiting timeouts at WAIT_WALL_S of wall time (the mock runs
+    them on its simulated clock, divided by --speedup)."""
+    secs = f"{WAIT_WALL_S * speedup:g}" if speedup > 0 else f"{WAIT_WALL_S:g}"
+    return ["--disaggregation-bootstrap-timeout", secs, "--disaggregation-waiting-timeout", secs]
 # A slow simulated KV link (GB/s; the mock's default is 25) so that each request holds its
 # prefill for a while (~0.4 s of wall time at the quick size): a killed prefill has requests
 # in flight, as it would under real load.
@@ -31,11 +39,12 @@ def _pd_fleet(ctx: Ctx, name: str, prefill: int = 2, decode: int = 2) -> tuple[l
             port = free_port()
             pre.append(Mock(ctx.b("sglang-mock"), f"prefill{i}", logs, ctx.size.speedup,
                             extra=["--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(port),
-                                   *SLOW_LINK]))
+                                   *SLOW_LINK, *_timeouts(ctx.size.speedup)]))
             pre[-1].bootstrap_port = port
         for i in range(decode):
             dec.append(Mock(ctx.b("sglang-mock"), f"decode{i}", logs, ctx.size.speedup,
-                            extra=["--disaggregation-mode", "decode", *SLOW_LINK]))
+                            extra=["--disaggregation-mode", "decode", *SLOW_LINK,
+                                   *_timeouts(ctx.size.speedup)]))
     except BaseException:
         for m in pre + dec:
             m.stop()

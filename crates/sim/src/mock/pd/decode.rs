@@ -94,8 +94,11 @@ async fn run(state: Arc<MockState>, leg: Leg) {
         pd.client.register(&authority, room, &body).await
     };
     let outcome = tokio::select! {
-        _ = out.closed() => return,
-        r = tokio::time::timeout(pd.waiting_timeout, work) => r,
+        _ = out.closed() => {
+            tracing::debug!(room, rid = %rid, "decode client went away before the transfer");
+            return;
+        }
+        r = tokio::time::timeout(pd.waiting_timeout.wall, work) => r,
     };
     let failure = |e: String| Reply::Failed {
         status: 500,
@@ -104,6 +107,11 @@ async fn run(state: Arc<MockState>, leg: Leg) {
              req.bootstrap_room={room} with exception {e}"
         ),
     };
+    if let Ok(Err(e)) = &outcome {
+        tracing::warn!(room, rid = %rid, "decode transfer failed: {e}");
+    } else if outcome.is_err() {
+        tracing::warn!(room, rid = %rid, "decode waiting timeout");
+    }
     match outcome {
         Ok(Ok(t)) => {
             req.prebuilt = Some(Prebuilt {
@@ -123,7 +131,7 @@ async fn run(state: Arc<MockState>, leg: Leg) {
             let _ = out.send(failure(e));
         }
         Err(_) => {
-            let secs = pd.waiting_timeout.as_secs_f64();
+            let secs = pd.waiting_timeout.secs;
             let _ = out.send(failure(format!(
                 "Request {room} timed out after {secs:.1}s in KVPoll.WaitingForInput"
             )));

@@ -52,6 +52,7 @@ pub fn dispatch(
                     let kv = inbox.map(|inbox| prefill::HeldKv { inbox, id });
                     (Some(ticket), kv)
                 };
+                tracing::debug!(room = b.room, rid = %r.rid, rank = *rank, "prefill leg");
                 legs.push(prefill::Leg {
                     index: r.index,
                     rank: *rank,
@@ -65,6 +66,9 @@ pub fn dispatch(
         }
         Mode::Decode => {
             let (_, boots) = boots(&reqs)?;
+            for ((_, r), b) in reqs.iter().zip(&boots) {
+                tracing::debug!(room = b.room, rid = %r.rid, "decode leg");
+            }
             let legs = reqs
                 .into_iter()
                 .zip(boots)

@@ -92,7 +92,7 @@ pub(super) fn launch(
         pd: pd.clone(),
         legs: legs.into_iter().map(|l| (l.index, l)).collect(),
         prompts,
-        deadline: arrival + pd.bootstrap_timeout,
+        deadline: arrival + pd.bootstrap_timeout.wall,
         seed,
     };
     pd.tasks.spawn(relay.run(engine_rx, out));
@@ -194,7 +194,8 @@ async fn finish(
             )
         };
         let Some(peer) = ticket.peer(deadline).await else {
-            let waited = pd.bootstrap_timeout.as_secs_f64();
+            let waited = pd.bootstrap_timeout.secs;
+            tracing::warn!(room, rid = %d.rid, "prefill bootstrap timeout: no decode registered");
             return Err(failure(&format!(
                 "Request {room} timed out after {waited:.1}s in KVPoll.Bootstrapping"
             )));

@@ -54,8 +54,8 @@ pub struct PdState {
     pub rooms: Arc<Rooms>,
     pub link: Link,
     pub kv_bytes_per_token: u64,
-    pub bootstrap_timeout: Duration,
-    pub waiting_timeout: Duration,
+    pub bootstrap_timeout: Timeout,
+    pub waiting_timeout: Timeout,
     /// Every PD task: bootstrap connections, prefill relays, decode legs.
     pub tasks: TaskTracker,
     /// Ids of prefill requests whose KV is held through the transfer.
@@ -83,6 +83,29 @@ impl PdState {
     /// `/v1/loads`' `disaggregation` section of `rank`.
     pub fn load_section(&self, rank: usize) -> serde_json::Value {
         self.gauges(rank).section(self.mode.as_str())
+    }
+}
+
+/// A PD timeout: SGLang's timeouts run on the engine's clock, which the mock compresses by
+/// `--speedup` like every simulated duration (a 300 s bootstrap timeout waits 30 s of wall
+/// time at speedup 10, which the clients' simulated clock reads as 300 s); with speedup 0 (no
+/// simulated time) the flag is wall seconds.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeout {
+    /// As configured, in the engine's (simulated) seconds: what failure messages report.
+    pub secs: f64,
+    /// How long the mock waits.
+    pub wall: Duration,
+}
+
+impl Timeout {
+    /// `secs` of simulated time at `speedup`.
+    pub fn new(secs: f64, speedup: f64) -> Timeout {
+        let wall = if speedup > 0.0 { secs / speedup } else { secs };
+        Timeout {
+            secs,
+            wall: Duration::from_secs_f64(wall),
+        }
     }
 }
 
@@ -139,11 +162,25 @@ pub async fn start(a: &MockArgs) -> anyhow::Result<Arc<PdState>> {
         rooms,
         link: Link::from_args(a),
         kv_bytes_per_token: a.disaggregation_kv_bytes_per_token,
-        bootstrap_timeout: Duration::from_secs_f64(a.disaggregation_bootstrap_timeout),
-        waiting_timeout: Duration::from_secs_f64(a.disaggregation_waiting_timeout),
+        bootstrap_timeout: Timeout::new(a.disaggregation_bootstrap_timeout, a.speedup),
+        waiting_timeout: Timeout::new(a.disaggregation_waiting_timeout, a.speedup),
         tasks,
         next_hold: AtomicU64::new(0),
         client,
         gauges: (0..a.dp_size.max(1)).map(|_| Arc::default()).collect(),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_run_on_the_simulated_clock() {
+        let t = Timeout::new(300.0, 10.0);
+        assert_eq!((t.secs, t.wall), (300.0, Duration::from_secs(30)));
+        // Slow motion stretches it; speedup 0 (no simulated time) takes the flag as wall time.
+        assert_eq!(Timeout::new(1.0, 0.5).wall, Duration::from_secs(2));
+        assert_eq!(Timeout::new(0.2, 0.0).wall, Duration::from_millis(200));
+    }
 }
