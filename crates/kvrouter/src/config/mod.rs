@@ -218,7 +218,11 @@ impl Config {
             },
             limits,
             bounds,
-            warnings: policy_warning.into_iter().chain(pd_warnings).collect(),
+            warnings: policy_warning
+                .into_iter()
+                .chain(pd_warnings)
+                .chain(kv_weight_warning(&o, mode))
+                .collect(),
         };
         Config::assemble(o, checked)
     }
@@ -378,6 +382,17 @@ fn check_server(o: &Options) -> Result<(), ConfigError> {
 /// counts as the default, as the example file's does).
 fn prefill_weight_set(o: &Options) -> bool {
     o.kv.kv_prefill_weight != kv::KvOptions::default().kv_prefill_weight
+}
+
+/// A KV router told to ignore the context in flight (`--kv-decode-weight 0`) sends every
+/// request that shares a prefix (a system prompt) to the worker holding it, whatever its load
+/// (measured in docs/pd.md "Prefill weight": agent TTFT p50 34 s); accepted, with this warning.
+fn kv_weight_warning(o: &Options, mode: Mode) -> Option<String> {
+    (mode == Mode::Kv && o.kv.kv_decode_weight == 0.0).then(|| {
+        "--kv-decode-weight 0 ignores the work in flight on each worker: requests that share a \
+         prefix all go to the worker holding it, however loaded (docs/kv-routing.md)"
+            .to_string()
+    })
 }
 
 #[cfg(test)]

@@ -382,3 +382,22 @@ fn a_pd_router_weighs_prefill_at_four_unless_told() {
         crate::pd::PD_PREFILL_WEIGHT
     );
 }
+
+#[test]
+fn a_kv_router_warns_when_told_to_ignore_the_work_in_flight() {
+    let warned = |args: &[&str]| {
+        load(args, "")
+            .unwrap()
+            .warnings
+            .iter()
+            .any(|w| w.contains("--kv-decode-weight 0"))
+    };
+    assert!(warned(&["--mode", "kv", "--kv-decode-weight", "0"]));
+    assert!(!warned(&["--mode", "kv"]));
+    assert!(!warned(&[
+        "--mode",
+        "round_robin",
+        "--kv-decode-weight",
+        "0"
+    ]));
+}

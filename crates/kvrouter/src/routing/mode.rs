@@ -6,7 +6,7 @@ use std::str::FromStr;
 /// Which policy picks the worker for a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// KV-cache-aware scoring (until it lands, the router falls back to least-load with a warning).
+    /// KV-cache-aware scoring (docs/kv-routing.md).
     Kv,
     RoundRobin,
     Random,
