@@ -1,10 +1,15 @@
-//! The concurrent block slab. Readers see pages of atomics (engine hash, content hash, run
-//! per block id), allocated once and never moved; a run stays within one chunk of
-//! `CHUNK` ids (the prototype's limit, kept so the slab wastes no more) and may span pages; only the writer
-//! appends, so the slots a run covers are written before the run's length (published under
-//! the run's lock) reaches them. The writer alone owns the engine-hash table (block ids
-//! keyed by engine hash, 32 hash bits per slot as in the prototype's `slab.rs`): `find`
-//! walks by content hash and never reads it.
+//! The block slab: per distinct block its canonical engine hash, its key (the router's
+//! sequence hash) and its run, in pages of atomics allocated once and never moved (readers
+//! read them under a run's lock, without the writer). Ids are handed out in chunks of
+//! `CHUNK`; a run stays within one chunk and may span pages. Only the writer appends, so the
+//! slots a run covers are written before the run's length (published under the run's lock)
+//! reaches them.
+//!
+//! The writer alone owns the engine-hash table: block ids keyed by their canonical engine
+//! hash (the name the first unit that stored the block gave it), 32 hash bits per slot so
+//! growth never reads the slab. A block whose name was already taken by another block (units
+//! that disagree) gets [`NO_NAME`] as its canonical engine hash and is named per unit only
+//! (`names.rs`). `find` walks by key and never reads the table.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::OnceLock;
@@ -13,8 +18,38 @@ use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
 
 use super::arena::Arena;
-pub(crate) use crate::runs::slab::{same_chunk, CHUNK};
-use crate::runs::slab::{spread, tag, CHUNK_BITS, DEAD};
+
+/// `run` of a block that was reclaimed (its slot is free until its chunk is reused).
+pub(crate) const DEAD: u32 = u32::MAX;
+
+/// The canonical engine hash of a block that has none (its first name belonged to another
+/// block): never in the table, never equal to a name (a unit sending this value as an engine
+/// hash gets it as a per-unit alias).
+pub(crate) const NO_NAME: u64 = 0x6e6f_5f6e_616d_6521;
+
+pub(crate) const CHUNK_BITS: u32 = 15;
+/// Blocks per chunk: the longest run.
+pub(crate) const CHUNK: u32 = 1 << CHUNK_BITS;
+
+/// 32 bits of a well-mixed hash of engine hash `e` (kept in the table's slot).
+#[inline]
+fn tag(e: u64) -> u32 {
+    (e.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32
+}
+
+/// The table's hash, rebuilt from the slot's 32 bits: hashbrown takes the bucket from the
+/// low bits and its control tag from the top 7.
+#[inline]
+fn spread(t: u32) -> u64 {
+    let t = u64::from(t);
+    (t << 32) | t
+}
+
+/// Whether ids `a` and `b` lie in the same chunk.
+#[inline]
+pub(crate) fn same_chunk(a: u32, b: u32) -> bool {
+    a >> CHUNK_BITS == b >> CHUNK_BITS
+}
 
 /// Slots per page: the unit of allocation, zeroed by the writer right before it fills it
 /// (a whole chunk zeroed at once would be out of cache again by the time it is filled).
@@ -28,7 +63,7 @@ fn at(id: u32) -> (u32, usize) {
 
 struct Page {
     engine: Box<[AtomicU64]>,
-    content: Box<[AtomicU64]>,
+    key: Box<[AtomicU64]>,
     run: Box<[AtomicU32]>,
 }
 
@@ -38,7 +73,7 @@ impl Page {
         let n = PAGE as usize;
         Page {
             engine: bytemuck::zeroed_slice_box(n),
-            content: bytemuck::zeroed_slice_box(n),
+            key: bytemuck::zeroed_slice_box(n),
             run: bytemuck::zeroed_slice_box(n),
         }
     }
@@ -110,13 +145,13 @@ impl Chunks {
         }
     }
 
-    /// Common prefix of the content hashes at `start..start + len` and `q`.
+    /// Common prefix of the keys at `start..start + len` and `q`.
     #[inline]
-    pub(crate) fn content_prefix(&self, start: u32, len: usize, q: &[u64]) -> usize {
+    pub(crate) fn key_prefix(&self, start: u32, len: usize, q: &[u64]) -> usize {
         let len = len.min(q.len());
         let mut m = 0;
         self.pieces(start, len, |pg, i, at, n| {
-            let k = prefix(&pg.content[i..i + n], &q[at..at + n]);
+            let k = prefix(&pg.key[i..i + n], &q[at..at + n]);
             m += k;
             k == n
         });
@@ -143,15 +178,21 @@ impl Chunks {
     }
 
     #[inline]
-    pub(crate) fn content_at(&self, id: u32) -> u64 {
+    pub(crate) fn key_at(&self, id: u32) -> u64 {
         let (p, i) = at(id);
-        self.page(p).content[i].load(Relaxed)
+        self.page(p).key[i].load(Relaxed)
     }
 
     #[inline]
     pub(crate) fn run_of(&self, id: u32) -> u32 {
         let (p, i) = at(id);
         self.page(p).run[i].load(Relaxed)
+    }
+
+    /// Block `id`'s canonical engine hash becomes `e` (writer only, before a run covers it).
+    fn set_engine(&self, id: u32, e: u64) {
+        let (p, i) = at(id);
+        self.page(p).engine[i].store(e, Relaxed);
     }
 
     /// Blocks `start..start + len` now belong to `run` (writer only).
@@ -164,13 +205,13 @@ impl Chunks {
         });
     }
 
-    /// Writes blocks `engine` / `content` of `run` into the slots from `start` (writer only).
-    fn fill(&self, start: u32, run: u32, engine: &[u64], content: &[u64]) {
+    /// Writes blocks `engine` / `key` of `run` into the slots from `start` (writer only).
+    fn fill(&self, start: u32, run: u32, engine: &[u64], key: &[u64]) {
         self.pieces(start, engine.len(), |pg, i, at, n| {
             for (slot, &e) in pg.engine[i..i + n].iter().zip(&engine[at..at + n]) {
                 slot.store(e, Relaxed);
             }
-            for (slot, &h) in pg.content[i..i + n].iter().zip(&content[at..at + n]) {
+            for (slot, &h) in pg.key[i..i + n].iter().zip(&key[at..at + n]) {
                 slot.store(h, Relaxed);
             }
             for slot in &pg.run[i..i + n] {
@@ -257,24 +298,24 @@ impl SlabWriter {
             .map(|&(id, _)| id)
     }
 
-    /// Appends `engine` / `content` at [`SlabWriter::next_id`] as members of `run` (at most
-    /// the room [`SlabWriter::make_room`] gave), stopping before the first engine hash
-    /// already known. Returns how many were appended. The slots are invisible to readers
-    /// until a run's length covers them.
+    /// Appends `engine` / `key` at [`SlabWriter::next_id`] as members of `run` (at most
+    /// the room [`SlabWriter::make_room`] gave). A block whose engine hash already names
+    /// another block (or is [`NO_NAME`]) is appended without a canonical name: its slot holds
+    /// [`NO_NAME`] and its offset in `engine` is pushed to `unnamed`. The slots are invisible
+    /// to readers until a run's length covers them.
     pub(crate) fn append(
         &mut self,
         sh: &Chunks,
         run: u32,
         engine: &[u64],
-        content: &[u64],
-    ) -> usize {
+        key: &[u64],
+        unnamed: &mut Vec<usize>,
+    ) {
         let first = self.next;
         debug_assert!(((first & (CHUNK - 1)) as usize) + engine.len() <= CHUNK as usize);
         self.ids.reserve(engine.len(), |&(_, t)| spread(t));
-        // The slots first, array by array (streams, as the prototype's `extend_from_slice`),
-        // then the keys; slots past a conflict stay unused.
-        sh.fill(first, run, engine, content);
-        let mut stored = engine.len();
+        // The slots first, array by array, then the names.
+        sh.fill(first, run, engine, key);
         for (j, &e) in engine.iter().enumerate() {
             let t = tag(e);
             let entry = self.ids.entry(
@@ -283,19 +324,19 @@ impl SlabWriter {
                 |&(_, t)| spread(t),
             );
             match entry {
-                Entry::Occupied(_) => {
-                    stored = j;
-                    break;
-                }
-                Entry::Vacant(v) => {
+                Entry::Vacant(v) if e != NO_NAME => {
                     v.insert((first + j as u32, t));
+                }
+                _ => {
+                    sh.set_engine(first + j as u32, NO_NAME);
+                    unnamed.push(j);
                 }
             }
         }
-        self.next += stored as u32;
-        self.used += stored;
-        self.chunk_live[(first >> CHUNK_BITS) as usize] += stored as u32;
-        stored
+        let n = engine.len();
+        self.next += n as u32;
+        self.used += n;
+        self.chunk_live[(first >> CHUNK_BITS) as usize] += n as u32;
     }
 
     /// Drops block `id` from the table; its slot is reused once its whole chunk is dead.
@@ -325,7 +366,8 @@ impl SlabWriter {
                 free_chunks: std::mem::take(&mut self.free_chunks),
                 ..SlabWriter::default()
             };
-            self.ids.clear();
+            // An emptied index gives the table back (the pages stay: see the module doc).
+            self.ids = HashTable::new();
             self.chunk_live.clear();
             self.free_chunks.clear();
         }
