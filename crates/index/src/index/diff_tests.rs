@@ -183,7 +183,11 @@ pub(super) fn random_contents(rng: &mut StdRng, alphabet: u64, max: usize) -> Ve
 
 fn check(ix: &Ix, model: &Model, queries: &[Path], ctx: &str) {
     for q in queries {
-        assert_eq!(ix.find(q), model.find(q), "KvIndex vs model, query {q:?} ({ctx})");
+        assert_eq!(
+            ix.find(q),
+            model.find(q),
+            "KvIndex vs model, query {q:?} ({ctx})"
+        );
     }
 }
 

@@ -22,7 +22,7 @@ use super::find::prefix_depths;
 use super::metrics::metrics;
 use super::overlap::{Overlaps, UnitOverlap};
 use super::pending::{PendingLayer, PredictionId};
-use super::residency::Residency;
+use super::residency::{Residency, Stored};
 use super::unit::{worker_range, Unit, UnitId};
 use crate::ids::{Rank, WorkerId};
 use crate::tokens::{local_hash, SeqHash};
@@ -212,9 +212,13 @@ impl KvIndex {
         let worker = Unit::from_id(id).worker;
         let mut seqs = Vec::with_capacity(engine.len());
         let cap = || self.cap_of(worker);
-        let out = self
-            .res
-            .store(id, cap, parent, namespace, engine, locals, &mut seqs);
+        let ev = Stored {
+            parent,
+            namespace,
+            engine,
+            locals,
+        };
+        let out = self.res.store(id, cap, ev, &mut seqs);
         if let Err(IndexError::UnknownParent { .. }) = out {
             self.unknown_parent.fetch_add(1, Ordering::Relaxed);
             metrics().unknown_parent.inc();

@@ -39,6 +39,8 @@ mod tree;
 
 #[cfg(test)]
 mod conc_tests;
+#[cfg(test)]
+mod run_tests;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
@@ -55,6 +57,16 @@ use arena::Arena;
 use names::UnitState;
 use run::{Run, ROOT};
 use slab::{Chunks, SlabWriter};
+
+/// One store event, hashed: `engine[i]` names the block whose content hash is `locals[i]`,
+/// after the unit's block `parent` (an engine hash; `None`: the chain starts, after
+/// `namespace`).
+pub(crate) struct Stored<'a> {
+    pub(crate) parent: Option<u64>,
+    pub(crate) namespace: Option<SeqHash>,
+    pub(crate) engine: &'a [u64],
+    pub(crate) locals: &'a [u64],
+}
 
 /// What readers and the writer share.
 pub(crate) struct Shared {
@@ -149,20 +161,21 @@ fn unit_state<'a>(
 }
 
 impl Residency {
-    /// Blocks stored on unit `id` after its block `parent` (engine hash; `None`: the chain
-    /// starts, after `namespace`): `engine[i]` names the block whose content hash is
-    /// `locals[i]`. The blocks' sequence hashes are left in `seqs`. A store past the unit's
-    /// cap clears the unit.
+    /// Blocks `ev` stored on unit `id` (created with the cap `cap()` if new). The blocks'
+    /// sequence hashes are left in `seqs`. A store past the unit's cap clears the unit.
     pub(crate) fn store(
         &self,
         id: UnitId,
         cap: impl FnOnce() -> usize,
-        parent: Option<u64>,
-        namespace: Option<SeqHash>,
-        engine: &[u64],
-        locals: &[u64],
+        ev: Stored<'_>,
         seqs: &mut Vec<SeqHash>,
     ) -> Result<Applied, IndexError> {
+        let Stored {
+            parent,
+            namespace,
+            engine,
+            locals,
+        } = ev;
         debug_assert_eq!(engine.len(), locals.len());
         let mut guard = self.writer.lock();
         let w = &mut *guard;
@@ -292,7 +305,11 @@ impl Residency {
     /// Units in `range`.
     pub(crate) fn units_in(&self, range: std::ops::RangeInclusive<UnitId>) -> Vec<UnitId> {
         let w = self.writer.lock();
-        w.units.keys().copied().filter(|id| range.contains(id)).collect()
+        w.units
+            .keys()
+            .copied()
+            .filter(|id| range.contains(id))
+            .collect()
     }
 
     /// Every unit's entries and evictions.

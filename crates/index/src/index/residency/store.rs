@@ -76,7 +76,9 @@ impl Ctx<'_> {
                 let r = sh.runs.get(run).read();
                 if k < r.len {
                     let avail = ((r.len - k) as usize).min(n - i);
-                    let m = sh.chunks.key_prefix(r.start + k, avail, &keys[i..i + avail]);
+                    let m = sh
+                        .chunks
+                        .key_prefix(r.start + k, avail, &keys[i..i + avail]);
                     if m == 0 {
                         // Reached by key, so only after a parent inside the run.
                         Step::Split(k)
@@ -147,17 +149,14 @@ impl Ctx<'_> {
         }
         for (j, &e) in engine.iter().enumerate() {
             let b = first + j as u32;
-            match self.lookup(st, e) {
-                Some((x, _)) if x == b => {
+            if let Some((x, via_alias)) = self.lookup(st, e) {
+                if x == b {
                     out.unchanged += 1;
                     continue;
                 }
-                Some((x, via_alias)) => {
-                    if st.unname(x, e, via_alias) {
-                        self.w.drops.push(x);
-                    }
+                if st.unname(x, e, via_alias) {
+                    self.w.drops.push(x);
                 }
-                None => {}
             }
             let canonical = e != NO_NAME && self.sh.chunks.engine_at(b) == e;
             let held_now = j < held || st.named.get(&b).is_some_and(|n| *n != DROPPING);
