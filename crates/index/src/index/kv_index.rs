@@ -232,7 +232,12 @@ impl KvIndex {
 
     fn remove(&self, id: UnitId, engine: &[u64]) -> Applied {
         let mut gone = Vec::new();
-        let out = self.res.remove(id, engine, &mut gone);
+        let Some(out) = self.res.remove(id, engine, &mut gone) else {
+            return Applied {
+                unchanged: engine.len(),
+                ..Applied::default()
+            };
+        };
         self.unknown_removals
             .fetch_add(out.unchanged as u64, Ordering::Relaxed);
         // The worker evicted them: a prediction of them there is void too (a request that

@@ -220,16 +220,16 @@ impl Residency {
     }
 
     /// Blocks `engine` evicted from unit `id`; the sequence hashes of those it held are
-    /// pushed to `gone`. Unknown engine hashes count as unchanged.
-    pub(crate) fn remove(&self, id: UnitId, engine: &[u64], gone: &mut Vec<SeqHash>) -> Applied {
+    /// pushed to `gone`. Unknown engine hashes count as unchanged; `None`: no such unit.
+    pub(crate) fn remove(
+        &self,
+        id: UnitId,
+        engine: &[u64],
+        gone: &mut Vec<SeqHash>,
+    ) -> Option<Applied> {
         let mut guard = self.writer.lock();
         let w = &mut *guard;
-        let Some(st) = w.units.get_mut(&id) else {
-            return Applied {
-                unchanged: engine.len(),
-                ..Applied::default()
-            };
-        };
+        let st = w.units.get_mut(&id)?;
         let mut ctx = Ctx {
             sh: &self.sh,
             w: &mut w.core,
@@ -239,7 +239,7 @@ impl Residency {
         st.evicted += out.removed as u64;
         self.resident
             .fetch_sub(out.removed as i64, Ordering::Relaxed);
-        out
+        Some(out)
     }
 
     /// Removes every block of unit `id`; `forget` also drops the unit's state. Returns the
