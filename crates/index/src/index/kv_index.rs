@@ -276,7 +276,9 @@ impl KvIndex {
     }
 
     /// Per unit: confirmed, predicted and in-flight prefix depth of `seqs` (the
-    /// request's sequence hashes). Only read locks are taken (see the module doc).
+    /// request's sequence hashes, from its first page: confirmed depths are found by walking
+    /// the residency's tree from its root, so a suffix of a request finds no confirmed
+    /// blocks). Only read locks are taken (see the module doc).
     pub fn find_matches(&self, seqs: &[SeqHash]) -> Overlaps {
         self.find_matches_at(seqs, Instant::now())
     }
