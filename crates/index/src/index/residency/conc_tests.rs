@@ -1,6 +1,6 @@
-//! Multi-threaded test of the residency through `KvIndex`: writer threads on disjoint units (stores from the
-//! root and under held blocks, leaf-first removals, holes, clears; every unit's events from
-//! one thread) while reader threads issue finds. Finds must never panic and only report
+//! Multi-threaded test of the residency through `KvIndex`: writer threads on disjoint units
+//! (stores from the root and under held blocks, leaf-first removals, holes, clears; every
+//! unit's events from one thread) while reader threads issue finds. Finds must never panic and only report
 //! units in range, once each, with `1 <= depth <= query length`; at the end the index must
 //! equal the union of the writers' models, and emptying it must reclaim every block and run.
 //! Bounded: 8 rounds of 3 writers x 600 events of at most 8 blocks; readers stop with the

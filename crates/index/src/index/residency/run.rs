@@ -18,7 +18,7 @@ pub(crate) struct Run {
     pub(crate) parent: u32,
     /// `(unit, cut)`: the unit holds positions `0..cut` of this run (`cut >= 1`).
     pub(crate) holders: SmallVec<[(u32, u32); 1]>,
-    /// `(content hash of the child's first block, child run)`.
+    /// `(key of the child's first block, child run)`.
     pub(crate) children: SmallVec<[(u64, u32); 1]>,
 }
 
@@ -55,8 +55,8 @@ impl Run {
     }
 
     #[inline]
-    pub(crate) fn child(&self, content: u64) -> Option<u32> {
-        self.children.iter().find(|c| c.0 == content).map(|c| c.1)
+    pub(crate) fn child(&self, key: u64) -> Option<u32> {
+        self.children.iter().find(|c| c.0 == key).map(|c| c.1)
     }
 }
 

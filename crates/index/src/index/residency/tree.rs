@@ -81,7 +81,7 @@ impl Ctx<'_> {
         }
     }
 
-    /// Adds `run` (first block content `first`) at [`Ctx::next_run_id`], then links it
+    /// Adds `run` (first block key `first`) at [`Ctx::next_run_id`], then links it
     /// under its parent (or the root): readers reach it only once it is whole.
     pub(crate) fn add(&mut self, run: Run, first: u64) -> u32 {
         let parent = run.parent;
