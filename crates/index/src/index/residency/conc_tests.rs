@@ -222,3 +222,37 @@ fn churn_reuses_dead_chunks() {
     assert_eq!(ix.distinct_blocks(), 100);
     assert!(ix.slab_chunks() <= 4, "{} chunks", ix.slab_chunks());
 }
+
+/// Mixed lifetimes: every round stores a 1,000-block chain on one unit and a one-block chain
+/// on another that stays, then evicts the long chain. Each chunk keeps some long-lived
+/// blocks, so reuse by whole chunks would open a new chunk every 32 rounds; reusing dead
+/// ranges keeps the slab at one chunk and the answers right.
+#[test]
+fn churn_with_long_lived_neighbours_reuses_dead_ranges() {
+    let ix = Ix::new();
+    let chain = |c: &[u64]| -> Vec<u64> {
+        let mut p = 0;
+        c.iter()
+            .map(|&x| {
+                p = eh(p, x);
+                p
+            })
+            .collect()
+    };
+    let mut kept = Vec::new();
+    for round in 0..200u64 {
+        let c: Vec<u64> = (0..1_000).map(|i| (round + 1) << 32 | i).collect();
+        let e = chain(&c);
+        ix.store(1, None, &e, &c).expect("churn");
+        let k = [(1 << 60) | round];
+        ix.store(2, None, &chain(&k), &k).expect("kept");
+        kept.push(k);
+        assert_eq!(ix.find(&c), vec![(1, c.len() as u32)]);
+        assert_eq!(ix.remove(1, &e).removed, c.len());
+    }
+    for k in &kept {
+        assert_eq!(ix.find(k), vec![(2, 1)]);
+    }
+    assert_eq!(ix.distinct_blocks(), kept.len());
+    assert_eq!(ix.slab_chunks(), 1, "{} chunks", ix.slab_chunks());
+}

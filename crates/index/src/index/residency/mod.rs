@@ -21,8 +21,10 @@
 //! Writers: `store`, `remove` and `clear` serialize on one writer mutex, which owns the
 //! writer-only state: the engine-hash table, per-unit state, the slab's and run arena's
 //! allocation, free run ids. Inside, the writer holds one run lock at a time; changes are
-//! ordered so readers see old or new runs whole (`tree.rs`). Dead slots are reused a whole
-//! chunk at a time; pages are never given back to the allocator.
+//! ordered so readers see old or new runs whole (`tree.rs`). A slot is dead once no run covers
+//! it and is reused at once, from merged free ranges (`slab.rs`; `runs/conc/` reused only
+//! whole dead chunks, which fragmented under mixed lifetimes); pages are never given back to
+//! the allocator.
 //!
 //! Units are stored in runs by a dense index (assigned once per (worker, rank) and never
 //! reused, so a reader never attributes a depth to the wrong unit), mapped back to the unit

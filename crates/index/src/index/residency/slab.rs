@@ -14,12 +14,14 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::OnceLock;
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
 
 use super::arena::Arena;
 
-/// `run` of a block that was reclaimed (its slot is free until its chunk is reused).
+/// `run` of a block that was reclaimed (its slot is free for reuse).
 pub(crate) const DEAD: u32 = u32::MAX;
 
 /// The canonical engine hash of a block that has none (its first name belonged to another
@@ -226,22 +228,30 @@ impl Chunks {
     }
 }
 
-/// The writer's half: the engine-hash table and the id counters.
+/// Free ranges shorter than this are not handed out to a store that wants more (they wait
+/// for their neighbours to die and merge), so runs do not fragment into slivers.
+const MIN_REUSE: usize = 64;
+
+/// The writer's half: the engine-hash table and the id allocation.
+///
+/// Ids are handed out from a *region* (`next..end`, within one chunk): a new chunk, or a free
+/// range of dead slots. A slot is dead once no run covers it (reclaim shortens or empties the
+/// run under its write lock first), so no reader can be reading it and it can be reused at
+/// once; dead ranges are merged with their neighbours within a chunk, so a chunk whose blocks
+/// all died becomes one range again.
 #[derive(Default)]
 pub(crate) struct SlabWriter {
     /// `(block id, tag of its engine hash)`.
     ids: HashTable<(u32, u32)>,
-    /// The id the next appended block gets, and the end of its chunk (0 and 0: no chunk
-    /// open yet).
+    /// The id the next appended block gets, and the end of its region (0 and 0: none yet).
     next: u32,
     end: u32,
-    used: usize,
-    dead: usize,
-    /// Live blocks per chunk; chunks handed out so far; chunks whose blocks are all dead
-    /// (reused before new ones: no run covers any of their slots, so no reader is reading
-    /// one).
-    chunk_live: Vec<u32>,
-    free_chunks: Vec<u32>,
+    live: usize,
+    /// Chunks opened so far (their ids are below `chunks << CHUNK_BITS`).
+    chunks: u32,
+    /// Free ranges, `start -> len`, and the same as `(len, start)` (largest first out).
+    free: BTreeMap<u32, u32>,
+    by_len: BTreeSet<(u32, u32)>,
 }
 
 impl SlabWriter {
@@ -250,13 +260,14 @@ impl SlabWriter {
         self.next
     }
 
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn live(&self) -> usize {
-        self.used - self.dead
+        self.live
     }
 
-    /// Makes room to append up to `n` blocks contiguously and returns how many fit (all of
-    /// them when `n <= CHUNK`, skipping to the next chunk when this one is short of room).
+    /// Makes room to append up to `n` blocks contiguously and returns how many fit: all of
+    /// them when the region has room; otherwise the region is left (its rest freed) for the
+    /// largest free range (when it holds `n`, or at least [`MIN_REUSE`]), or a new chunk.
     pub(crate) fn make_room(&mut self, n: usize) -> usize {
         let room = (self.end - self.next) as usize;
         if room >= n {
@@ -265,28 +276,54 @@ impl SlabWriter {
         if room > 0 && n > CHUNK as usize {
             return room;
         }
-        self.open_chunk();
-        n.min(CHUNK as usize)
-    }
-
-    /// Leaves the current chunk (freeing it if nothing in it is live) for a free one, or a
-    /// new one.
-    fn open_chunk(&mut self) {
-        if self.end > 0 {
-            let c = (self.end - 1) >> CHUNK_BITS;
-            if self.chunk_live[c as usize] == 0 {
-                self.free_chunks.push(c);
+        if room > 0 {
+            self.put_free(self.next, room as u32);
+        }
+        match self.take_free(n) {
+            Some((start, len)) => {
+                self.next = start;
+                self.end = start + len;
+            }
+            None => {
+                self.next = self.chunks << CHUNK_BITS;
+                self.end = self.next + CHUNK;
+                self.chunks += 1;
             }
         }
-        let c = match self.free_chunks.pop() {
-            Some(c) => c,
-            None => {
-                self.chunk_live.push(0);
-                self.chunk_live.len() as u32 - 1
+        n.min((self.end - self.next) as usize)
+    }
+
+    /// Slots `start..start + len` (one chunk) are free: merged with free neighbours.
+    fn put_free(&mut self, mut start: u32, mut len: u32) {
+        if let Some((&s, &l)) = self.free.range(..start).next_back() {
+            if s + l == start && same_chunk(s, start) {
+                self.free.remove(&s);
+                self.by_len.remove(&(l, s));
+                start = s;
+                len += l;
             }
-        };
-        self.next = c << CHUNK_BITS;
-        self.end = self.next + CHUNK;
+        }
+        if let Some(&l) = self.free.get(&(start + len)) {
+            let s = start + len;
+            if same_chunk(start, s) {
+                self.free.remove(&s);
+                self.by_len.remove(&(l, s));
+                len += l;
+            }
+        }
+        self.free.insert(start, len);
+        self.by_len.insert((len, start));
+    }
+
+    /// The largest free range, if it holds `n` slots or at least [`MIN_REUSE`].
+    fn take_free(&mut self, n: usize) -> Option<(u32, u32)> {
+        let &(len, start) = self.by_len.last()?;
+        if (len as usize) < n.min(MIN_REUSE) {
+            return None;
+        }
+        self.by_len.remove(&(len, start));
+        self.free.remove(&start);
+        Some((start, len))
     }
 
     /// The block with engine hash `e`.
@@ -335,51 +372,44 @@ impl SlabWriter {
         }
         let n = engine.len();
         self.next += n as u32;
-        self.used += n;
-        self.chunk_live[(first >> CHUNK_BITS) as usize] += n as u32;
+        self.live += n;
     }
 
-    /// Drops block `id` from the table; its slot is reused once its whole chunk is dead.
-    pub(crate) fn reclaim(&mut self, sh: &Chunks, id: u32) {
-        let e = sh.engine_at(id);
-        if let Ok(entry) = self.ids.find_entry(spread(tag(e)), |&(i, _)| i == id) {
-            entry.remove();
+    /// Blocks `start..start + len` (no run covers them any more) leave the table; their
+    /// slots are free for reuse.
+    pub(crate) fn reclaim(&mut self, sh: &Chunks, start: u32, len: u32) {
+        if len == 0 {
+            return;
         }
-        let (p, i) = at(id);
-        sh.page(p).run[i].store(DEAD, Relaxed);
-        self.dead += 1;
-        let c = id >> CHUNK_BITS;
-        let live = &mut self.chunk_live[c as usize];
-        *live -= 1;
-        if *live == 0 && c != (self.end - 1) >> CHUNK_BITS {
-            self.free_chunks.push(c);
+        for id in start..start + len {
+            let e = sh.engine_at(id);
+            if let Ok(entry) = self.ids.find_entry(spread(tag(e)), |&(i, _)| i == id) {
+                entry.remove();
+            }
+            let (p, i) = at(id);
+            sh.page(p).run[i].store(DEAD, Relaxed);
         }
+        self.live -= len as usize;
+        self.put_free(start, len);
     }
 
     /// Once nothing is live, ids restart from 0 (the pages stay allocated and are reused:
     /// no run covers any slot, so no reader can be reading one).
     pub(crate) fn maybe_reset(&mut self) {
-        if self.used > 0 && self.live() == 0 {
-            *self = SlabWriter {
-                ids: std::mem::take(&mut self.ids),
-                chunk_live: std::mem::take(&mut self.chunk_live),
-                free_chunks: std::mem::take(&mut self.free_chunks),
-                ..SlabWriter::default()
-            };
+        if self.live == 0 && self.chunks > 0 {
             // An emptied index gives the table back (the pages stay: see the module doc).
-            self.ids = HashTable::new();
-            self.chunk_live.clear();
-            self.free_chunks.clear();
+            *self = SlabWriter::default();
         }
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.ids.capacity() * 9 + (self.chunk_live.capacity() + self.free_chunks.capacity()) * 4
+        // B-tree entries: 8 and 8 bytes, about 1.5x with node overhead.
+        self.ids.capacity() * 9 + self.free.len() * 24
     }
 
-    /// Chunks handed out (live, partly live or free).
+    /// Chunks opened (tests: churn reuses dead slots).
     #[cfg(test)]
     pub(crate) fn chunks(&self) -> usize {
-        self.chunk_live.len()
+        self.chunks as usize
     }
 }

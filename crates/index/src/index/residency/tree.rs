@@ -163,9 +163,7 @@ impl Ctx<'_> {
                     };
                 }
                 drop(r);
-                for id in start + keep..start + len {
-                    self.w.slab.reclaim(&sh.chunks, id);
-                }
+                self.w.slab.reclaim(&sh.chunks, start + keep, len - keep);
                 if keep > 0 {
                     return;
                 }
