@@ -95,7 +95,7 @@ impl UnitState {
     /// Drops name `e` of block `b` (`via_alias`: `e` was found in `alias`); true when it was
     /// the unit's last name for `b`, which is then marked [`DROPPING`].
     pub(crate) fn unname(&mut self, b: u32, e: u64, via_alias: bool) -> bool {
-        self.names -= 1;
+        self.names = self.names.saturating_sub(1);
         self.digest ^= e;
         if via_alias {
             self.alias.remove(&e);
@@ -105,7 +105,7 @@ impl UnitState {
             aliases: 0,
         });
         if via_alias {
-            n.aliases -= 1;
+            n.aliases = n.aliases.saturating_sub(1);
         } else {
             n.canon = false;
         }

@@ -65,7 +65,7 @@ impl Ctx<'_> {
         // Slots of reclaimed blocks keep their hashes until their chunk is reused.
         for &id in &removed {
             let e = sh.chunks.engine_at(id);
-            st.names -= 1;
+            st.names = st.names.saturating_sub(1);
             st.digest ^= e;
             gone.push(sh.chunks.key_at(id));
         }
