@@ -241,3 +241,24 @@ fn mass_removal_keeps_answers() {
     }
     assert!(ix.0.memory_bytes() > 0);
 }
+
+#[test]
+fn an_engine_hash_equal_to_the_no_name_marker_is_an_alias() {
+    use super::slab::NO_NAME;
+    let ix = Ix::new();
+    store(&ix, 0, &[1]);
+    // Unit 1 names block [5] with unit 0's name of [1]: [5] gets no canonical name.
+    let taken = engines(&[1])[0];
+    ix.store(1, None, &[taken], &[5]).expect("alias");
+    // Unit 2 sends the marker itself as an engine hash: a name like any other.
+    let got = ix
+        .store(2, None, &[NO_NAME], &[5])
+        .expect("marker as a name");
+    assert_eq!(got.stored, 1);
+    assert_eq!(found(&ix, &[5]), vec![(1, 1), (2, 1)]);
+    assert_eq!(ix.remove(2, &[NO_NAME]).removed, 1);
+    assert_eq!(found(&ix, &[5]), vec![(1, 1)]);
+    assert_eq!(ix.remove(1, &[taken]).removed, 1);
+    assert_eq!(found(&ix, &[5]), vec![]);
+    assert_eq!(found(&ix, &[1]), vec![(0, 1)]);
+}

@@ -138,8 +138,12 @@ impl Ctx<'_> {
         out: &mut Applied,
     ) {
         let m = engine.len();
-        if st.plain() && self.sh.chunks.engine_prefix(first, m, engine) == m {
-            // Every name canonical: the held ones are present, the rest new.
+        if st.plain()
+            && self.sh.chunks.engine_prefix(first, m, engine) == m
+            && !engine.contains(&NO_NAME)
+        {
+            // Every name canonical (a slot's `NO_NAME` is never one): the held ones are
+            // present, the rest new.
             out.unchanged += held;
             out.stored += m - held;
             for &e in &engine[held..] {
