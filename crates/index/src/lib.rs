@@ -6,11 +6,10 @@
 //!   hashes bit-identical to Dynamo's ([`seq_hashes`], [`BlockHasher`] for the next turn of a
 //!   session, [`NamespaceParts`] for cache salt / LoRA namespaces, [`folds_into`] for worker
 //!   page sizes);
-//! - the index (`index/`): [`KvIndex`] applies [`KvEvent`]s per [`Unit`] (worker, rank),
+//! - the index (`index/`): [`KvIndex`] applies [`KvEvent`]s per [`Unit`] (worker, rank) to
+//!   a run-compressed residency (a tree of runs of blocks with the same holders),
 //!   answers [`KvIndex::find_matches`] with [`Overlaps`], and keeps the predicted / in-flight
 //!   layer ([`IndexBooking`], [`PredictionId`]) with its TTL;
-//! - a run-compressed index (`runs/`, [`runs::RunIndex`]): a prototype under measurement in
-//!   the peers bench, not used by the router;
 //! - the identifiers units are keyed by (`ids.rs`): [`WorkerId`], [`Rank`] (the router's
 //!   `workers` re-exports them);
 //! - its Prometheus series (`kvrouter_index_*`) in its own registry, [`metrics_registry`],
@@ -24,7 +23,6 @@
 
 mod ids;
 mod index;
-pub mod runs;
 mod tokens;
 
 pub use ids::{Rank, WorkerId};

@@ -1,4 +1,5 @@
-//! Prefix-depth search shared by the confirmed map and the pending layer.
+//! Prefix-depth search of the pending layer (predicted and in-flight blocks, keyed by
+//! sequence hash; the confirmed residency walks its runs instead, `residency/find.rs`).
 //!
 //! Sequence hashes are chained, and engines evict leaves first, so the units
 //! holding block `i` of a request are (nearly always) a subset of those holding
@@ -13,8 +14,7 @@
 //! event batch) is not noticed where the holder count is otherwise unchanged,
 //! and its depth can be over-reported.
 
-use super::overlap::UnitOverlap;
-use super::unit::{Unit, UnitId};
+use super::unit::UnitId;
 use crate::tokens::SeqHash;
 
 /// Something that knows, per block, how many and which units hold it.
@@ -25,8 +25,7 @@ pub(crate) trait DepthSource {
 }
 
 /// One output entry of the search: a unit and its depth, written once when the
-/// unit is first seen and raised in place. Lets `find_matches` collect straight
-/// into its `UnitOverlap`s (no intermediate list, no conversion pass).
+/// unit is first seen and raised in place.
 pub(crate) trait DepthEntry {
     fn start(unit: UnitId) -> Self;
     fn set_depth(&mut self, depth: u32);
@@ -40,24 +39,6 @@ impl DepthEntry for (UnitId, u32) {
     #[inline]
     fn set_depth(&mut self, depth: u32) {
         self.1 = depth;
-    }
-}
-
-impl DepthEntry for UnitOverlap {
-    #[inline]
-    fn start(unit: UnitId) -> Self {
-        UnitOverlap {
-            unit: Unit::from_id(unit),
-            confirmed: 0,
-            predicted: 0,
-            inflight: 0,
-        }
-    }
-    /// The search's depth lands in `confirmed`; callers searching the pending
-    /// layer read it back from there.
-    #[inline]
-    fn set_depth(&mut self, depth: u32) {
-        self.confirmed = depth;
     }
 }
 

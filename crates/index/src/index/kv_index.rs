@@ -1,19 +1,18 @@
 //! `KvIndex`: the confirmed residency of blocks per (worker, rank) fed by KV
 //! events, plus the predicted / in-flight layer, behind one query.
 //!
-//! Concurrency: the request path (`find_matches`) only takes shard read locks
-//! of the block map and the pending layer. Event application locks the unit it
-//! applies to (events of one unit are serialised, units proceed in parallel)
-//! and the block-map shards it touches, one at a time.
+//! Concurrency: the request path (`find_matches`) takes read locks only: the root map's
+//! shard and the runs on the request's path (`residency/`), and the pending layer's shards.
+//! Event application serializes on the residency's writer mutex (one event at a time,
+//! whatever the unit); token hashing happens before it.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 
-use super::block_map::BlockMap;
 use super::booking::IndexBooking;
 use super::calibration::PredictionCalibration;
 use super::cap::{unit_cap_blocks, DEFAULT_UNIT_CAP_BLOCKS};
@@ -23,10 +22,10 @@ use super::find::prefix_depths;
 use super::metrics::metrics;
 use super::overlap::{Overlaps, UnitOverlap};
 use super::pending::{PendingLayer, PredictionId};
+use super::residency::{Residency, Stored};
 use super::unit::{worker_range, Unit, UnitId};
-use super::unit_blocks::{Insert, UnitBlocks};
 use crate::ids::{Rank, WorkerId};
-use crate::tokens::{local_hash, next_seq, SeqHash};
+use crate::tokens::{local_hash, SeqHash};
 
 /// What one `apply` changed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -46,19 +45,14 @@ pub struct IndexStats {
     pub unknown_removals: u64,
 }
 
-type UnitHandle = Arc<Mutex<UnitBlocks>>;
-
 /// The embedded KV index. Share it as `Arc<KvIndex>`.
 pub struct KvIndex {
     page_size: u32,
-    blocks: BlockMap,
-    units: RwLock<HashMap<UnitId, UnitHandle>>,
+    /// Confirmed residency: the run tree and per-unit state.
+    res: Residency,
     /// Per-unit entry caps by worker ([`KvIndex::set_worker_capacity`]); read only when a
     /// unit is created. Workers absent here get [`DEFAULT_UNIT_CAP_BLOCKS`].
     caps: RwLock<HashMap<WorkerId, usize>>,
-    /// Workers being bulk loaded ([`KvIndex::set_bulk_load`]); read when a unit is created.
-    bulk: RwLock<HashSet<WorkerId>>,
-    resident: AtomicI64,
     unknown_parent: AtomicU64,
     unknown_removals: AtomicU64,
     pending: Arc<PendingLayer>,
@@ -69,11 +63,8 @@ impl KvIndex {
     pub fn new(page_size: u32) -> Self {
         Self {
             page_size,
-            blocks: BlockMap::default(),
-            units: RwLock::new(HashMap::new()),
+            res: Residency::default(),
             caps: RwLock::new(HashMap::new()),
-            bulk: RwLock::new(HashSet::new()),
-            resident: AtomicI64::new(0),
             unknown_parent: AtomicU64::new(0),
             unknown_removals: AtomicU64::new(0),
             pending: Arc::new(PendingLayer::new()),
@@ -84,53 +75,16 @@ impl KvIndex {
         self.page_size
     }
 
-    fn unit(&self, id: UnitId) -> UnitHandle {
-        if let Some(u) = self.units.read().get(&id) {
-            return u.clone();
-        }
-        let worker = Unit::from_id(id).worker;
-        let cap = self.cap_of(worker);
-        let mut units = self.units.write();
-        // Read under the units lock: `set_bulk_load` changes the set before it visits
-        // the units, so a unit created concurrently is either seen by it or sees the change.
-        let bulk = self.bulk.read().contains(&worker);
-        units
-            .entry(id)
-            .or_insert_with(|| {
-                let mut unit = UnitBlocks::new(id, cap);
-                unit.set_bulk(&self.blocks, bulk);
-                Arc::new(Mutex::new(unit))
-            })
-            .clone()
+    #[cfg(test)]
+    pub(crate) fn residency(&self) -> &Residency {
+        &self.res
     }
 
-    fn worker_units(&self, worker: WorkerId) -> Vec<UnitHandle> {
-        let range = worker_range(worker);
-        self.units
-            .read()
-            .iter()
-            .filter(|(id, _)| range.contains(id))
-            .map(|(_, u)| u.clone())
-            .collect()
-    }
-
-    /// Bulk load of `worker`'s ranks on / off: while on (its feed replays a backlog,
-    /// e.g. a restarted router reading the JetStream stream before `/readiness`), the
-    /// shared block map is updated in large batches ordered by table position instead
-    /// of event by event, which makes a rebuild mostly sequential memory traffic. Each
-    /// unit's own blocks, counts and digest stay exact; what `find_matches` sees lags
-    /// by a bounded number of changes (an under-approximation, like any late event).
-    /// Turning it off applies everything: after it returns the index is complete.
-    pub fn set_bulk_load(&self, worker: WorkerId, on: bool) {
-        if on {
-            self.bulk.write().insert(worker);
-        } else {
-            self.bulk.write().remove(&worker);
-        }
-        for u in self.worker_units(worker) {
-            u.lock().set_bulk(&self.blocks, on);
-        }
-    }
+    /// Bulk load of `worker`'s ranks on / off (its feed replays a backlog, e.g. a restarted
+    /// router reading the JetStream stream before `/readiness`). A no-op kept for the events
+    /// layer: events apply at the same cost either way (per run, not per block), and queries
+    /// see each event as soon as it is applied.
+    pub fn set_bulk_load(&self, _worker: WorkerId, _on: bool) {}
 
     fn cap_of(&self, worker: WorkerId) -> usize {
         self.caps
@@ -153,35 +107,19 @@ impl KvIndex {
     /// [`KvIndex::set_worker_capacity`] with the cap given in entries (blocks) per unit.
     pub fn set_worker_cap_blocks(&self, worker: WorkerId, cap: usize) {
         self.caps.write().insert(worker, cap);
-        for u in self.worker_units(worker) {
-            u.lock().cap = cap;
-        }
+        self.res.set_cap(worker_range(worker), cap);
     }
 
-    /// Sizes `(worker, rank)`'s own table for about `blocks` resident blocks (at most its
-    /// entry cap), e.g. from a feed's estimate of the backlog it replays: one allocation
-    /// instead of a rehash at every doubling. A generous estimate is given back when the
-    /// worker's bulk load ends ([`KvIndex::set_bulk_load`]) if the table stayed sparse.
-    pub fn reserve(&self, worker: WorkerId, rank: Rank, blocks: usize) {
-        let Ok(id) = Unit::new(worker, rank).id() else {
-            return;
-        };
-        let handle = self.unit(id);
-        let mut unit = handle.lock();
-        if !unit.removed {
-            unit.reserve_total(blocks);
-        }
-    }
+    /// A feed's estimate of the blocks `(worker, rank)` is about to replay. A no-op kept for
+    /// the events layer: the residency keeps no per-unit table to size.
+    pub fn reserve(&self, _worker: WorkerId, _rank: Rank, _blocks: usize) {}
 
     /// The entry cap of `(worker, rank)`'s unit.
     pub fn unit_cap(&self, worker: WorkerId, rank: Rank) -> usize {
         let Ok(id) = Unit::new(worker, rank).id() else {
             return 0;
         };
-        match self.units.read().get(&id) {
-            Some(u) => u.lock().cap,
-            None => self.cap_of(worker),
-        }
+        self.res.unit_cap(id).unwrap_or_else(|| self.cap_of(worker))
     }
 
     /// Applies one event of `(worker, rank)`. Idempotent: re-storing a resident
@@ -234,8 +172,8 @@ impl KvIndex {
                         block_size: *block_size,
                     });
                 }
-                let locals = token_ids.chunks_exact(bs).map(local_hash);
-                self.store(id, namespace, *parent, block_hashes, locals)?
+                let locals: Vec<u64> = token_ids.chunks_exact(bs).map(local_hash).collect();
+                self.store(id, namespace, *parent, block_hashes, &locals)?
             }
             KvEvent::StoredHashed {
                 parent,
@@ -248,13 +186,7 @@ impl KvIndex {
                         local_hashes: local_hashes.len(),
                     });
                 }
-                self.store(
-                    id,
-                    namespace,
-                    *parent,
-                    block_hashes,
-                    local_hashes.iter().copied(),
-                )?
+                self.store(id, namespace, *parent, block_hashes, local_hashes)?
             }
             KvEvent::Removed { block_hashes } => self.remove(id, block_hashes),
             KvEvent::Cleared => {
@@ -265,7 +197,7 @@ impl KvIndex {
                 }
             }
         };
-        metrics().blocks.set(self.resident.load(Ordering::Relaxed));
+        metrics().blocks.set(self.res.resident() as i64);
         Ok(out)
     }
 
@@ -275,131 +207,49 @@ impl KvIndex {
         namespace: Option<SeqHash>,
         parent: Option<u64>,
         engine: &[u64],
-        locals: impl Iterator<Item = u64>,
+        locals: &[u64],
     ) -> Result<Applied, IndexError> {
-        let handle = self.unit(id);
-        let mut unit = handle.lock();
-        if unit.removed {
-            return Ok(Applied {
-                unchanged: engine.len(),
-                ..Applied::default()
-            });
-        }
-        let mut prev = match parent {
-            None => namespace,
-            Some(p) => match unit.lookup(&self.blocks, p) {
-                Some(seq) => Some(seq),
-                None => {
-                    self.unknown_parent.fetch_add(1, Ordering::Relaxed);
-                    metrics().unknown_parent.inc();
-                    return Err(IndexError::UnknownParent { parent: p });
-                }
-            },
-        };
-        let mut out = Applied::default();
-        let mut new = 0i64;
-        let predicting = !self.pending.is_empty();
-        // Hash the whole event first (pure compute), then touch the tables.
+        let worker = Unit::from_id(id).worker;
         let mut seqs = Vec::with_capacity(engine.len());
-        for local in locals {
-            let seq = next_seq(prev, local);
-            prev = Some(seq);
-            seqs.push(seq);
-        }
-        let mut count = |outcome| match outcome {
-            Insert::Present => out.unchanged += 1,
-            Insert::Replaced => out.stored += 1,
-            Insert::Merged => out.removed += 1,
-            Insert::New => {
-                new += 1;
-                out.stored += 1;
-            }
+        let cap = || self.cap_of(worker);
+        let ev = Stored {
+            parent,
+            namespace,
+            engine,
+            locals,
         };
-        if unit.batchable() && engine.iter().zip(&seqs).all(|(e, s)| e != s) {
-            let mut ops = Vec::with_capacity(seqs.len());
-            unit.reserve_if_empty(seqs.len());
-            for (e, seq) in engine.iter().zip(&seqs) {
-                count(unit.insert_deferred(*e, *seq, &mut ops));
-            }
-            unit.commit(&self.blocks, &mut ops);
-        } else {
-            for (e, seq) in engine.iter().zip(&seqs) {
-                count(unit.insert(&self.blocks, *e, *seq));
-            }
+        let out = self.res.store(id, cap, ev, &mut seqs);
+        if let Err(IndexError::UnknownParent { .. }) = out {
+            self.unknown_parent.fetch_add(1, Ordering::Relaxed);
+            metrics().unknown_parent.inc();
+            return out;
         }
-        if predicting {
+        if !self.pending.is_empty() {
             self.pending.supersede(&seqs, id, true);
         }
-        self.resident
-            .fetch_add(new - out.removed as i64, Ordering::Relaxed);
-        let blocks = unit.len();
-        if blocks > unit.cap {
-            // More than the worker can hold: stop trusting this unit's view (the events
-            // layer marks it recovering) rather than grow without bound.
-            let removed = unit.clear(&self.blocks);
-            self.resident.fetch_sub(removed as i64, Ordering::Relaxed);
-            return Err(IndexError::CapExceeded {
-                blocks,
-                cap: unit.cap,
-            });
-        }
-        Ok(out)
+        out
     }
 
     fn remove(&self, id: UnitId, engine: &[u64]) -> Applied {
-        let Some(handle) = self.units.read().get(&id).cloned() else {
+        let mut gone = Vec::new();
+        let Some(out) = self.res.remove(id, engine, &mut gone) else {
             return Applied {
                 unchanged: engine.len(),
                 ..Applied::default()
             };
         };
-        let mut unit = handle.lock();
-        let mut out = Applied::default();
-        let mut ops = Vec::new();
-        let mut gone = Vec::new();
-        let predicting = !self.pending.is_empty();
-        for e in engine {
-            let removed = if unit.batchable() {
-                unit.remove_deferred(*e, &mut ops)
-            } else {
-                unit.remove(&self.blocks, *e)
-            };
-            match removed {
-                Some(seq) => {
-                    out.removed += 1;
-                    if predicting {
-                        gone.push(seq);
-                    }
-                }
-                None => {
-                    self.unknown_removals.fetch_add(1, Ordering::Relaxed);
-                    out.unchanged += 1;
-                }
-            }
-        }
-        unit.commit(&self.blocks, &mut ops);
+        self.unknown_removals
+            .fetch_add(out.unchanged as u64, Ordering::Relaxed);
         // The worker evicted them: a prediction of them there is void too (a request that
         // needs them again re-stores them, and that event counts).
         self.pending.supersede(&gone, id, false);
-        unit.evicted += out.removed as u64;
-        self.resident
-            .fetch_sub(out.removed as i64, Ordering::Relaxed);
         out
     }
 
     /// Removes every block of unit `id`; `forget` also drops the unit itself
     /// (and its pending bookings). Returns the entries removed.
     fn clear_unit(&self, id: UnitId, forget: bool) -> usize {
-        let handle = if forget {
-            self.units.write().remove(&id)
-        } else {
-            self.units.read().get(&id).cloned()
-        };
-        let Some(handle) = handle else { return 0 };
-        let mut unit = handle.lock();
-        unit.removed |= forget;
-        let removed = unit.clear(&self.blocks);
-        self.resident.fetch_sub(removed as i64, Ordering::Relaxed);
+        let removed = self.res.clear(id, forget);
         if forget {
             self.pending.drop_unit(id);
         }
@@ -410,7 +260,7 @@ impl KvIndex {
     pub fn clear_rank(&self, worker: WorkerId, rank: Rank) {
         if let Ok(id) = Unit::new(worker, rank).id() {
             self.clear_unit(id, false);
-            metrics().blocks.set(self.resident.load(Ordering::Relaxed));
+            metrics().blocks.set(self.res.resident() as i64);
         }
     }
 
@@ -418,24 +268,17 @@ impl KvIndex {
     /// including its predictions. Stop its event feed first; a later event for
     /// it would register it again.
     pub fn remove_worker(&self, worker: WorkerId) {
-        let range = worker_range(worker);
-        let ids: Vec<UnitId> = self
-            .units
-            .read()
-            .keys()
-            .copied()
-            .filter(|id| range.contains(id))
-            .collect();
-        for id in ids {
+        for id in self.res.units_in(worker_range(worker)) {
             self.clear_unit(id, true);
         }
         self.caps.write().remove(&worker);
-        self.bulk.write().remove(&worker);
-        metrics().blocks.set(self.resident.load(Ordering::Relaxed));
+        metrics().blocks.set(self.res.resident() as i64);
     }
 
     /// Per unit: confirmed, predicted and in-flight prefix depth of `seqs` (the
-    /// request's sequence hashes). Only shard read locks are taken.
+    /// request's sequence hashes, from its first page: confirmed depths are found by walking
+    /// the residency's tree from its root, so a suffix of a request finds no confirmed
+    /// blocks). Only read locks are taken (see the module doc).
     pub fn find_matches(&self, seqs: &[SeqHash]) -> Overlaps {
         self.find_matches_at(seqs, Instant::now())
     }
@@ -443,7 +286,7 @@ impl KvIndex {
     /// [`KvIndex::find_matches`] with predictions judged live at `now`.
     pub fn find_matches_at(&self, seqs: &[SeqHash], now: Instant) -> Overlaps {
         let mut units: Vec<UnitOverlap> = Vec::new();
-        prefix_depths(&self.blocks, seqs, &mut units);
+        self.res.find(seqs, &mut units);
         let request_blocks = seqs.len() as u32;
         if self.pending.is_empty() {
             return Overlaps {
@@ -560,7 +403,7 @@ impl KvIndex {
             return PredictionCalibration::default();
         };
         let view = self.pending.calibration(id, now);
-        if view.confirmed == 0 && !self.units.read().contains_key(&id) {
+        if view.confirmed == 0 && !self.res.has_unit(id) {
             return PredictionCalibration {
                 confirm_ratio: 1.0,
                 ..view
@@ -585,65 +428,55 @@ impl KvIndex {
             .map_or(0, |id| self.pending.inflight_blocks(id))
     }
 
-    /// Resident (block, unit) entries.
+    /// Resident (block, unit) entries: a unit holding one block under two engine hashes
+    /// counts it twice.
     pub fn resident_blocks(&self) -> usize {
-        self.resident.load(Ordering::Relaxed).max(0) as usize
+        self.res.resident()
     }
 
-    /// Resident blocks of one unit.
+    /// Resident entries of one unit.
     pub fn unit_blocks(&self, worker: WorkerId, rank: Rank) -> usize {
-        let Ok(id) = Unit::new(worker, rank).id() else {
-            return 0;
-        };
-        self.units.read().get(&id).map_or(0, |u| u.lock().len())
+        Unit::new(worker, rank)
+            .id()
+            .map_or(0, |id| self.res.unit_blocks(id))
     }
 
     /// Every unit's resident blocks and the blocks its engine has evicted so far (removal
     /// events; a clear is not counted): what the router's `routing::kv::pressure` turns into
     /// KV use and eviction rates.
     pub fn unit_turnover(&self) -> Vec<(Unit, usize, u64)> {
-        let units: Vec<(UnitId, UnitHandle)> = self
-            .units
-            .read()
-            .iter()
-            .map(|(id, u)| (*id, u.clone()))
-            .collect();
-        units
+        self.res
+            .turnover()
             .into_iter()
-            .map(|(id, u)| {
-                let u = u.lock();
-                (Unit::from_id(id), u.len(), u.evicted)
-            })
+            .map(|(id, n, evicted)| (Unit::from_id(id), n, evicted))
             .collect()
     }
 
-    /// Order-independent digest of one unit's resident blocks (0 when empty): two indexes
-    /// fed the same events give the same digest (used by `/debug/index`).
+    /// Order-independent digest of one unit's resident blocks (0 when empty): the XOR of
+    /// their engine hashes. Two indexes fed the same events give the same digest (used by
+    /// `/debug/index`).
     pub fn unit_digest(&self, worker: WorkerId, rank: Rank) -> u64 {
-        let Ok(id) = Unit::new(worker, rank).id() else {
-            return 0;
-        };
-        self.units.read().get(&id).map_or(0, |u| u.lock().digest())
+        Unit::new(worker, rank)
+            .id()
+            .map_or(0, |id| self.res.unit_digest(id))
     }
 
     /// Distinct blocks resident on at least one unit.
     pub fn distinct_blocks(&self) -> usize {
-        self.blocks.len()
+        self.res.distinct_blocks()
     }
 
-    /// Heap bytes of the confirmed index (computed from table capacities; the
-    /// bench checks it against an allocation-counting allocator).
+    /// Heap bytes of the confirmed index (computed from capacities; the bench checks it
+    /// against an allocation-counting allocator).
     pub fn memory_bytes(&self) -> usize {
-        let units = self.units.read();
-        let per_unit: usize = units.values().map(|u| u.lock().heap_bytes()).sum();
-        self.blocks.heap_bytes() + per_unit + units.capacity() * 17
+        self.res.memory_bytes()
     }
 
     /// Refreshes `kvrouter_index_blocks` and `kvrouter_index_bytes` (call from a
     /// timer or before rendering metrics; `memory_bytes` walks every shard).
     pub fn update_gauges(&self) {
         let m = metrics();
-        m.blocks.set(self.resident.load(Ordering::Relaxed));
+        m.blocks.set(self.res.resident() as i64);
         m.bytes.set(self.memory_bytes() as i64);
     }
 

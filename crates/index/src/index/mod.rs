@@ -1,12 +1,11 @@
-//! The embedded KV index: which blocks are resident on which (worker, DP rank),
-//! `find_matches` over a request's sequence hashes, and the predicted /
-//! in-flight layer (predict-on-route) with its TTL. Design notes: docs/index.md.
+//! The embedded KV index: which blocks are resident on which (worker, DP rank) (the
+//! run-compressed confirmed residency, `residency/`), `find_matches` over a request's
+//! sequence hashes, and the predicted / in-flight layer (predict-on-route) with its TTL.
+//! Design notes: docs/index.md.
 
-mod block_map;
 mod booking;
 mod calibration;
 mod cap;
-mod copies;
 mod error;
 mod event;
 mod find;
@@ -15,10 +14,8 @@ mod kv_index;
 mod metrics;
 mod overlap;
 mod pending;
-mod table;
+mod residency;
 mod unit;
-mod unit_blocks;
-mod unit_set;
 
 pub use booking::IndexBooking;
 pub use calibration::PredictionCalibration;
@@ -31,6 +28,8 @@ pub use overlap::{Overlaps, UnitOverlap};
 pub use pending::PredictionId;
 pub use unit::{Unit, MAX_RANK, MAX_WORKER_ID};
 
+#[cfg(test)]
+mod diff_tests;
 #[cfg(test)]
 mod model_check;
 #[cfg(test)]

@@ -5,10 +5,9 @@
 //! `find_matches` p50/p99 at 8 / 64 / 512 workers, a 64k-token prompt (hashing
 //! included, each index with its own hashing where it has one), bytes per (block,
 //! worker) counted by the allocator, and memory after evicting everything. Plain
-//! timing loops (criterion reports no percentiles). The last row is kvrouter's
-//! run-compressed prototype (`kvrouter_index::runs::RunIndex`), fed engine and content
-//! hashes like the content-hash peers, and after it its concurrent variant
-//! (`kvrouter_index::runs::conc::ConcRunIndex`) driven from one thread. Run from this folder:
+//! timing loops (criterion reports no percentiles). kvrouter's `KvIndex` is the
+//! run-compressed design (issue 26; the prototype rows it replaced are gone). Run from this
+//! folder:
 //! `CARGO_TARGET_DIR=/work/targets/index-peers cargo bench --bench peers` (`PEERS_ONLY=k`,
 //! `PEERS_FLEETS=8,512` and `PEERS_ROUNDS=n` narrow it down for profiling;
 //! `PEERS_TWO_WRITERS=1` instead times ingest with one and two writer threads).
@@ -29,8 +28,6 @@ use dynamo_kv_router::protocols::{
 };
 use dynamo_kv_router::ConcurrentRadixTreeCompressed;
 use kv_index::{ChainBlockMap, ChainIndex, ContentHash, SequenceHash, StoredBlock};
-use kvrouter_index::runs::conc::{ConcRunIndex, FindScratch};
-use kvrouter_index::runs::RunIndex;
 use kvrouter_index::{seq_hashes, KvEvent, KvIndex, WorkerId};
 use radix_tree::{Config as SmgConfig, OverlapScratch, RadixTree as SmgTree};
 
@@ -146,55 +143,6 @@ impl Index for Ours {
     }
     fn find(&mut self, _local: &[u64], seq: &[u64]) -> usize {
         self.index.find_matches(seq).units.len()
-    }
-}
-
-/// kvrouter's run-compressed prototype (`kvrouter_index::runs`), fed the engine's hashes
-/// and the per-page content hashes as the other content-hash peers are.
-struct RunIdx {
-    index: RunIndex,
-}
-impl Index for RunIdx {
-    fn name(&self) -> &'static str {
-        "kvrouter RunIndex (prototype)"
-    }
-    fn store(&mut self, s: &Stored) {
-        let _ = self.index.store(s.worker, None, &s.engine, &s.local);
-    }
-    fn remove(&mut self, s: &Stored) {
-        self.index.remove(s.worker, &s.engine);
-    }
-    fn hash_and_find(&mut self, tokens: &[u32]) -> usize {
-        let q = data::content_hashes(tokens);
-        self.index.find(&q).len()
-    }
-    fn find(&mut self, local: &[u64], _seq: &[u64]) -> usize {
-        self.index.find(local).len()
-    }
-}
-
-/// The same run index made concurrent (`kvrouter_index::runs::conc`), used from one thread:
-/// what the `&self` layout costs.
-struct ConcRunIdx {
-    index: ConcRunIndex,
-    scratch: FindScratch,
-}
-impl Index for ConcRunIdx {
-    fn name(&self) -> &'static str {
-        "kvrouter ConcRunIndex (1 thread)"
-    }
-    fn store(&mut self, s: &Stored) {
-        let _ = self.index.store(s.worker, None, &s.engine, &s.local);
-    }
-    fn remove(&mut self, s: &Stored) {
-        self.index.remove(s.worker, &s.engine);
-    }
-    fn hash_and_find(&mut self, tokens: &[u32]) -> usize {
-        let q = data::content_hashes(tokens);
-        self.index.find_into(&q, &mut self.scratch).len()
-    }
-    fn find(&mut self, local: &[u64], _seq: &[u64]) -> usize {
-        self.index.find_into(local, &mut self.scratch).len()
     }
 }
 
@@ -421,20 +369,13 @@ fn make(kind: usize) -> Box<dyn Index> {
                 next_id: 0,
             })
         }
-        5 => Box::new(Ours {
+        _ => Box::new(Ours {
             index: KvIndex::new(data::PAGE as u32),
             tokens: true,
         }),
-        6 => Box::new(RunIdx {
-            index: RunIndex::new(),
-        }),
-        _ => Box::new(ConcRunIdx {
-            index: ConcRunIndex::new(),
-            scratch: FindScratch::new(),
-        }),
     }
 }
-const KINDS: usize = 8;
+const KINDS: usize = 6;
 /// Ingest rounds per index and fleet size (the median is reported).
 const INGEST_ROUNDS: usize = 5;
 
@@ -452,9 +393,18 @@ fn time_ns(f: impl FnOnce()) -> u64 {
 
 /// `PEERS_TWO_WRITERS=1`: ingest with two writer threads (thread t stores the events of
 /// the workers with `worker % 2 == t`, as per-unit serialization allows) into the indexes
-/// with a `&self` store (ChainIndex, ConcRunIndex), next to one thread, and the same events
-/// sent by the writer threads to one applying thread ("ConcRunIndex, 1 applier"); median of
+/// with a `&self` store (ChainIndex, KvIndex), next to one thread, and the same events
+/// sent by the writer threads to one applying thread ("KvIndex, 1 applier"); median of
 /// `rounds` rounds, M blocks per wall second and per process CPU-second.
+/// `s` as a content-hashed store event (what the `kvrouter KvIndex` row applies).
+fn hashed(s: &Stored) -> KvEvent {
+    KvEvent::StoredHashed {
+        parent: None,
+        block_hashes: s.engine.clone(),
+        local_hashes: s.local.clone(),
+    }
+}
+
 fn two_writers(stores: &[Stored], workers: usize, rounds: usize) {
     let blocks: usize = stores.iter().map(|s| s.seq.len()).sum();
     let median = |mut v: Vec<(f64, f64)>| {
@@ -499,14 +449,14 @@ fn two_writers(stores: &[Stored], workers: usize, rounds: usize) {
                 }
             });
             chain.push((t.elapsed().as_secs_f64(), data::cpu_secs() - c));
-            let index = ConcRunIndex::new();
+            let index = KvIndex::new(data::PAGE as u32);
             let (t, c) = (Instant::now(), data::cpu_secs());
             std::thread::scope(|sc| {
                 for th in 0..threads {
                     let index = &index;
                     sc.spawn(move || {
                         for s in stores.iter().filter(|s| s.worker as usize % threads == th) {
-                            let _ = index.store(s.worker, None, &s.engine, &s.local);
+                            let _ = index.apply(WorkerId(s.worker), 0, &hashed(s));
                         }
                     });
                 }
@@ -514,7 +464,7 @@ fn two_writers(stores: &[Stored], workers: usize, rounds: usize) {
             conc.push((t.elapsed().as_secs_f64(), data::cpu_secs() - c));
             // The same events from `threads` producer threads through a channel to one
             // applying thread (the writer mutex never contended).
-            let index = ConcRunIndex::new();
+            let index = KvIndex::new(data::PAGE as u32);
             let (t, c) = (Instant::now(), data::cpu_secs());
             std::thread::scope(|sc| {
                 let (tx, rx) = std::sync::mpsc::sync_channel::<&Stored>(1024);
@@ -530,7 +480,7 @@ fn two_writers(stores: &[Stored], workers: usize, rounds: usize) {
                 let index = &index;
                 sc.spawn(move || {
                     for s in rx {
-                        let _ = index.store(s.worker, None, &s.engine, &s.local);
+                        let _ = index.apply(WorkerId(s.worker), 0, &hashed(s));
                     }
                 });
             });
@@ -538,8 +488,8 @@ fn two_writers(stores: &[Stored], workers: usize, rounds: usize) {
         }
         for (name, v) in [
             ("kv-index ChainIndex", chain),
-            ("kvrouter ConcRunIndex", conc),
-            ("ConcRunIndex, 1 applier", queued),
+            ("kvrouter KvIndex", conc),
+            ("KvIndex, 1 applier", queued),
         ] {
             let (wall, cpu) = median(v);
             println!(

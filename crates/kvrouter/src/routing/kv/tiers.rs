@@ -194,12 +194,12 @@ impl LowerTiers {
     }
 }
 
-/// One request's lookups in the lower tiers, memoised by (tier, first page): units with the
-/// same GPU prefix share one `find_matches` per tier.
+/// One request's lookups in the lower tiers: one `find_matches` of the whole request per
+/// tier, memoised (a unit's pages from page `start` on are its depth there past `start`).
 pub struct TierRequest<'a> {
     tiers: &'a LowerTiers,
     seqs: &'a [SeqHash],
-    memo: Vec<(Tier, u32, Overlaps)>,
+    memo: Vec<(Tier, Overlaps)>,
 }
 
 impl TierRequest<'_> {
@@ -220,32 +220,37 @@ impl TierRequest<'_> {
     pub fn holders(&mut self) -> Vec<Unit> {
         let mut out = Vec::new();
         for tier in [Tier::Host, Tier::Disk] {
-            if let Some(at) = self.lookup(tier, 0) {
-                out.extend(self.memo[at].2.units.iter().map(|o| o.unit));
+            if let Some(at) = self.lookup(tier) {
+                out.extend(self.memo[at].1.units.iter().map(|o| o.unit));
             }
         }
         out
     }
 
-    /// Pages of the request from page `start` on that `tier` holds on `unit`, contiguously.
+    /// Pages of the request from page `start` on that `tier` holds on `unit`, contiguously:
+    /// its depth in the tier past `start` (a tier's chains start at the request's first page,
+    /// as stores under a parent the tier does not hold are dropped).
     fn depth(&mut self, tier: Tier, unit: Unit, start: u32) -> u32 {
-        self.lookup(tier, start)
-            .map_or(0, |at| self.memo[at].2.get(unit).map_or(0, |o| o.confirmed))
+        if start as usize >= self.seqs.len() {
+            return 0;
+        }
+        self.lookup(tier).map_or(0, |at| {
+            self.memo[at]
+                .1
+                .get(unit)
+                .map_or(0, |o| o.confirmed.saturating_sub(start))
+        })
     }
 
-    /// The memo entry of the tier's matches from page `start` (None: nothing to match).
-    fn lookup(&mut self, tier: Tier, start: u32) -> Option<usize> {
+    /// The memo entry of the tier's matches (None: nothing to match).
+    fn lookup(&mut self, tier: Tier) -> Option<usize> {
         let index = self.tiers.index(tier)?;
-        let rest = self.seqs.get(start as usize..).filter(|r| !r.is_empty())?;
-        if index.resident_blocks() == 0 {
+        if self.seqs.is_empty() || index.resident_blocks() == 0 {
             return None;
         }
-        let found = self
-            .memo
-            .iter()
-            .position(|(t, s, _)| *t == tier && *s == start);
+        let found = self.memo.iter().position(|(t, _)| *t == tier);
         Some(found.unwrap_or_else(|| {
-            self.memo.push((tier, start, index.find_matches(rest)));
+            self.memo.push((tier, index.find_matches(self.seqs)));
             self.memo.len() - 1
         }))
     }

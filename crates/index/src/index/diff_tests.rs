@@ -1,20 +1,17 @@
-//! Differential test: `RunIndex` against `KvIndex` and a naive model (per block path, the
-//! set of units holding it) over random fleets, chains from a small content alphabet
-//! (shared and branching prefixes), leaf-first removals with some holes, and clears.
-//! `RunIndex` must equal the model after every step; `KvIndex` must too whenever no unit
-//! has a hole (its galloping search can over-report a unit with a hole, by design: see
-//! `index/find.rs`). The same run is made against the concurrent variant
-//! (`conc::ConcRunIndex`, used from one thread).
+//! Differential test: `KvIndex` against a naive model (per block path, the set of units
+//! holding it) over random fleets, chains from a small content alphabet (shared and
+//! branching prefixes), stores under held, unknown and foreign parents, leaf-first removals
+//! with some holes, unknown removals, and clears. The index must equal the model after every
+//! step, holes included (a hole stops a unit's depth), and reclaim everything at the end.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::conc::ConcRunIndex;
-use super::{RunError, RunIndex};
+use super::{Applied, IndexError, KvEvent, KvIndex};
 use crate::tokens::chain;
-use crate::{KvEvent, KvIndex, WorkerId};
+use crate::WorkerId;
 
 pub(super) type Path = Vec<u64>;
 
@@ -29,7 +26,7 @@ pub(super) fn engine_of(p: &[u64]) -> u64 {
     p.iter().fold(0, |acc, &c| eh(acc, c))
 }
 
-fn seqs_of(p: &[u64]) -> Vec<u64> {
+pub(super) fn seqs_of(p: &[u64]) -> Vec<u64> {
     let mut out = Vec::with_capacity(p.len());
     for (i, &c) in p.iter().enumerate() {
         out.push(if i == 0 { c } else { chain(out[i - 1], c) });
@@ -81,12 +78,6 @@ impl Model {
         v
     }
 
-    fn has_hole(&self) -> bool {
-        self.holders
-            .iter()
-            .any(|(p, s)| p.len() > 1 && s.iter().any(|&u| !self.holds(u, &p[..p.len() - 1])))
-    }
-
     pub(super) fn find(&self, q: &[u64]) -> Vec<(u32, u32)> {
         let mut depth: BTreeMap<u32, u32> = BTreeMap::new();
         let mut alive: BTreeSet<u32> = BTreeSet::new();
@@ -110,55 +101,78 @@ impl Model {
     }
 }
 
-/// The operations the differential run makes, for both run indexes.
-trait Runs: Default {
-    fn put(&mut self, u: u32, parent: Option<u64>, e: &[u64], c: &[u64]) -> Result<(), RunError>;
-    fn drop_blocks(&mut self, u: u32, e: &[u64]);
-    fn drop_unit(&mut self, u: u32);
-    fn query(&mut self, q: &[u64]) -> Vec<(u32, u32)>;
-    fn blocks(&self) -> usize;
-    fn run_count(&self) -> usize;
-}
+/// A [`KvIndex`] driven the way the run index prototype was: per-page content hashes and
+/// engine hashes, units as workers (rank 0), finds by content path.
+pub(super) struct Ix(pub(super) KvIndex);
 
-impl Runs for RunIndex {
-    fn put(&mut self, u: u32, parent: Option<u64>, e: &[u64], c: &[u64]) -> Result<(), RunError> {
-        self.store(u, parent, e, c)
+impl Ix {
+    pub(super) fn new() -> Self {
+        Ix(KvIndex::new(16))
     }
-    fn drop_blocks(&mut self, u: u32, e: &[u64]) {
-        self.remove(u, e)
-    }
-    fn drop_unit(&mut self, u: u32) {
-        self.clear(u)
-    }
-    fn query(&mut self, q: &[u64]) -> Vec<(u32, u32)> {
-        self.find(q).to_vec()
-    }
-    fn blocks(&self) -> usize {
-        self.distinct_blocks()
-    }
-    fn run_count(&self) -> usize {
-        self.runs()
-    }
-}
 
-impl Runs for ConcRunIndex {
-    fn put(&mut self, u: u32, parent: Option<u64>, e: &[u64], c: &[u64]) -> Result<(), RunError> {
-        self.store(u, parent, e, c)
+    pub(super) fn store(
+        &self,
+        u: u32,
+        parent: Option<u64>,
+        e: &[u64],
+        c: &[u64],
+    ) -> Result<Applied, IndexError> {
+        self.0.apply(
+            WorkerId(u),
+            0,
+            &KvEvent::StoredHashed {
+                parent,
+                block_hashes: e.to_vec(),
+                local_hashes: c.to_vec(),
+            },
+        )
     }
-    fn drop_blocks(&mut self, u: u32, e: &[u64]) {
-        self.remove(u, e)
+
+    pub(super) fn remove(&self, u: u32, e: &[u64]) -> Applied {
+        self.0
+            .apply(
+                WorkerId(u),
+                0,
+                &KvEvent::Removed {
+                    block_hashes: e.to_vec(),
+                },
+            )
+            .expect("removal applies")
     }
-    fn drop_unit(&mut self, u: u32) {
-        self.clear(u)
+
+    pub(super) fn clear(&self, u: u32) {
+        self.0
+            .apply(WorkerId(u), 0, &KvEvent::Cleared)
+            .expect("clear applies");
     }
-    fn query(&mut self, q: &[u64]) -> Vec<(u32, u32)> {
-        self.find(q)
+
+    /// `(unit, depth)` of the content path `c`, sorted.
+    pub(super) fn find(&self, c: &[u64]) -> Vec<(u32, u32)> {
+        let mut v: Vec<(u32, u32)> = self
+            .0
+            .find_matches(&seqs_of(c))
+            .units
+            .iter()
+            .map(|o| (o.unit.worker.0, o.confirmed))
+            .collect();
+        v.sort_unstable();
+        v
     }
-    fn blocks(&self) -> usize {
-        self.distinct_blocks()
+
+    pub(super) fn distinct_blocks(&self) -> usize {
+        self.0.distinct_blocks()
     }
-    fn run_count(&self) -> usize {
-        self.runs()
+
+    pub(super) fn slab_live(&self) -> usize {
+        self.0.residency().slab_live()
+    }
+
+    pub(super) fn runs(&self) -> usize {
+        self.0.residency().runs()
+    }
+
+    pub(super) fn slab_chunks(&self) -> usize {
+        self.0.residency().slab_chunks()
     }
 }
 
@@ -167,35 +181,23 @@ pub(super) fn random_contents(rng: &mut StdRng, alphabet: u64, max: usize) -> Ve
     (0..n).map(|_| rng.random_range(1..=alphabet)).collect()
 }
 
-fn check(run: &mut impl Runs, kv: &KvIndex, model: &Model, queries: &[Path], ctx: &str) {
-    let exact = !model.has_hole();
+fn check(ix: &Ix, model: &Model, queries: &[Path], ctx: &str) {
     for q in queries {
-        let want = model.find(q);
-        let mut got = run.query(q);
-        got.sort_unstable();
-        assert_eq!(got, want, "RunIndex vs model, query {q:?} ({ctx})");
-        if exact {
-            let mut kv_got: Vec<(u32, u32)> = kv
-                .find_matches(&seqs_of(q))
-                .units
-                .iter()
-                .map(|o| (o.unit.worker.0, o.confirmed))
-                .collect();
-            kv_got.sort_unstable();
-            assert_eq!(kv_got, want, "KvIndex vs model, query {q:?} ({ctx})");
-        }
+        assert_eq!(
+            ix.find(q),
+            model.find(q),
+            "KvIndex vs model, query {q:?} ({ctx})"
+        );
     }
 }
 
-fn run_seed<R: Runs>(seed: u64) {
+fn run_seed(seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let fleet: u32 = rng.random_range(1..=40);
     let alphabet = rng.random_range(2..=5);
     let steps = 120;
-    let mut run = R::default();
-    let kv = KvIndex::new(16);
+    let ix = Ix::new();
     let mut model = Model::default();
-    let apply = |u: u32, ev: &KvEvent| kv.apply(WorkerId(u), 0, ev);
     for step in 0..steps {
         let u = rng.random_range(0..fleet);
         let held = model.held_by(u);
@@ -225,20 +227,14 @@ fn run_seed<R: Runs>(seed: u64) {
                 engines.push(engine_of(&path));
             }
             let parent = (!parent_path.is_empty()).then(|| engine_of(&parent_path));
-            let got = run.put(u, parent, &engines, &tail);
-            let kv_got = apply(
-                u,
-                &KvEvent::StoredHashed {
-                    parent,
-                    block_hashes: engines.clone(),
-                    local_hashes: tail.clone(),
-                },
-            );
-            assert_eq!(got.is_ok(), expect_ok, "RunIndex store ({ctx})");
-            assert_eq!(kv_got.is_ok(), expect_ok, "KvIndex store ({ctx})");
+            let got = ix.store(u, parent, &engines, &tail);
             if !expect_ok {
-                assert_eq!(got, Err(RunError::UnknownParent));
+                assert!(
+                    matches!(got, Err(IndexError::UnknownParent { .. })),
+                    "store ({ctx}): {got:?}"
+                );
             } else {
+                got.expect("store with a held parent");
                 let mut p = parent_path;
                 for (&c, &e) in tail.iter().zip(&engines) {
                     p.push(c);
@@ -270,18 +266,11 @@ fn run_seed<R: Runs>(seed: u64) {
             if rng.random_bool(0.2) {
                 engines.push(0xDEAD_BEEF);
             }
-            run.drop_blocks(u, &engines);
-            apply(
-                u,
-                &KvEvent::Removed {
-                    block_hashes: engines,
-                },
-            )
-            .expect("remove");
+            let applied = ix.remove(u, &engines);
+            assert_eq!(applied.removed, gone.len(), "removed ({ctx})");
             model.evict(u, &gone);
         } else {
-            run.drop_unit(u);
-            apply(u, &KvEvent::Cleared).expect("clear");
+            ix.clear(u);
             model.clear(u);
         }
         // Queries: known paths, their extensions, and random sequences.
@@ -300,36 +289,33 @@ fn run_seed<R: Runs>(seed: u64) {
         for _ in 0..3 {
             queries.push(random_contents(&mut rng, alphabet, 12));
         }
-        check(&mut run, &kv, &model, &queries, &ctx);
-        // Unheld positions stay while they lead to held ones (a hole every unit has).
-        assert!(
-            run.blocks() >= model.holders.len(),
+        check(&ix, &model, &queries, &ctx);
+        assert_eq!(
+            ix.distinct_blocks(),
+            model.holders.len(),
             "distinct blocks ({ctx})"
         );
+        // Unheld positions stay while they lead to held ones (a hole every unit has).
+        assert!(ix.slab_live() >= model.holders.len(), "slab ({ctx})");
     }
     // Everything cleared: every block reclaimed.
     for u in 0..fleet {
         if rng.random_bool(0.5) {
-            run.drop_unit(u);
+            ix.clear(u);
         } else {
             let engines: Vec<u64> = model.held_by(u).iter().map(|p| engine_of(p)).collect();
-            run.drop_blocks(u, &engines);
+            ix.remove(u, &engines);
         }
     }
-    assert_eq!(run.blocks(), 0, "seed {seed}: all reclaimed");
-    assert_eq!(run.run_count(), 0, "seed {seed}: no runs left");
+    assert_eq!(ix.distinct_blocks(), 0, "seed {seed}: nothing held");
+    assert_eq!(ix.slab_live(), 0, "seed {seed}: all reclaimed");
+    assert_eq!(ix.runs(), 0, "seed {seed}: no runs left");
+    assert_eq!(ix.0.resident_blocks(), 0, "seed {seed}: no entries left");
 }
 
 #[test]
-fn matches_kv_index_and_model() {
+fn matches_the_model_holes_included() {
     for seed in 0..150 {
-        run_seed::<RunIndex>(seed);
-    }
-}
-
-#[test]
-fn concurrent_variant_matches_kv_index_and_model() {
-    for seed in 0..150 {
-        run_seed::<ConcRunIndex>(seed);
+        run_seed(seed);
     }
 }

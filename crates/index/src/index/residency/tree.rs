@@ -1,5 +1,6 @@
-//! The concurrent tree's writer-side structure changes: adding a run, splitting one, and
-//! reclaiming positions nobody holds. Runs live in an append-only arena of per-run
+//! The tree's writer-side structure changes: adding a run, splitting one, granting a unit a
+//! cut (and remembering which runs a unit may hold, for `clear`), and reclaiming positions
+//! nobody holds. Runs live in an append-only arena of per-run
 //! `RwLock`s (the prototype's `tree::Run` inside); first-level runs are keyed in a sharded
 //! map. The writer (one at a time, see `mod.rs`) holds at most one lock at any moment,
 //! and readers take a run's lock before releasing the one they found it from, so a run id
@@ -10,8 +11,12 @@
 use parking_lot::RwLock;
 use smallvec::smallvec;
 
-use super::super::tree::{Run, ROOT};
-use super::Ctx;
+use super::run::{Run, ROOT};
+use super::{Ctx, RunSet};
+
+/// A unit's run set is pruned of runs it no longer holds when it has grown by this many
+/// (and doubled) since the last pruning.
+const PRUNE_SLACK: usize = 1024;
 
 impl Ctx<'_> {
     #[inline]
@@ -19,14 +24,45 @@ impl Ctx<'_> {
         self.sh.runs.get(id)
     }
 
-    /// The child of `run` (or of the root) whose first block has content `content`.
+    /// The child of `run` (or of the root) whose first block has key `key`.
     #[inline]
-    pub(crate) fn child(&self, run: u32, content: u64) -> Option<u32> {
+    pub(crate) fn child(&self, run: u32, key: u64) -> Option<u32> {
         if run == ROOT {
-            self.sh.root.get(&content).map(|r| *r)
+            self.sh.root.get(&key).map(|r| *r)
         } else {
-            self.run(run).read().child(content)
+            self.run(run).read().child(key)
         }
+    }
+
+    /// `unit` may hold `run` from now on: remember it for `clear`.
+    pub(crate) fn note_holder(&mut self, run: u32, unit: u32) {
+        let set = self.w.unit_runs.entry(unit).or_default();
+        if !set.runs.insert(run) || set.runs.len() < 2 * set.pruned + PRUNE_SLACK {
+            return;
+        }
+        let runs = &self.sh.runs;
+        set.runs.retain(|&r| runs.get(r).read().cut(unit) > 0);
+        set.pruned = set.runs.len();
+    }
+
+    /// `unit` no longer holds `run`.
+    pub(crate) fn forget_holder(&mut self, run: u32, unit: u32) {
+        if let Some(set) = self.w.unit_runs.get_mut(&unit) {
+            set.runs.remove(&run);
+        }
+    }
+
+    /// Sets `unit`'s cut in `run` (0 drops it from the holders).
+    pub(crate) fn set_cut(&mut self, run: u32, unit: u32, cut: u32) {
+        self.run(run).write().set_cut(unit, cut);
+        if cut > 0 {
+            self.note_holder(run, unit);
+        }
+    }
+
+    /// The runs `unit` may hold (taken: the caller drops its holdings).
+    pub(crate) fn take_runs(&mut self, unit: u32) -> RunSet {
+        self.w.unit_runs.remove(&unit).unwrap_or_default()
     }
 
     /// The id the next [`Ctx::add`] will use.
@@ -45,12 +81,16 @@ impl Ctx<'_> {
         }
     }
 
-    /// Adds `run` (first block content `first`) at [`Ctx::next_run_id`], then links it
+    /// Adds `run` (first block key `first`) at [`Ctx::next_run_id`], then links it
     /// under its parent (or the root): readers reach it only once it is whole.
     pub(crate) fn add(&mut self, run: Run, first: u64) -> u32 {
         let parent = run.parent;
         let id = self.take_id();
+        let holders: smallvec::SmallVec<[u32; 1]> = run.holders.iter().map(|h| h.0).collect();
         *self.run(id).write() = run;
+        for u in holders {
+            self.note_holder(id, u);
+        }
         if parent == ROOT {
             self.sh.root.insert(first, id);
         } else {
@@ -75,12 +115,16 @@ impl Ctx<'_> {
                 holders,
                 children: r.children.clone(),
             };
-            (tail, self.sh.chunks.content_at(start))
+            (tail, self.sh.chunks.key_at(start))
         };
         let (start, len) = (tail.start, tail.len);
         let t = self.take_id();
         let children = tail.children.clone();
+        let holders: smallvec::SmallVec<[u32; 1]> = tail.holders.iter().map(|h| h.0).collect();
         *self.run(t).write() = tail;
+        for u in holders {
+            self.note_holder(t, u);
+        }
         for &(_, ch) in &children {
             self.run(ch).write().parent = t;
         }
@@ -119,14 +163,12 @@ impl Ctx<'_> {
                     };
                 }
                 drop(r);
-                for id in start + keep..start + len {
-                    self.w.slab.reclaim(&sh.chunks, id);
-                }
+                self.w.slab.reclaim(&sh.chunks, start + keep, len - keep);
                 if keep > 0 {
                     return;
                 }
                 let parent = sh.runs.get(run).read().parent;
-                (parent, sh.chunks.content_at(start))
+                (parent, sh.chunks.key_at(start))
             };
             if parent == ROOT {
                 self.sh.root.remove(&first);

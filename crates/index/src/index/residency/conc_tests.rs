@@ -1,6 +1,6 @@
-//! Multi-threaded test of `ConcRunIndex`: writer threads on disjoint units (stores from the
-//! root and under held blocks, leaf-first removals, holes, clears; every unit's events from
-//! one thread) while reader threads issue finds. Finds must never panic and only report
+//! Multi-threaded test of the residency through `KvIndex`: writer threads on disjoint units
+//! (stores from the root and under held blocks, leaf-first removals, holes, clears; every
+//! unit's events from one thread) while reader threads issue finds. Finds must never panic and only report
 //! units in range, once each, with `1 <= depth <= query length`; at the end the index must
 //! equal the union of the writers' models, and emptying it must reclaim every block and run.
 //! Bounded: 8 rounds of 3 writers x 600 events of at most 8 blocks; readers stop with the
@@ -13,8 +13,7 @@ use std::sync::Arc;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::super::diff_tests::{eh, engine_of, random_contents, Model, Path};
-use super::{ConcRunIndex, FindScratch};
+use super::super::diff_tests::{eh, engine_of, random_contents, seqs_of, Ix, Model, Path};
 
 const WRITERS: u32 = 3;
 const UNITS_PER_WRITER: u32 = 4;
@@ -22,7 +21,7 @@ const UNITS: u32 = WRITERS * UNITS_PER_WRITER;
 const ALPHABET: u64 = 3;
 
 /// One writer's events on units `t, t + WRITERS, ...`; returns its model.
-fn write(index: &ConcRunIndex, t: u32, seed: u64) -> Model {
+fn write(index: &Ix, t: u32, seed: u64) -> Model {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut model = Model::default();
     for _ in 0..600 {
@@ -75,15 +74,14 @@ fn write(index: &ConcRunIndex, t: u32, seed: u64) -> Model {
     model
 }
 
-fn read(index: &ConcRunIndex, stop: &AtomicBool, seed: u64) -> usize {
+fn read(index: &Ix, stop: &AtomicBool, seed: u64) -> usize {
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut sc = FindScratch::new();
     let mut n = 0;
     while !stop.load(Ordering::Relaxed) && n < 1_000_000 {
         let q = random_contents(&mut rng, ALPHABET, 12);
-        let got = index.find_into(&q, &mut sc);
+        let got = index.0.find_matches(&seqs_of(&q));
         let mut units = BTreeSet::new();
-        for &(u, d) in got {
+        for (u, d) in got.units.iter().map(|o| (o.unit.worker.0, o.confirmed)) {
             assert!(u < UNITS, "unit {u} out of range");
             assert!(
                 d >= 1 && d as usize <= q.len(),
@@ -100,7 +98,7 @@ fn read(index: &ConcRunIndex, stop: &AtomicBool, seed: u64) -> usize {
 #[test]
 fn writers_and_readers() {
     for round in 0..8u64 {
-        let index = Arc::new(ConcRunIndex::new());
+        let index = Arc::new(Ix::new());
         let stop = Arc::new(AtomicBool::new(false));
         let finds = Arc::new(AtomicUsize::new(0));
         let readers: Vec<_> = (0..2u64)
@@ -136,15 +134,16 @@ fn writers_and_readers() {
         let mut queries: Vec<Path> = model.holders.keys().cloned().collect();
         queries.extend((0..300).map(|_| random_contents(&mut rng, ALPHABET, 12)));
         for q in &queries {
-            let mut got = index.find(q);
-            got.sort_unstable();
+            let got = index.find(q);
             assert_eq!(got, model.find(q), "round {round}, query {q:?}");
         }
-        assert!(index.distinct_blocks() >= model.holders.len());
+        assert_eq!(index.distinct_blocks(), model.holders.len());
+        assert!(index.slab_live() >= model.holders.len());
         for u in 0..UNITS {
             index.clear(u);
         }
-        assert_eq!(index.distinct_blocks(), 0, "round {round}: all reclaimed");
+        assert_eq!(index.0.resident_blocks(), 0);
+        assert_eq!(index.slab_live(), 0, "round {round}: all reclaimed");
         assert_eq!(index.runs(), 0, "round {round}: no runs left");
     }
 }
@@ -154,12 +153,8 @@ fn writers_and_readers() {
 #[test]
 fn long_chains_span_chunks() {
     use super::slab::CHUNK;
-    let ix = ConcRunIndex::new();
-    let found = |q: &[u64]| {
-        let mut v = ix.find(q);
-        v.sort_unstable();
-        v
-    };
+    let ix = Ix::new();
+    let found = |q: &[u64]| ix.find(q);
     // Engine hashes of a chain from the root (incrementally: `engine_of` per prefix is
     // quadratic).
     let chain = |c: &[u64]| -> Vec<u64> {
@@ -203,7 +198,7 @@ fn long_chains_span_chunks() {
 /// few chunks instead of growing by two a round.
 #[test]
 fn churn_reuses_dead_chunks() {
-    let ix = ConcRunIndex::new();
+    let ix = Ix::new();
     let chain = |c: &[u64]| -> Vec<u64> {
         let mut p = 0;
         c.iter()
@@ -226,4 +221,38 @@ fn churn_reuses_dead_chunks() {
     }
     assert_eq!(ix.distinct_blocks(), 100);
     assert!(ix.slab_chunks() <= 4, "{} chunks", ix.slab_chunks());
+}
+
+/// Mixed lifetimes: every round stores a 1,000-block chain on one unit and a one-block chain
+/// on another that stays, then evicts the long chain. Each chunk keeps some long-lived
+/// blocks, so reuse by whole chunks would open a new chunk every 32 rounds; reusing dead
+/// ranges keeps the slab at one chunk and the answers right.
+#[test]
+fn churn_with_long_lived_neighbours_reuses_dead_ranges() {
+    let ix = Ix::new();
+    let chain = |c: &[u64]| -> Vec<u64> {
+        let mut p = 0;
+        c.iter()
+            .map(|&x| {
+                p = eh(p, x);
+                p
+            })
+            .collect()
+    };
+    let mut kept = Vec::new();
+    for round in 0..200u64 {
+        let c: Vec<u64> = (0..1_000).map(|i| (round + 1) << 32 | i).collect();
+        let e = chain(&c);
+        ix.store(1, None, &e, &c).expect("churn");
+        let k = [(1 << 60) | round];
+        ix.store(2, None, &chain(&k), &k).expect("kept");
+        kept.push(k);
+        assert_eq!(ix.find(&c), vec![(1, c.len() as u32)]);
+        assert_eq!(ix.remove(1, &e).removed, c.len());
+    }
+    for k in &kept {
+        assert_eq!(ix.find(k), vec![(2, 1)]);
+    }
+    assert_eq!(ix.distinct_blocks(), kept.len());
+    assert_eq!(ix.slab_chunks(), 1, "{} chunks", ix.slab_chunks());
 }

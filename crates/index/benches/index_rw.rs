@@ -1,18 +1,16 @@
-//! The concurrent run index (`kvrouter_index::runs::conc::ConcRunIndex`) with one writer
-//! thread and one reader thread (the machine has two cores), next to the prototype behind a
-//! `Mutex` (`Mutex<RunIndex>`: what "one lock around it" costs a reader). The index holds
-//! the conversation trace at `RUNS_CONC_WORKERS` workers (default 512, request i on worker
-//! i % W, page 16); the reader times `find` over the trace's prompts; the writer replays
-//! events on units W..2W in rounds (store every request, then remove them all), either
-//! **shared** (the same blocks as the resident trace: the store walks and raises cuts in
-//! the very runs the reader walks, splits and reclaims) or **fresh** (the trace with other
-//! content and engine hashes: every block is appended and keyed). Reported: find p50/p99
-//! alone and while the writer runs; the writer's stored blocks per second (wall, and per
-//! CPU-second of the writer thread) alone and while the reader runs, the reader either
-//! back to back ("spin") or sleeping 50 us between finds (~15k finds/s: a router's request
-//! rate, leaving the writer its core).
-//! `RUNS_CONC_PROFILE=proto|conc` only ingests the trace `RUNS_CONC_ROUNDS` times into
-//! fresh indexes, reading no clock (callgrind cannot run rustix's vDSO clock).
+//! `KvIndex` with one writer thread and one reader thread (the machine has two cores), next
+//! to the same index behind a `Mutex` (what "one lock around it" would cost a reader). The
+//! index holds the conversation trace at `INDEX_RW_WORKERS` workers (default 512, request i
+//! on worker i % W, page 16); the reader times `find_matches` over the trace's prompts; the
+//! writer replays content-hashed store events on workers W..2W in rounds (store every
+//! request, then remove them all), either **shared** (the same blocks as the resident trace:
+//! the store walks and raises cuts in the very runs the reader walks, splits and reclaims)
+//! or **fresh** (other content and engine hashes: every block is appended and keyed).
+//! Reported: find p50/p99 alone and while the writer runs; the writer's stored blocks per
+//! second (wall, and per CPU-second of the writer thread) alone and while the reader runs,
+//! the reader either back to back ("spin") or sleeping 50 us between finds (~15k finds/s: a
+//! router's request rate, leaving the writer its core). Ported from the `runs_conc` bench of
+//! the run-index prototype.
 #![allow(clippy::unwrap_used)] // benches: an unwrap is an assertion
 
 #[path = "common/index_data.rs"]
@@ -22,65 +20,69 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use kvrouter_index::runs::conc::{ConcRunIndex, FindScratch};
-use kvrouter_index::runs::RunIndex;
-use kvrouter_index::seq_hashes;
+use kvrouter_index::{seq_hashes, KvEvent, KvIndex, WorkerId};
 use parking_lot::Mutex;
 
 struct Ev {
-    unit: u32,
-    engine: Vec<u64>,
-    content: Vec<u64>,
+    worker: u32,
+    store: KvEvent,
+    remove: KvEvent,
 }
 
-fn events(prompts: &[Vec<u32>], workers: usize, unit_base: u32, salt: u64) -> Vec<Ev> {
+fn events(prompts: &[Vec<u32>], workers: usize, worker_base: u32, salt: u64) -> Vec<Ev> {
     prompts
         .iter()
         .enumerate()
         .map(|(i, p)| {
             let seq = seq_hashes(p, data::PAGE);
+            let engine: Vec<u64> = seq.iter().map(|s| data::engine_hash(*s ^ salt)).collect();
             Ev {
-                unit: unit_base + data::owner(i, workers),
-                engine: seq.iter().map(|s| data::engine_hash(*s ^ salt)).collect(),
-                content: data::content_hashes(p)
-                    .iter()
-                    .map(|c| c ^ salt.rotate_left(7))
-                    .collect(),
+                worker: worker_base + data::owner(i, workers),
+                store: KvEvent::StoredHashed {
+                    parent: None,
+                    block_hashes: engine.clone(),
+                    local_hashes: data::content_hashes(p)
+                        .iter()
+                        .map(|c| c ^ salt.rotate_left(7))
+                        .collect(),
+                },
+                remove: KvEvent::Removed {
+                    block_hashes: engine,
+                },
             }
         })
         .collect()
 }
 
-// One of each per measurement: the size difference does not matter.
-#[allow(clippy::large_enum_variant)]
+fn blocks_of(e: &Ev) -> usize {
+    match &e.remove {
+        KvEvent::Removed { block_hashes } => block_hashes.len(),
+        _ => 0,
+    }
+}
+
 enum Ix {
-    Conc(ConcRunIndex),
-    Locked(Mutex<RunIndex>),
+    Plain(KvIndex),
+    Locked(Mutex<KvIndex>),
 }
 
 impl Ix {
     fn name(&self) -> &'static str {
         match self {
-            Ix::Conc(_) => "ConcRunIndex",
-            Ix::Locked(_) => "Mutex<RunIndex>",
+            Ix::Plain(_) => "KvIndex",
+            Ix::Locked(_) => "Mutex<KvIndex>",
         }
     }
-    fn store(&self, e: &Ev) {
+    fn apply(&self, worker: u32, ev: &KvEvent) {
         let _ = match self {
-            Ix::Conc(ix) => ix.store(e.unit, None, &e.engine, &e.content),
-            Ix::Locked(ix) => ix.lock().store(e.unit, None, &e.engine, &e.content),
+            Ix::Plain(ix) => ix.apply(WorkerId(worker), 0, ev),
+            Ix::Locked(ix) => ix.lock().apply(WorkerId(worker), 0, ev),
         };
     }
-    fn remove(&self, e: &Ev) {
+    fn find(&self, q: &[u64]) -> usize {
         match self {
-            Ix::Conc(ix) => ix.remove(e.unit, &e.engine),
-            Ix::Locked(ix) => ix.lock().remove(e.unit, &e.engine),
-        }
-    }
-    fn find(&self, q: &[u64], sc: &mut FindScratch) -> usize {
-        match self {
-            Ix::Conc(ix) => ix.find_into(q, sc).len(),
-            Ix::Locked(ix) => ix.lock().find(q).len(),
+            Ix::Plain(ix) => ix.find_matches(q).units.len(),
+            Ix::Locked(ix) => ix.lock().find_matches(q).units.len(),
         }
     }
 }
@@ -99,17 +101,17 @@ fn percentiles(mut v: Vec<u64>) -> (f64, f64) {
 /// Writer rounds: store every event, then remove them all. Returns (stored blocks per wall
 /// second of the store phases, per CPU-second of them).
 fn write(ix: &Ix, evs: &[Ev], rounds: usize) -> (f64, f64) {
-    let blocks: usize = evs.iter().map(|e| e.engine.len()).sum();
+    let blocks: usize = evs.iter().map(blocks_of).sum();
     let (mut wall, mut cpu) = (0.0, 0.0);
     for _ in 0..rounds {
         let (t, c) = (Instant::now(), thread_cpu());
         for e in evs {
-            ix.store(e);
+            ix.apply(e.worker, &e.store);
         }
         wall += t.elapsed().as_secs_f64();
         cpu += thread_cpu() - c;
         for e in evs {
-            ix.remove(e);
+            ix.apply(e.worker, &e.remove);
         }
     }
     let n = (blocks * rounds) as f64;
@@ -125,7 +127,6 @@ fn read(
     passes: usize,
     pace: Duration,
 ) -> Vec<u64> {
-    let mut sc = FindScratch::new();
     let mut lat = Vec::new();
     'outer: for pass in 0.. {
         if stop.is_none() && pass == passes {
@@ -136,7 +137,7 @@ fn read(
                 break 'outer;
             }
             let t = Instant::now();
-            black_box(ix.find(q, &mut sc));
+            black_box(ix.find(q));
             lat.push(t.elapsed().as_nanos() as u64);
             if !pace.is_zero() {
                 std::thread::sleep(pace);
@@ -149,51 +150,24 @@ fn read(
     lat
 }
 
-fn profile(kind: &str, prompts: &[Vec<u32>], workers: usize) {
-    let rounds: usize = std::env::var("RUNS_CONC_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
-    let evs = events(prompts, workers, 0, 0);
-    for _ in 0..rounds {
-        if kind == "proto" {
-            let mut ix = RunIndex::new();
-            for e in &evs {
-                let _ = ix.store(e.unit, None, &e.engine, &e.content);
-            }
-            black_box(ix.distinct_blocks());
-        } else {
-            let ix = ConcRunIndex::new();
-            for e in &evs {
-                let _ = ix.store(e.unit, None, &e.engine, &e.content);
-            }
-            black_box(ix.distinct_blocks());
-        }
-    }
-}
-
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
     let prompts = data::trace_prompts(1000);
-    let workers: usize = std::env::var("RUNS_CONC_WORKERS")
+    let workers: usize = std::env::var("INDEX_RW_WORKERS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(512);
-    if let Ok(kind) = std::env::var("RUNS_CONC_PROFILE") {
-        profile(&kind, &prompts, workers);
-        return;
-    }
-    let rounds: usize = std::env::var("RUNS_CONC_ROUNDS")
+    let rounds: usize = std::env::var("INDEX_RW_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
     let base = events(&prompts, workers, 0, 0);
-    let queries: Vec<Vec<u64>> = base.iter().map(|e| e.content.clone()).collect();
-    let blocks: usize = base.iter().map(|e| e.engine.len()).sum();
+    let queries: Vec<Vec<u64>> = prompts.iter().map(|p| seq_hashes(p, data::PAGE)).collect();
+    let blocks: usize = base.iter().map(blocks_of).sum();
     println!(
-        "trace: 1000 requests, {blocks} blocks, {workers} workers resident; writer: {rounds} rounds of store-all + remove-all on units {workers}..{}",
+        "trace: 1000 requests, {blocks} blocks, {workers} workers resident; writer: {rounds} rounds of store-all + remove-all on workers {workers}..{}",
         2 * workers
     );
     println!(
@@ -211,13 +185,14 @@ fn main() {
     );
     for kind in 0..2 {
         for (wname, salt) in [("shared", 0u64), ("fresh", 0xF4E5_5000_0000_0001)] {
+            let page = data::PAGE as u32;
             let ix = if kind == 0 {
-                Ix::Conc(ConcRunIndex::new())
+                Ix::Plain(KvIndex::new(page))
             } else {
-                Ix::Locked(Mutex::new(RunIndex::new()))
+                Ix::Locked(Mutex::new(KvIndex::new(page)))
             };
             for e in &base {
-                ix.store(e);
+                ix.apply(e.worker, &e.store);
             }
             let churn = events(&prompts, workers, workers as u32, salt);
             let (f50, f99) = percentiles(read(&ix, &queries, None, 5, Duration::ZERO));
