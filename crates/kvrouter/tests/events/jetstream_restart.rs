@@ -4,7 +4,10 @@
 //! (page `KVR_BENCH_PAGE`), published straight into the stream as synthetic SGLang batches.
 //! Measures the time from the router's process start to `/readiness` 200 with the index
 //! rebuilt, and checks that the rebuilt index equals the pre-restart one (`/debug/index`
-//! digest). Run:
+//! digest). Every worker holds the same prompts; their engine hashes agree across workers,
+//! as SGLang's do for the same tokens (docs/reference: 8/8 pages with the same token paths
+//! have the same `block_hashes`), unless `KVR_BENCH_HASHES=worker` gives every worker its
+//! own (a fleet whose engines all disagree: the index's alias path). Run:
 //!
 //! ```text
 //! cargo build --release -p kvrouter-sim --bin sglang-mock
@@ -43,21 +46,32 @@ fn worker_key(url: &str) -> String {
     format!("{:016x}", xxhash_rust::xxh3::xxh3_64(url.as_bytes()))
 }
 
-/// The token ids of the prompt whose first block is `base`.
+/// The token ids of the prompt whose first block is `base`: pseudo-random per position, so no
+/// two prompts share a page (an engine's radix tree holds a token path once; ids cycling
+/// through the vocabulary made every prompt a copy of the one 15,000 blocks before it).
 fn prompt_tokens(base: u64, page: usize) -> Vec<u32> {
     (0..SEQ_BLOCKS * page)
-        .map(|t| 1 + ((base as usize * page + t) % 30_000) as u32)
+        .map(|t| {
+            let pos = (base as usize * page + t) as u64;
+            1 + (xxhash_rust::xxh3::xxh3_64(&pos.to_le_bytes()) % 30_000) as u32
+        })
         .collect()
+}
+
+/// Whether every worker names its blocks its own way (`KVR_BENCH_HASHES=worker`).
+fn hashes_per_worker() -> bool {
+    std::env::var("KVR_BENCH_HASHES").is_ok_and(|v| v == "worker")
 }
 
 /// One synthetic SGLang batch: `SEQS_PER_BATCH` prompts of `SEQ_BLOCKS` fresh blocks.
 fn batch(worker: u64, first_block: u64, page: usize) -> Vec<u8> {
+    let namer = if hashes_per_worker() { worker } else { 0 };
     let events = (0..SEQS_PER_BATCH)
         .map(|s| {
             let base = first_block + (s * SEQ_BLOCKS) as u64;
             let hashes = (0..SEQ_BLOCKS as u64)
                 .map(|b| {
-                    let key = [worker.to_le_bytes(), (base + b).to_le_bytes()].concat();
+                    let key = [namer.to_le_bytes(), (base + b).to_le_bytes()].concat();
                     V::from(xxhash_rust::xxh3::xxh3_64(&key))
                 })
                 .collect();
