@@ -4,7 +4,7 @@ kvrouter keys its index by, and the per-unit digest ``GET /debug/index`` reports
 Mirrors (read, not imported) ``crates/index/src/tokens/hash.rs`` (page hash xxh3-64 seed
 1337 over little-endian u32 tokens; chain = xxh3-64 seed 1337 over le(parent) ++ le(local)),
 ``tokens/namespace.rs`` (the namespace key is the first page's virtual parent) and
-``index/unit_blocks.rs`` ``digest`` (XOR of the resident sequence hashes). So "the router's
+``index/residency/names.rs`` ``digest`` (XOR of the resident sequence hashes). So "the router's
 index equals the engine's tree by content" is: same block count and same digest per unit.
 """
 
