@@ -26,6 +26,43 @@ pub(super) fn engine_of(p: &[u64]) -> u64 {
     p.iter().fold(0, |acc, &c| eh(acc, c))
 }
 
+/// The engine hashes of `contents` stored as one chain from the root.
+pub(super) fn chain_of(contents: &[u64]) -> Vec<u64> {
+    let mut p = 0;
+    contents
+        .iter()
+        .map(|&x| {
+            p = eh(p, x);
+            p
+        })
+        .collect()
+}
+
+/// What a removal of `pick` evicts: with `subtree`, the block and everything the unit holds
+/// below it (leaf-first eviction); otherwise `pick` alone (a hole, or a leaf).
+pub(super) fn removal(held: &[Path], pick: Path, subtree: bool) -> Vec<Path> {
+    if subtree {
+        held.iter()
+            .filter(|p| p.starts_with(&pick))
+            .cloned()
+            .collect()
+    } else {
+        vec![pick]
+    }
+}
+
+/// A store of `tail` under `parent_path`: the tail's engine hashes and the parent's.
+pub(super) fn store_along(parent_path: &[u64], tail: &[u64]) -> (Vec<u64>, Option<u64>) {
+    let mut path = parent_path.to_vec();
+    let mut engines = Vec::with_capacity(tail.len());
+    for &c in tail {
+        path.push(c);
+        engines.push(engine_of(&path));
+    }
+    let parent = (!parent_path.is_empty()).then(|| engine_of(parent_path));
+    (engines, parent)
+}
+
 pub(super) fn seqs_of(p: &[u64]) -> Vec<u64> {
     let mut out = Vec::with_capacity(p.len());
     for (i, &c) in p.iter().enumerate() {
@@ -220,13 +257,7 @@ fn run_seed(seed: u64) {
                 (p, ok)
             };
             let tail = random_contents(&mut rng, alphabet, 8);
-            let mut path = parent_path.clone();
-            let mut engines = Vec::new();
-            for &c in &tail {
-                path.push(c);
-                engines.push(engine_of(&path));
-            }
-            let parent = (!parent_path.is_empty()).then(|| engine_of(&parent_path));
+            let (engines, parent) = store_along(&parent_path, &tail);
             let got = ix.store(u, parent, &engines, &tail);
             if !expect_ok {
                 assert!(
@@ -247,16 +278,7 @@ fn run_seed(seed: u64) {
                 continue;
             }
             let pick = held[rng.random_range(0..held.len())].clone();
-            let mut gone: Vec<Path> = if roll < 85 {
-                // Leaf-first: the block and everything the unit holds below it.
-                held.iter()
-                    .filter(|p| p.starts_with(&pick))
-                    .cloned()
-                    .collect()
-            } else {
-                // A hole (or a leaf, if it has nothing below).
-                vec![pick]
-            };
+            let mut gone = removal(&held, pick, roll < 85);
             match rng.random_range(0..3) {
                 0 => gone.sort_by_key(|p| std::cmp::Reverse(p.len())),
                 1 => gone.sort_by_key(Vec::len),

@@ -13,7 +13,9 @@ use std::sync::Arc;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::super::diff_tests::{eh, engine_of, random_contents, seqs_of, Ix, Model, Path};
+use super::super::diff_tests::{
+    chain_of, engine_of, random_contents, removal, seqs_of, store_along, Ix, Model, Path,
+};
 
 const WRITERS: u32 = 3;
 const UNITS_PER_WRITER: u32 = 4;
@@ -35,13 +37,7 @@ fn write(index: &Ix, t: u32, seed: u64) -> Model {
                 held[rng.random_range(0..held.len())].clone()
             };
             let tail = random_contents(&mut rng, ALPHABET, 8);
-            let mut path = parent_path.clone();
-            let mut engines = Vec::new();
-            for &c in &tail {
-                path.push(c);
-                engines.push(engine_of(&path));
-            }
-            let parent = (!parent_path.is_empty()).then(|| engine_of(&parent_path));
+            let (engines, parent) = store_along(&parent_path, &tail);
             index
                 .store(u, parent, &engines, &tail)
                 .expect("consistent hashes store");
@@ -55,14 +51,7 @@ fn write(index: &Ix, t: u32, seed: u64) -> Model {
                 continue;
             }
             let pick = held[rng.random_range(0..held.len())].clone();
-            let gone: Vec<Path> = if roll < 85 {
-                held.iter()
-                    .filter(|p| p.starts_with(&pick))
-                    .cloned()
-                    .collect()
-            } else {
-                vec![pick]
-            };
+            let gone = removal(&held, pick, roll < 85);
             let engines: Vec<u64> = gone.iter().map(|p| engine_of(p)).collect();
             index.remove(u, &engines);
             model.evict(u, &gone);
@@ -157,24 +146,15 @@ fn long_chains_span_chunks() {
     let found = |q: &[u64]| ix.find(q);
     // Engine hashes of a chain from the root (incrementally: `engine_of` per prefix is
     // quadratic).
-    let chain = |c: &[u64]| -> Vec<u64> {
-        let mut p = 0;
-        c.iter()
-            .map(|&x| {
-                p = eh(p, x);
-                p
-            })
-            .collect()
-    };
     let n = (CHUNK as usize) * 5 / 2;
     let c: Vec<u64> = (1..=n as u64).collect();
-    let e = chain(&c);
+    let e = chain_of(&c);
     ix.store(0, None, &e, &c).expect("store");
     assert_eq!(found(&c), vec![(0, n as u32)]);
     let d: Vec<u64> = (0..u64::from(CHUNK) / 3).map(|i| 1 << 40 | i).collect();
-    ix.store(1, None, &chain(&d), &d).expect("d");
+    ix.store(1, None, &chain_of(&d), &d).expect("d");
     let f: Vec<u64> = (0..u64::from(CHUNK) / 2).map(|i| 2 << 40 | i).collect();
-    ix.store(1, None, &chain(&f), &f).expect("f");
+    ix.store(1, None, &chain_of(&f), &f).expect("f");
     assert_eq!(found(&f), vec![(1, f.len() as u32)]);
     assert_eq!(found(&d), vec![(1, d.len() as u32)]);
     let k = CHUNK as usize + 10;
@@ -199,21 +179,12 @@ fn long_chains_span_chunks() {
 #[test]
 fn churn_reuses_dead_chunks() {
     let ix = Ix::new();
-    let chain = |c: &[u64]| -> Vec<u64> {
-        let mut p = 0;
-        c.iter()
-            .map(|&x| {
-                p = eh(p, x);
-                p
-            })
-            .collect()
-    };
     let resident: Vec<u64> = (1..=100).collect();
-    ix.store(0, None, &chain(&resident), &resident)
+    ix.store(0, None, &chain_of(&resident), &resident)
         .expect("resident");
     for round in 0..12u64 {
         let c: Vec<u64> = (0..40_000).map(|i| (round + 1) << 32 | i).collect();
-        let e = chain(&c);
+        let e = chain_of(&c);
         ix.store(1, None, &e, &c).expect("churn");
         assert_eq!(ix.find(&c), vec![(1, c.len() as u32)]);
         ix.remove(1, &e);
@@ -230,22 +201,13 @@ fn churn_reuses_dead_chunks() {
 #[test]
 fn churn_with_long_lived_neighbours_reuses_dead_ranges() {
     let ix = Ix::new();
-    let chain = |c: &[u64]| -> Vec<u64> {
-        let mut p = 0;
-        c.iter()
-            .map(|&x| {
-                p = eh(p, x);
-                p
-            })
-            .collect()
-    };
     let mut kept = Vec::new();
     for round in 0..200u64 {
         let c: Vec<u64> = (0..1_000).map(|i| (round + 1) << 32 | i).collect();
-        let e = chain(&c);
+        let e = chain_of(&c);
         ix.store(1, None, &e, &c).expect("churn");
         let k = [(1 << 60) | round];
-        ix.store(2, None, &chain(&k), &k).expect("kept");
+        ix.store(2, None, &chain_of(&k), &k).expect("kept");
         kept.push(k);
         assert_eq!(ix.find(&c), vec![(1, c.len() as u32)]);
         assert_eq!(ix.remove(1, &e).removed, c.len());
