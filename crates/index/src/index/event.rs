@@ -106,3 +106,14 @@ mod tests {
         assert!(Placement::default().is_default());
     }
 }
+
+/// What applying one event changed (`KvIndex::apply`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// (block, unit) entries added.
+    pub stored: usize,
+    /// (block, unit) entries removed.
+    pub removed: usize,
+    /// Blocks already in the requested state (duplicates, unknown removals).
+    pub unchanged: usize,
+}

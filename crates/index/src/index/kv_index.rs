@@ -17,7 +17,7 @@ use super::booking::IndexBooking;
 use super::calibration::PredictionCalibration;
 use super::cap::{unit_cap_blocks, DEFAULT_UNIT_CAP_BLOCKS};
 use super::error::IndexError;
-use super::event::{KvEvent, Placement, Tier};
+use super::event::{Applied, KvEvent, Placement, Tier};
 use super::find::prefix_depths;
 use super::metrics::metrics;
 use super::overlap::{Overlaps, UnitOverlap};
@@ -26,17 +26,6 @@ use super::residency::{Residency, Stored};
 use super::unit::{worker_range, Unit, UnitId};
 use crate::ids::{Rank, WorkerId};
 use crate::tokens::{local_hash, SeqHash};
-
-/// What one `apply` changed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Applied {
-    /// (block, unit) entries added.
-    pub stored: usize,
-    /// (block, unit) entries removed.
-    pub removed: usize,
-    /// Blocks already in the requested state (duplicates, unknown removals).
-    pub unchanged: usize,
-}
 
 /// Counters since the index was created.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

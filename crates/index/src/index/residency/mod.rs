@@ -51,8 +51,8 @@ use dashmap::DashMap;
 use parking_lot::{Mutex, RwLock};
 
 use super::error::IndexError;
+use super::event::Applied;
 use super::hashers::MulBuild;
-use super::kv_index::Applied;
 use super::unit::UnitId;
 use crate::tokens::{next_seq, SeqHash};
 use arena::Arena;

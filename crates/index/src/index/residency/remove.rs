@@ -9,7 +9,7 @@
 use super::names::UnitState;
 use super::run::ROOT;
 use super::Ctx;
-use crate::index::kv_index::Applied;
+use crate::index::event::Applied;
 
 impl Ctx<'_> {
     /// Blocks named `engine` evicted from the unit; the keys of those it held go to `gone`.

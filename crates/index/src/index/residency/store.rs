@@ -14,7 +14,7 @@ use super::names::{UnitState, DROPPING};
 use super::run::{new_run, ROOT};
 use super::slab::{same_chunk, DEAD, NO_NAME};
 use super::Ctx;
-use crate::index::kv_index::Applied;
+use crate::index::event::Applied;
 
 /// What one step in a run decided, taken out of the run's lock.
 enum Step {
