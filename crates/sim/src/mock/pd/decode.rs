@@ -107,11 +107,6 @@ async fn run(state: Arc<MockState>, leg: Leg) {
              req.bootstrap_room={room} with exception {e}"
         ),
     };
-    if let Ok(Err(e)) = &outcome {
-        tracing::warn!(room, rid = %rid, "decode transfer failed: {e}");
-    } else if outcome.is_err() {
-        tracing::warn!(room, rid = %rid, "decode waiting timeout");
-    }
     match outcome {
         Ok(Ok(t)) => {
             req.prebuilt = Some(Prebuilt {
@@ -128,9 +123,11 @@ async fn run(state: Arc<MockState>, leg: Leg) {
             }
         }
         Ok(Err(e)) => {
+            tracing::warn!(room, rid = %rid, "decode transfer failed: {e}");
             let _ = out.send(failure(e));
         }
         Err(_) => {
+            tracing::warn!(room, rid = %rid, "decode waiting timeout");
             let secs = pd.waiting_timeout.secs;
             let _ = out.send(failure(format!(
                 "Request {room} timed out after {secs:.1}s in KVPoll.WaitingForInput"
