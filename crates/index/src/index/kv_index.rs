@@ -442,8 +442,9 @@ impl KvIndex {
     }
 
     /// Order-independent digest of one unit's resident blocks (0 when empty): the XOR of
-    /// their engine hashes. Two indexes fed the same events give the same digest (used by
-    /// `/debug/index`).
+    /// their sequence hashes, one per entry (a block held under two engine hashes cancels).
+    /// Two indexes fed the same events give the same digest, and it equals the XOR of the
+    /// engine tree's pages hashed by content (`/debug/index`, the conformance harness).
     pub fn unit_digest(&self, worker: WorkerId, rank: Rank) -> u64 {
         Unit::new(worker, rank)
             .id()

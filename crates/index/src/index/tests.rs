@@ -939,3 +939,32 @@ fn a_unit_without_events_keeps_full_credit_and_a_removed_worker_starts_over() {
     idx.remove_worker(w(2));
     assert_eq!(calib(&idx, 2).booked, 0);
 }
+
+/// The digest `/debug/index` reports and the conformance harness recomputes from the engine's
+/// tree by content: the XOR of the unit's resident sequence hashes, whatever engine hashes
+/// named them, kept exact through removals.
+#[test]
+fn a_units_digest_is_the_xor_of_its_resident_sequence_hashes() {
+    let idx = KvIndex::new(PAGE);
+    let t = toks(24, 3);
+    let seqs = seq_hashes(&t, PAGE as usize);
+    let xor = |s: &[u64]| s.iter().fold(0u64, |a, x| a ^ x);
+    idx.apply(w(1), 0, &stored(None, &t)).unwrap();
+    assert_eq!(idx.unit_digest(w(1), 0), xor(&seqs));
+    let last = KvEvent::Removed {
+        block_hashes: vec![engine(seqs[5])],
+    };
+    idx.apply(w(1), 0, &last).unwrap();
+    assert_eq!(idx.unit_digest(w(1), 0), xor(&seqs[..5]));
+    // Another unit naming the same blocks its own way: the same digest.
+    let own = KvEvent::Stored {
+        parent: None,
+        block_hashes: seqs[..5].iter().map(|s| s ^ 0x5A5A).collect(),
+        token_ids: t[..20].to_vec(),
+        block_size: PAGE,
+    };
+    idx.apply(w(2), 0, &own).unwrap();
+    assert_eq!(idx.unit_digest(w(2), 0), xor(&seqs[..5]));
+    idx.clear_rank(w(1), 0);
+    assert_eq!(idx.unit_digest(w(1), 0), 0);
+}

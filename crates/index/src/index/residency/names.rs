@@ -39,7 +39,8 @@ pub(crate) struct UnitState {
     pub(crate) evicted: u64,
     /// Resident (block, engine hash) entries: a block held under two names counts twice.
     pub(crate) names: usize,
-    /// XOR of the engine hashes of those entries.
+    /// XOR of the keys (sequence hashes) of those entries, as the block map's digest was
+    /// (the conformance harness computes the same from the engine's tree by content).
     pub(crate) digest: u64,
     pub(crate) alias: HashMap<u64, u32, MulBuild>,
     pub(crate) named: HashMap<u32, Named, MulBuild>,
@@ -64,11 +65,11 @@ impl UnitState {
         self.named.is_empty()
     }
 
-    /// One more entry, named `e`.
+    /// One more entry, of the block keyed `key` (its sequence hash).
     #[inline]
-    pub(crate) fn count(&mut self, e: u64) {
+    pub(crate) fn count(&mut self, key: u64) {
         self.names += 1;
-        self.digest ^= e;
+        self.digest ^= key;
     }
 
     /// `e` now names block `b` too (the entry is counted by the caller): `held` = the unit
@@ -92,11 +93,11 @@ impl UnitState {
         n.aliases += 1;
     }
 
-    /// Drops name `e` of block `b` (`via_alias`: `e` was found in `alias`); true when it was
-    /// the unit's last name for `b`, which is then marked [`DROPPING`].
-    pub(crate) fn unname(&mut self, b: u32, e: u64, via_alias: bool) -> bool {
+    /// Drops name `e` of block `b` keyed `key` (`via_alias`: `e` was found in `alias`); true
+    /// when it was the unit's last name for `b`, which is then marked [`DROPPING`].
+    pub(crate) fn unname(&mut self, b: u32, key: u64, e: u64, via_alias: bool) -> bool {
         self.names = self.names.saturating_sub(1);
-        self.digest ^= e;
+        self.digest ^= key;
         if via_alias {
             self.alias.remove(&e);
         }
@@ -153,15 +154,17 @@ mod tests {
     #[test]
     fn names_count_and_the_last_one_marks_the_block() {
         let mut s = UnitState::new(0, 10);
-        // Block 7 held canonically under 70, then copied under alias 71.
-        s.count(70);
+        // Block 7 (key 700) held canonically under 70, then copied under alias 71: two
+        // entries of one key, which cancel in the digest.
+        s.count(700);
         s.name(7, 71, true, false);
-        s.count(71);
+        s.count(700);
         assert!(!s.plain());
-        assert_eq!((s.names, s.digest), (2, 70 ^ 71));
-        assert!(!s.unname(7, 71, true));
+        assert_eq!((s.names, s.digest), (2, 0));
+        assert!(!s.unname(7, 700, 71, true));
         assert!(s.plain(), "back to the canonical name alone");
-        assert!(s.unname(7, 70, false));
+        assert_eq!(s.digest, 700);
+        assert!(s.unname(7, 700, 70, false));
         assert_eq!(s.named.get(&7), Some(&DROPPING));
         s.dropped(7);
         assert!(s.plain());
@@ -172,9 +175,9 @@ mod tests {
     fn an_alias_only_block_gains_and_loses_its_canonical_name() {
         let mut s = UnitState::new(0, 10);
         s.name(3, 31, false, false);
-        s.count(31);
+        s.count(300);
         s.name(3, 30, true, true);
-        s.count(30);
+        s.count(300);
         assert_eq!(
             s.named.get(&3),
             Some(&Named {
@@ -182,8 +185,8 @@ mod tests {
                 aliases: 1
             })
         );
-        assert!(!s.unname(3, 30, false));
-        assert!(s.unname(3, 31, true));
+        assert!(!s.unname(3, 300, 30, false));
+        assert!(s.unname(3, 300, 31, true));
         assert!(s.alias.is_empty());
         s.reset();
         assert!(s.plain());

@@ -25,8 +25,9 @@ impl Ctx<'_> {
                 match self.lookup(st, e) {
                     Some((x, via_alias)) => {
                         out.removed += 1;
-                        gone.push(self.sh.chunks.key_at(x));
-                        if st.unname(x, e, via_alias) {
+                        let key = self.sh.chunks.key_at(x);
+                        gone.push(key);
+                        if st.unname(x, key, e, via_alias) {
                             self.w.drops.push(x);
                         }
                     }
@@ -64,10 +65,10 @@ impl Ctx<'_> {
         }
         // Slots of reclaimed blocks keep their hashes until their chunk is reused.
         for &id in &removed {
-            let e = sh.chunks.engine_at(id);
+            let key = sh.chunks.key_at(id);
             st.names = st.names.saturating_sub(1);
-            st.digest ^= e;
-            gone.push(sh.chunks.key_at(id));
+            st.digest ^= key;
+            gone.push(key);
         }
         out.removed += removed.len();
         out.unchanged += engine.len() - removed.len();

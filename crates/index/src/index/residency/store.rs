@@ -146,8 +146,8 @@ impl Ctx<'_> {
             // present, the rest new.
             out.unchanged += held;
             out.stored += m - held;
-            for &e in &engine[held..] {
-                st.count(e);
+            for j in held..m {
+                st.count(self.sh.chunks.key_at(first + j as u32));
             }
             return;
         }
@@ -158,14 +158,14 @@ impl Ctx<'_> {
                     out.unchanged += 1;
                     continue;
                 }
-                if st.unname(x, e, via_alias) {
+                if st.unname(x, self.sh.chunks.key_at(x), e, via_alias) {
                     self.w.drops.push(x);
                 }
             }
             let canonical = e != NO_NAME && self.sh.chunks.engine_at(b) == e;
             let held_now = j < held || st.named.get(&b).is_some_and(|n| *n != DROPPING);
             st.name(b, e, held_now, canonical);
-            st.count(e);
+            st.count(self.sh.chunks.key_at(b));
             out.stored += 1;
         }
     }
@@ -188,7 +188,7 @@ impl Ctx<'_> {
             // Names this unit uses for other blocks move to the new ones.
             for &e in engine {
                 if let Some((x, via_alias)) = self.lookup(st, e) {
-                    if st.unname(x, e, via_alias) {
+                    if st.unname(x, self.sh.chunks.key_at(x), e, via_alias) {
                         self.w.drops.push(x);
                     }
                 }
@@ -219,8 +219,8 @@ impl Ctx<'_> {
                 self.add(new_run(next, take as u32, run, unit), c[0]);
                 run = id;
             }
-            for &name in e {
-                st.count(name);
+            for &key in c {
+                st.count(key);
             }
             out.stored += take;
             for &j in &unnamed {
@@ -229,7 +229,7 @@ impl Ctx<'_> {
                 let (b, name) = (next + j as u32, e[j]);
                 if let Some((x, via_alias)) = self.lookup(st, name) {
                     // Counted above for the new block; `unname` takes the old entry's.
-                    if x != b && st.unname(x, name, via_alias) {
+                    if x != b && st.unname(x, chunks.key_at(x), name, via_alias) {
                         self.w.drops.push(x);
                     }
                 }
