@@ -150,23 +150,28 @@ impl Chunks {
     /// Common prefix of the keys at `start..start + len` and `q`.
     #[inline]
     pub(crate) fn key_prefix(&self, start: u32, len: usize, q: &[u64]) -> usize {
-        let len = len.min(q.len());
-        let mut m = 0;
-        self.pieces(start, len, |pg, i, at, n| {
-            let k = prefix(&pg.key[i..i + n], &q[at..at + n]);
-            m += k;
-            k == n
-        });
-        m
+        self.column_prefix(start, len, q, |pg| &pg.key)
     }
 
     /// Common prefix of the engine hashes at `start..start + len` and `q`.
     #[inline]
     pub(crate) fn engine_prefix(&self, start: u32, len: usize, q: &[u64]) -> usize {
+        self.column_prefix(start, len, q, |pg| &pg.engine)
+    }
+
+    /// Common prefix of one column (`col`) of the slots at `start..start + len` and `q`.
+    #[inline]
+    fn column_prefix(
+        &self,
+        start: u32,
+        len: usize,
+        q: &[u64],
+        col: impl Fn(&Page) -> &[AtomicU64],
+    ) -> usize {
         let len = len.min(q.len());
         let mut m = 0;
         self.pieces(start, len, |pg, i, at, n| {
-            let k = prefix(&pg.engine[i..i + n], &q[at..at + n]);
+            let k = prefix(&col(pg)[i..i + n], &q[at..at + n]);
             m += k;
             k == n
         });
