@@ -9,7 +9,7 @@
 //! run-compressed design (issue 26; the prototype rows it replaced are gone). Run from this
 //! folder:
 //! `CARGO_TARGET_DIR=/work/targets/index-peers cargo bench --bench peers` (`PEERS_ONLY=k`,
-//! `PEERS_FLEETS=8,512` and `PEERS_ROUNDS=n` narrow it down for profiling;
+//! `PEERS_FLEETS=8,512`, `PEERS_ROUNDS=n` and `PEERS_FIND_ROUNDS=n` narrow it down for profiling;
 //! `PEERS_TWO_WRITERS=1` instead times ingest with one and two writer threads).
 
 #[path = "../../common/index_data.rs"]
@@ -529,6 +529,11 @@ fn main() {
         "{requests} trace requests, page {}; request i stored on worker i % W",
         data::PAGE
     );
+    // `PEERS_FIND_ROUNDS=n`: timed find rounds over the requests (default 3; more to profile).
+    let find_rounds: usize = std::env::var("PEERS_FIND_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
     // `PEERS_FLEETS=8,512`: only those fleet sizes (profiling one of them).
     let fleets: Vec<usize> = std::env::var("PEERS_FLEETS")
         .ok()
@@ -600,7 +605,7 @@ fn main() {
             idx.store(&stored(3, &long));
             idx.sync();
             let (mut f, mut hf) = (Vec::new(), Vec::new());
-            for round in 0..3 {
+            for round in 0..find_rounds {
                 for (s, p) in stores.iter().zip(&prompts) {
                     f.push(time_ns(|| {
                         black_box(idx.find(&s.local, &s.seq));

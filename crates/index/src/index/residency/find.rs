@@ -17,15 +17,22 @@ use super::Residency;
 use crate::index::overlap::UnitOverlap;
 use crate::index::unit::Unit;
 
-/// A thread's reusable find state: per dense unit, the epoch it was last seen in and its
-/// slot in the output.
+/// A thread's reusable find state: per dense unit, the epoch it was last seen in, its slot
+/// in the output and its unit id (read once from the shared arena: a dense index names one
+/// unit for the residency's life, so the copy never goes stale while `owner` is the same).
 #[derive(Default)]
 struct Scratch {
     seen: Vec<u32>,
     slot: Vec<u32>,
+    unit: Vec<u32>,
+    /// The residency (`Shared::instance`) whose unit ids `unit` holds.
+    owner: u64,
     epoch: u32,
     out: Vec<(u32, u32)>,
 }
+
+/// `unit` entry not read yet.
+const UNREAD: u32 = u32::MAX;
 
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::default();
@@ -42,12 +49,25 @@ impl Residency {
     }
 
     fn find_with(&self, keys: &[u64], sc: &mut Scratch, out: &mut Vec<UnitOverlap>) {
+        if sc.owner != self.sh.instance {
+            sc.owner = self.sh.instance;
+            sc.unit.fill(UNREAD);
+        }
         self.walk(keys, sc);
-        out.extend(sc.out.iter().map(|&(d, depth)| UnitOverlap {
-            unit: Unit::from_id(self.sh.units.get(d).load(Ordering::Relaxed)),
-            confirmed: depth,
-            predicted: 0,
-            inflight: 0,
+        let Scratch {
+            unit, out: found, ..
+        } = sc;
+        out.extend(found.iter().map(|&(d, depth)| {
+            let id = &mut unit[d as usize];
+            if *id == UNREAD {
+                *id = self.sh.units.get(d).load(Ordering::Relaxed);
+            }
+            UnitOverlap {
+                unit: Unit::from_id(*id),
+                confirmed: depth,
+                predicted: 0,
+                inflight: 0,
+            }
         }));
     }
 
@@ -88,6 +108,7 @@ impl Residency {
                 if u >= sc.seen.len() {
                     sc.seen.resize(u + 1, 0);
                     sc.slot.resize(u + 1, 0);
+                    sc.unit.resize(u + 1, UNREAD);
                 }
                 let d = depth + cut.min(m);
                 if sc.seen[u] == epoch {

@@ -45,7 +45,7 @@ mod conc_tests;
 mod run_tests;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 use dashmap::DashMap;
 use parking_lot::{Mutex, RwLock};
@@ -78,7 +78,12 @@ pub(crate) struct Shared {
     pub(crate) root: DashMap<u64, u32, MulBuild>,
     /// Dense unit index -> unit id.
     pub(crate) units: Arena<AtomicU32>,
+    /// This residency's number in the process (finds cache unit ids per residency).
+    pub(crate) instance: u64,
 }
+
+/// The next [`Shared::instance`] (from 1: a fresh find scratch owns none).
+static INSTANCES: AtomicU64 = AtomicU64::new(1);
 
 /// The runs one unit may hold (a superset: ids of runs it left are dropped lazily), so a
 /// clear visits them instead of the whole tree.
@@ -137,6 +142,7 @@ impl Default for Residency {
                 runs: Arena::new(8),
                 root: DashMap::with_hasher(MulBuild::default()),
                 units: Arena::new(6),
+                instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
             },
             writer: Mutex::new(Writer::default()),
             resident: AtomicI64::new(0),

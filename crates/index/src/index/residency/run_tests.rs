@@ -262,3 +262,35 @@ fn an_engine_hash_equal_to_the_no_name_marker_is_an_alias() {
     assert_eq!(found(&ix, &[5]), vec![]);
     assert_eq!(found(&ix, &[1]), vec![(0, 1)]);
 }
+
+#[test]
+fn finds_name_each_indexs_own_units_on_one_thread() {
+    // Dense index 0 is worker 5 in one index and worker 7 in the other; a thread's find
+    // scratch caches dense -> unit per index and must not carry one index's over.
+    let (a, b) = (Ix::new(), Ix::new());
+    store(&a, 5, &[1, 2, 3]);
+    store(&a, 7, &[1, 2]);
+    store(&b, 7, &[1, 2, 3]);
+    store(&b, 5, &[1]);
+    for _ in 0..2 {
+        assert_eq!(found(&a, &[1, 2, 3]), vec![(5, 3), (7, 2)]);
+        assert_eq!(found(&b, &[1, 2, 3]), vec![(5, 1), (7, 3)]);
+    }
+}
+
+#[test]
+fn a_query_leaving_a_run_midway_stops_there() {
+    // One run of 40 blocks; queries that diverge at every position inside it (the
+    // last-key shortcut does not apply, the key-by-key compare must find the point).
+    let ix = Ix::new();
+    let c: Vec<u64> = (1..=40).collect();
+    store(&ix, 0, &c);
+    assert_eq!(ix.runs(), 1);
+    for k in 0..40 {
+        let mut q = c.clone();
+        q[k] = 1000 + k as u64;
+        let want = if k == 0 { vec![] } else { vec![(0, k as u32)] };
+        assert_eq!(found(&ix, &q), want, "diverging at {k}");
+        assert_eq!(found(&ix, &q[..k]), want, "ending at {k}");
+    }
+}

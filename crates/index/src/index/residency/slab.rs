@@ -147,10 +147,20 @@ impl Chunks {
         }
     }
 
-    /// Common prefix of the keys at `start..start + len` and `q`.
+    /// Common prefix of the keys at `start..start + len` and `q`. Keys are sequence hashes
+    /// (each names its whole chain so far), so when the last ones agree every earlier one
+    /// does: one compare settles a stretch that matches to its end, the common case, and
+    /// only a stretch that leaves the run is compared key by key.
     #[inline]
     pub(crate) fn key_prefix(&self, start: u32, len: usize, q: &[u64]) -> usize {
-        self.column_prefix(start, len, q, |pg| &pg.key)
+        let len = len.min(q.len());
+        if len == 0 {
+            return 0;
+        }
+        if self.key_at(start + len as u32 - 1) == q[len - 1] {
+            return len;
+        }
+        self.column_prefix(start, len - 1, q, |pg| &pg.key)
     }
 
     /// Common prefix of the engine hashes at `start..start + len` and `q`.
