@@ -13,12 +13,12 @@ use std::sync::atomic::Ordering;
 use parking_lot::RwLockReadGuard;
 
 use super::run::{Run, ROOT};
-use super::Residency;
+use super::{Residency, Shared};
 use crate::index::overlap::UnitOverlap;
 use crate::index::unit::Unit;
 
-/// A thread's reusable find state: per dense unit, the epoch it was last seen in, its slot
-/// in the output and its unit id (read once from the shared arena: a dense index names one
+/// A thread's reusable find state: per dense unit, the epoch it was last seen in, its entry
+/// in the answer and its unit id (read once from the shared arena: a dense index names one
 /// unit for the residency's life, so the copy never goes stale while `owner` is the same).
 #[derive(Default)]
 struct Scratch {
@@ -28,11 +28,49 @@ struct Scratch {
     /// The residency (`Shared::instance`) whose unit ids `unit` holds.
     owner: u64,
     epoch: u32,
-    out: Vec<(u32, u32)>,
 }
 
 /// `unit` entry not read yet.
 const UNREAD: u32 = u32::MAX;
+
+impl Scratch {
+    /// Ready for a find in the residency `sh`: a new epoch, the unit ids of another
+    /// residency forgotten.
+    fn start(&mut self, sh: &Shared) {
+        if self.owner != sh.instance {
+            self.owner = sh.instance;
+            self.unit.fill(UNREAD);
+        }
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.seen.fill(0);
+            self.epoch = 1;
+        }
+    }
+
+    /// Dense unit `d` first seen in this find, its answer at `slot`: returns its unit id.
+    #[inline]
+    fn first_seen(&mut self, d: usize, slot: usize, sh: &Shared) -> u32 {
+        if d >= self.seen.len() {
+            self.seen.resize(d + 1, 0);
+            self.slot.resize(d + 1, 0);
+            self.unit.resize(d + 1, UNREAD);
+        }
+        self.seen[d] = self.epoch;
+        self.slot[d] = slot as u32;
+        let id = &mut self.unit[d];
+        if *id == UNREAD {
+            *id = sh.units.get(d as u32).load(Ordering::Relaxed);
+        }
+        *id
+    }
+
+    /// The answer slot of dense unit `d`, if this find has seen it.
+    #[inline]
+    fn slot_of(&self, d: usize) -> Option<usize> {
+        (self.seen.get(d) == Some(&self.epoch)).then(|| self.slot[d] as usize)
+    }
+}
 
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::default();
@@ -43,46 +81,18 @@ impl Residency {
     /// first block of `keys`, in no particular order.
     pub(crate) fn find(&self, keys: &[u64], out: &mut Vec<UnitOverlap>) {
         SCRATCH.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut sc) => self.find_with(keys, &mut sc, out),
-            Err(_) => self.find_with(keys, &mut Scratch::default(), out),
+            Ok(mut sc) => self.walk(keys, &mut sc, out),
+            Err(_) => self.walk(keys, &mut Scratch::default(), out),
         });
     }
 
-    fn find_with(&self, keys: &[u64], sc: &mut Scratch, out: &mut Vec<UnitOverlap>) {
-        if sc.owner != self.sh.instance {
-            sc.owner = self.sh.instance;
-            sc.unit.fill(UNREAD);
-        }
-        self.walk(keys, sc);
-        let Scratch {
-            unit, out: found, ..
-        } = sc;
-        out.extend(found.iter().map(|&(d, depth)| {
-            let id = &mut unit[d as usize];
-            if *id == UNREAD {
-                *id = self.sh.units.get(d).load(Ordering::Relaxed);
-            }
-            UnitOverlap {
-                unit: Unit::from_id(*id),
-                confirmed: depth,
-                predicted: 0,
-                inflight: 0,
-            }
-        }));
-    }
-
-    /// `(dense unit, depth)` into `sc.out`.
-    fn walk(&self, keys: &[u64], sc: &mut Scratch) {
-        sc.out.clear();
+    /// The walk: the first run's holders are the answer's units (a run lists a unit once),
+    /// written with their depth there; a later run raises the depth of those it lists that
+    /// held everything before it.
+    fn walk(&self, keys: &[u64], sc: &mut Scratch, out: &mut Vec<UnitOverlap>) {
         let Some(&first) = keys.first() else {
             return;
         };
-        sc.epoch = sc.epoch.wrapping_add(1);
-        if sc.epoch == 0 {
-            sc.seen.fill(0);
-            sc.epoch = 1;
-        }
-        let epoch = sc.epoch;
         let sh = &self.sh;
         let mut guard: RwLockReadGuard<'_, Run> = {
             let Some(id) = sh.root.get(&first) else {
@@ -90,6 +100,8 @@ impl Residency {
             };
             sh.runs.get(*id).read()
         };
+        sc.start(sh);
+        let base = out.len();
         let (mut depth, mut i) = (0u32, 0usize);
         loop {
             let r = &*guard;
@@ -103,23 +115,25 @@ impl Residency {
             if m == 0 {
                 break;
             }
-            for &(u, cut) in &r.holders {
-                let u = u as usize;
-                if u >= sc.seen.len() {
-                    sc.seen.resize(u + 1, 0);
-                    sc.slot.resize(u + 1, 0);
-                    sc.unit.resize(u + 1, UNREAD);
+            if depth == 0 {
+                out.reserve(r.holders.len());
+                for &(u, cut) in &r.holders {
+                    let id = sc.first_seen(u as usize, out.len() - base, sh);
+                    out.push(UnitOverlap {
+                        unit: Unit::from_id(id),
+                        confirmed: cut.min(m),
+                        predicted: 0,
+                        inflight: 0,
+                    });
                 }
-                let d = depth + cut.min(m);
-                if sc.seen[u] == epoch {
-                    let entry = &mut sc.out[sc.slot[u] as usize];
-                    if entry.1 == depth {
-                        entry.1 = d;
+            } else {
+                for &(u, cut) in &r.holders {
+                    if let Some(slot) = sc.slot_of(u as usize) {
+                        let entry = &mut out[base + slot];
+                        if entry.confirmed == depth {
+                            entry.confirmed = depth + cut.min(m);
+                        }
                     }
-                } else if depth == 0 {
-                    sc.seen[u] = epoch;
-                    sc.slot[u] = sc.out.len() as u32;
-                    sc.out.push((u as u32, d));
                 }
             }
             depth += m;
