@@ -10,7 +10,8 @@
 //! folder:
 //! `CARGO_TARGET_DIR=/work/targets/index-peers cargo bench --bench peers` (`PEERS_ONLY=k`,
 //! `PEERS_FLEETS=8,512`, `PEERS_ROUNDS=n` and `PEERS_FIND_ROUNDS=n` narrow it down for profiling;
-//! `PEERS_TWO_WRITERS=1` instead times ingest with one and two writer threads).
+//! `PEERS_TWO_WRITERS=1` instead times ingest with one and two writer threads). `results.py`
+//! beside `Cargo.toml` turns the output of several runs into docs/results/index-peers.json.
 
 #[path = "../../common/index_data.rs"]
 mod data;
