@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import random
 import re
 import signal
 import socket
@@ -20,8 +21,36 @@ _PR_SET_PDEATHSIG = 1
 _READY_RE = re.compile(r"listening on (http://\S+)")
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for the local ports of outgoing connections (Linux; else the IANA one)."""
+    try:
+        lo, hi = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(lo), int(hi)
+    except (OSError, ValueError):
+        return 49152, 65535
+
+
+def _bindable(port: int) -> bool:
+    """Whether `port` can be bound on every address right now (the mock's ZMQ sockets bind `*`)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (bind to 0, read, close)."""
+    """A TCP port that was free a moment ago, chosen below the kernel's ephemeral range: a port
+    from that range (what binding port 0 returns) can be taken, between this check and the
+    child's bind, as the local port of any outgoing connection on the machine (a fault case lost
+    a mock's ZMQ port that way for 30 s of retries). Falls back to the kernel's pick."""
+    lo, _ = _ephemeral_range()
+    if lo > 11_000:
+        for _ in range(64):
+            port = random.randrange(10_000, lo)
+            if _bindable(port):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

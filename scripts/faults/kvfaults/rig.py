@@ -48,8 +48,10 @@ class Mock:
                 "--seed", str(self.port), *self.extra]
 
     def start(self, timeout: float = 30.0) -> None:
-        """Starts the process; a port still held by the previous one is retried until `timeout`."""
+        """Starts the process; a port still held by the previous one is retried until `timeout`.
+        A first start that cannot bind takes new ports instead (no router knows these yet)."""
         deadline = time.monotonic() + timeout
+        first = self.proc is None
         while True:
             self.generation += 1
             p = Proc(f"{self.name}.{self.generation}", self.argv(),
@@ -61,6 +63,9 @@ class Mock:
                 p.stop(grace=0.5)
                 if time.monotonic() >= deadline:
                     raise
+                if first:
+                    self.port, self.zmq_port, self.replay_port = free_port(), free_port(), free_port()
+                    self.url = f"http://127.0.0.1:{self.port}"
                 time.sleep(0.2)
         self.proc = p
         httpc.wait_until(lambda: httpc.request("GET", self.url + "/health", timeout=2)[0] == 200,
