@@ -288,7 +288,7 @@ impl Residency {
         self.with_unit(id, |u| u.names).unwrap_or(0)
     }
 
-    /// XOR of the engine hashes of the unit's entries (0 when empty).
+    /// XOR of the keys (sequence hashes) of the unit's entries (0 when empty).
     pub(crate) fn unit_digest(&self, id: UnitId) -> u64 {
         self.with_unit(id, |u| u.digest).unwrap_or(0)
     }

@@ -72,6 +72,13 @@ impl UnitState {
         self.digest ^= key;
     }
 
+    /// One entry fewer, of the block keyed `key`.
+    #[inline]
+    pub(crate) fn uncount(&mut self, key: u64) {
+        self.names = self.names.saturating_sub(1);
+        self.digest ^= key;
+    }
+
     /// `e` now names block `b` too (the entry is counted by the caller): `held` = the unit
     /// already holds `b` (under another name), `canonical` = `e` is `b`'s canonical engine hash.
     pub(crate) fn name(&mut self, b: u32, e: u64, held: bool, canonical: bool) {
@@ -96,8 +103,7 @@ impl UnitState {
     /// Drops name `e` of block `b` keyed `key` (`via_alias`: `e` was found in `alias`); true
     /// when it was the unit's last name for `b`, which is then marked [`DROPPING`].
     pub(crate) fn unname(&mut self, b: u32, key: u64, e: u64, via_alias: bool) -> bool {
-        self.names = self.names.saturating_sub(1);
-        self.digest ^= key;
+        self.uncount(key);
         if via_alias {
             self.alias.remove(&e);
         }

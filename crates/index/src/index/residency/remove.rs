@@ -53,7 +53,7 @@ impl Ctx<'_> {
             let run = sh.chunks.run_of(id);
             if run != cur {
                 if cur != ROOT {
-                    self.remove_held(cur, unit, &mut offsets, &mut removed);
+                    self.remove_held(cur, start, unit, &mut offsets, &mut removed);
                 }
                 cur = run;
                 start = sh.runs.get(run).read().start;
@@ -61,13 +61,12 @@ impl Ctx<'_> {
             offsets.push(id - start);
         }
         if cur != ROOT {
-            self.remove_held(cur, unit, &mut offsets, &mut removed);
+            self.remove_held(cur, start, unit, &mut offsets, &mut removed);
         }
         // Slots of reclaimed blocks keep their hashes until their chunk is reused.
         for &id in &removed {
             let key = sh.chunks.key_at(id);
-            st.names = st.names.saturating_sub(1);
-            st.digest ^= key;
+            st.uncount(key);
             gone.push(key);
         }
         out.removed += removed.len();
@@ -78,9 +77,16 @@ impl Ctx<'_> {
         self.w.slab.maybe_reset();
     }
 
-    /// [`Ctx::remove_in`] that also records the removed block ids; empties `offsets`.
-    fn remove_held(&mut self, run: u32, unit: u32, offsets: &mut Vec<u32>, removed: &mut Vec<u32>) {
-        let start = self.run(run).read().start;
+    /// [`Ctx::remove_in`] on `run` (its first block `start`) that also records the removed
+    /// block ids; empties `offsets`.
+    fn remove_held(
+        &mut self,
+        run: u32,
+        start: u32,
+        unit: u32,
+        offsets: &mut Vec<u32>,
+        removed: &mut Vec<u32>,
+    ) {
         self.remove_in(run, unit, offsets);
         removed.extend(offsets.iter().map(|&o| start + o));
         offsets.clear();

@@ -71,6 +71,15 @@ impl Ctx<'_> {
         self.w.free.last().copied().unwrap_or(self.w.high)
     }
 
+    /// Puts `run` in arena slot `id` and remembers its holders (not linked yet).
+    fn install(&mut self, id: u32, run: Run) {
+        let holders: smallvec::SmallVec<[u32; 1]> = run.holders.iter().map(|h| h.0).collect();
+        *self.run(id).write() = run;
+        for u in holders {
+            self.note_holder(id, u);
+        }
+    }
+
     fn take_id(&mut self) -> u32 {
         match self.w.free.pop() {
             Some(id) => id,
@@ -86,11 +95,7 @@ impl Ctx<'_> {
     pub(crate) fn add(&mut self, run: Run, first: u64) -> u32 {
         let parent = run.parent;
         let id = self.take_id();
-        let holders: smallvec::SmallVec<[u32; 1]> = run.holders.iter().map(|h| h.0).collect();
-        *self.run(id).write() = run;
-        for u in holders {
-            self.note_holder(id, u);
-        }
+        self.install(id, run);
         if parent == ROOT {
             self.sh.root.insert(first, id);
         } else {
@@ -120,11 +125,7 @@ impl Ctx<'_> {
         let (start, len) = (tail.start, tail.len);
         let t = self.take_id();
         let children = tail.children.clone();
-        let holders: smallvec::SmallVec<[u32; 1]> = tail.holders.iter().map(|h| h.0).collect();
-        *self.run(t).write() = tail;
-        for u in holders {
-            self.note_holder(t, u);
-        }
+        self.install(t, tail);
         for &(_, ch) in &children {
             self.run(ch).write().parent = t;
         }
