@@ -63,9 +63,9 @@ fn hashes_per_worker() -> bool {
     std::env::var("KVR_BENCH_HASHES").is_ok_and(|v| v == "worker")
 }
 
-/// One synthetic SGLang batch: `SEQS_PER_BATCH` prompts of `SEQ_BLOCKS` fresh blocks.
-fn batch(worker: u64, first_block: u64, page: usize) -> Vec<u8> {
-    let namer = if hashes_per_worker() { worker } else { 0 };
+/// One synthetic SGLang batch: `SEQS_PER_BATCH` prompts of `SEQ_BLOCKS` fresh blocks, whose
+/// engine hashes are seeded by `namer` (the same for workers whose engines agree).
+fn batch(namer: u64, first_block: u64, page: usize) -> Vec<u8> {
     let events = (0..SEQS_PER_BATCH)
         .map(|s| {
             let base = first_block + (s * SEQ_BLOCKS) as u64;
@@ -194,11 +194,13 @@ async fn filled(
     .unwrap();
     let t = Instant::now();
     let mut bytes = 0usize;
+    let per_worker = hashes_per_worker();
     for (wi, w) in workers.iter().enumerate() {
+        let namer = if per_worker { wi as u64 } else { 0 };
         let subject = format!("{PREFIX}.{}.0", worker_key(&w.url));
         let mut acks = Vec::new();
         for b in 0..batches {
-            let payload = batch(wi as u64, (b * per_batch) as u64, page);
+            let payload = batch(namer, (b * per_batch) as u64, page);
             bytes += payload.len();
             let mut h = HeaderMap::new();
             h.insert("Kvr-Format", "sglang-msgpack");
