@@ -69,12 +69,6 @@ impl KvIndex {
         &self.res
     }
 
-    /// Bulk load of `worker`'s ranks on / off (its feed replays a backlog, e.g. a restarted
-    /// router reading the JetStream stream before `/readiness`). A no-op kept for the events
-    /// layer: events apply at the same cost either way (per run, not per block), and queries
-    /// see each event as soon as it is applied.
-    pub fn set_bulk_load(&self, _worker: WorkerId, _on: bool) {}
-
     fn cap_of(&self, worker: WorkerId) -> usize {
         self.caps
             .read()
@@ -98,10 +92,6 @@ impl KvIndex {
         self.caps.write().insert(worker, cap);
         self.res.set_cap(worker_range(worker), cap);
     }
-
-    /// A feed's estimate of the blocks `(worker, rank)` is about to replay. A no-op kept for
-    /// the events layer: the residency keeps no per-unit table to size.
-    pub fn reserve(&self, _worker: WorkerId, _rank: Rank, _blocks: usize) {}
 
     /// The entry cap of `(worker, rank)`'s unit.
     pub fn unit_cap(&self, worker: WorkerId, rank: Rank) -> usize {

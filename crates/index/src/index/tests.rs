@@ -647,43 +647,6 @@ fn a_unit_past_its_capacity_cap_is_cleared_alone() {
     assert_eq!(idx.unit_cap(w(1), 0), DEFAULT_UNIT_CAP_BLOCKS);
 }
 
-#[test]
-fn a_bulk_load_changes_nothing_queries_see_each_event_at_once() {
-    // Bulk load and `reserve` are kept for the events layer but are no-ops: a replayed
-    // backlog applies at the cost of live events, and every event shows in queries at once.
-    let idx = KvIndex::new(PAGE);
-    idx.set_worker_cap_blocks(w(1), 1_000);
-    let t = toks(40, 3);
-    let q = seq_hashes(&t, PAGE as usize);
-    let before = idx.memory_bytes();
-    idx.set_bulk_load(w(1), true);
-    idx.reserve(w(1), 0, 1 << 30);
-    assert_eq!(idx.memory_bytes(), before);
-    idx.apply(w(1), 0, &stored(None, &t)).unwrap();
-    assert_eq!(idx.unit_blocks(w(1), 0), 10);
-    assert_eq!(idx.resident_blocks(), 10);
-    assert_eq!(depth(&idx.find_matches(&q), 1, 0), 10);
-    idx.apply(w(2), 0, &stored(None, &t[..8])).unwrap();
-    assert_eq!(depth(&idx.find_matches(&q), 2, 0), 2);
-    let ev = stored(None, &t);
-    let KvEvent::Stored { block_hashes, .. } = &ev else {
-        unreachable!()
-    };
-    idx.apply(
-        w(1),
-        0,
-        &KvEvent::Removed {
-            block_hashes: block_hashes[6..].to_vec(),
-        },
-    )
-    .unwrap();
-    assert_eq!(depth(&idx.find_matches(&q), 1, 0), 6);
-    idx.set_bulk_load(w(1), false);
-    assert_eq!(depth(&idx.find_matches(&q), 1, 0), 6);
-    assert_eq!(idx.distinct_blocks(), 6);
-    assert_eq!(idx.unit_cap(w(1), 0), 1_000);
-}
-
 fn ns(salt: Option<&str>, lora: Option<&str>) -> Option<u64> {
     crate::tokens::NamespaceParts {
         cache_salt: salt,
@@ -781,39 +744,35 @@ fn evicting_a_decoy_copy_keeps_the_holder_of_the_other_copy() {
         tier: Tier::Gpu,
     };
     let t = toks(32, 3);
-    for bulk in [false, true] {
-        let idx = KvIndex::new(PAGE);
-        idx.set_bulk_load(w(1), bulk);
-        // The real holder: 8 pages. The decoy: the first 2 pages again, other engine hashes.
-        idx.apply_in(w(1), 0, place, &stored_after(adapter, None, &t))
-            .unwrap();
-        idx.apply_in(w(1), 0, place, &stored_copy(adapter, &t[..8]))
-            .unwrap();
-        assert_eq!(idx.unit_blocks(w(1), 0), 10);
-        let removed = idx
-            .apply_in(w(1), 0, place, &copy_removed(adapter, &t[..8]))
-            .unwrap();
-        assert_eq!(removed.removed, 2);
-        idx.set_bulk_load(w(1), false);
-        let q = seqs_in(adapter, &t);
-        assert_eq!(depth(&idx.find_matches(&q), 1, 0), 8, "bulk {bulk}");
-        assert_eq!(idx.unit_blocks(w(1), 0), 8);
-        assert_eq!(idx.resident_blocks(), 8);
-        // The last copy's removal drops the holder.
-        let KvEvent::Stored { block_hashes, .. } = stored_after(adapter, None, &t) else {
-            unreachable!()
-        };
-        idx.apply(
-            w(1),
-            0,
-            &KvEvent::Removed {
-                block_hashes: block_hashes[..2].to_vec(),
-            },
-        )
+    let idx = KvIndex::new(PAGE);
+    // The real holder: 8 pages. The decoy: the first 2 pages again, other engine hashes.
+    idx.apply_in(w(1), 0, place, &stored_after(adapter, None, &t))
         .unwrap();
-        assert_eq!(depth(&idx.find_matches(&q), 1, 0), 0, "bulk {bulk}");
-        assert_eq!(idx.distinct_blocks(), 6);
-    }
+    idx.apply_in(w(1), 0, place, &stored_copy(adapter, &t[..8]))
+        .unwrap();
+    assert_eq!(idx.unit_blocks(w(1), 0), 10);
+    let removed = idx
+        .apply_in(w(1), 0, place, &copy_removed(adapter, &t[..8]))
+        .unwrap();
+    assert_eq!(removed.removed, 2);
+    let q = seqs_in(adapter, &t);
+    assert_eq!(depth(&idx.find_matches(&q), 1, 0), 8);
+    assert_eq!(idx.unit_blocks(w(1), 0), 8);
+    assert_eq!(idx.resident_blocks(), 8);
+    // The last copy's removal drops the holder.
+    let KvEvent::Stored { block_hashes, .. } = stored_after(adapter, None, &t) else {
+        unreachable!()
+    };
+    idx.apply(
+        w(1),
+        0,
+        &KvEvent::Removed {
+            block_hashes: block_hashes[..2].to_vec(),
+        },
+    )
+    .unwrap();
+    assert_eq!(depth(&idx.find_matches(&q), 1, 0), 0);
+    assert_eq!(idx.distinct_blocks(), 6);
 }
 
 #[test]

@@ -86,9 +86,6 @@ pub struct RankFeed {
     replaying: bool,
     pending_reset: Option<ResetReason>,
     warned: Warned,
-    /// Blocks of the GPU stores offered to the sink so far (a size estimate for
-    /// [`KvEventSink::reserve`]; duplicates and later removals included).
-    stored_blocks: u64,
     /// The worker's pages folded into router blocks, once its stores carry a `block_size`
     /// that divides the router's page size; dropped whenever the rank is cleared.
     fold: Option<PageFold>,
@@ -119,7 +116,6 @@ impl RankFeed {
             replaying: false,
             pending_reset: None,
             warned: Warned::default(),
-            stored_blocks: 0,
             fold: None,
             fold_cap: 0,
         }
@@ -136,11 +132,6 @@ impl RankFeed {
     /// The last applied sequence number.
     pub fn last_seq(&self) -> Option<u64> {
         self.cursor.last()
-    }
-
-    /// Blocks of the GPU stores this feed passed to the sink so far.
-    pub fn stored_blocks(&self) -> u64 {
-        self.stored_blocks
     }
 
     /// The transport reconnected: a non-advancing sequence next means a restart.
@@ -298,9 +289,6 @@ impl RankFeed {
         match folded {
             Ok(events) => {
                 for event in events {
-                    if let KvEvent::Stored { block_hashes, .. } = &event {
-                        self.stored_blocks += block_hashes.len() as u64;
-                    }
                     self.absorb_in(place, event);
                 }
             }
@@ -436,7 +424,6 @@ impl RankFeed {
             self.fold_stored(place, parent, &block_hashes, &token_ids, block_size);
             return;
         }
-        self.stored_blocks += block_hashes.len() as u64;
         self.absorb_in(
             place,
             KvEvent::Stored {
@@ -774,7 +761,6 @@ mod tests {
                 }
             )]
         );
-        assert_eq!(f.stored_blocks(), 1);
         // Two more tokens complete the second block, chained to the first.
         f.offer(
             1,

@@ -79,27 +79,15 @@ impl JetStreamSource {
     }
 }
 
-/// Ends a feed's catch-up: the sink applies what it deferred, then `/readiness` may
-/// count the worker. Also run when the task ends early (worker removed).
+/// Ends a feed's catch-up, so `/readiness` may count the worker; also run when the task
+/// ends early (worker removed).
 struct CatchUpGuard {
     catch_up: Arc<CatchUp>,
-    sink: Arc<dyn KvEventSink>,
-    worker: WorkerId,
 }
 
 impl CatchUpGuard {
-    fn start(catch_up: Arc<CatchUp>, sink: Arc<dyn KvEventSink>, worker: WorkerId) -> Self {
-        sink.set_catching_up(worker, true);
-        Self {
-            catch_up,
-            sink,
-            worker,
-        }
-    }
-
     fn finish(&self) {
         if !self.catch_up.is_caught_up() {
-            self.sink.set_catching_up(self.worker, false);
             self.catch_up.set();
         }
     }
@@ -119,7 +107,9 @@ async fn run(
     catch_up: Arc<CatchUp>,
 ) {
     let _live = LiveSource::new();
-    let guard = CatchUpGuard::start(catch_up.clone(), sink.clone(), config.worker);
+    let guard = CatchUpGuard {
+        catch_up: catch_up.clone(),
+    };
     let filter = format!("{}.{}.>", config.prefix, worker_key(&config.worker_url));
     let mut reader = Reader {
         config: &config,
@@ -251,20 +241,12 @@ async fn consume(
         };
         reader.on_message(message.message);
         delivered += 1;
-        let pending = c.pending;
-        if delivered == SIZE_ESTIMATE_AFTER && pending > delivered && !c.catch_up.is_caught_up() {
-            reader.reserve(pending, delivered);
-        }
-        if !c.catch_up.is_caught_up() && (left == 0 || delivered >= pending) {
+        if !c.catch_up.is_caught_up() && (left == 0 || delivered >= c.pending) {
             c.guard.finish();
             info!(worker = %worker_url, batches = delivered, "kv events: index rebuilt from JetStream");
         }
     }
 }
-
-/// After this many backlog messages a feed extrapolates each rank's size to the whole
-/// backlog and tells the sink ([`KvEventSink::reserve`]).
-const SIZE_ESTIMATE_AFTER: u64 = 32;
 
 struct Reader<'a> {
     config: &'a JetStreamSourceConfig,
@@ -274,17 +256,6 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    /// Each rank's stored blocks so far, scaled from `delivered` to `pending` messages:
-    /// the sink sizes its tables once (it caps the estimate at the worker's capacity).
-    fn reserve(&self, pending: u64, delivered: u64) {
-        for (rank, feed) in &self.feeds {
-            let blocks = u128::from(feed.stored_blocks()) * u128::from(pending)
-                / u128::from(delivered.max(1));
-            let blocks = usize::try_from(blocks).unwrap_or(usize::MAX);
-            self.sink.reserve(self.config.worker, *rank, blocks);
-        }
-    }
-
     fn on_message(&mut self, message: async_nats::Message) {
         let Some(batch) = nats_envelope::decode_counted(message, "jetstream", &mut self.warned)
         else {

@@ -46,21 +46,12 @@ pub trait KvEventSink: Send + Sync + 'static {
     /// only blocks stored since are known (a safe under-approximation).
     fn set_recovering(&self, _worker: WorkerId, _rank: Rank, _recovering: bool) {}
 
-    /// Told when `worker`'s feed starts (`true`) and ends (`false`) replaying a backlog
-    /// (a JetStream feed catching up before `/readiness`). Meanwhile the sink may defer
-    /// work that only queries need; once told `false` it must have applied everything.
-    fn set_catching_up(&self, _worker: WorkerId, _catching_up: bool) {}
-
     /// The most blocks `(worker, rank)` may hold (its KV capacity in router pages, plus
     /// slack; see `index::cap`). A feed folding smaller worker pages bounds the pages it
     /// holds by this times the worker pages per router block.
     fn unit_cap(&self, _worker: WorkerId, _rank: Rank) -> usize {
         kvrouter_index::DEFAULT_UNIT_CAP_BLOCKS
     }
-
-    /// A feed replaying a backlog expects `(worker, rank)` to hold about `blocks` blocks
-    /// soon: the sink may size its tables for them at once instead of growing step by step.
-    fn reserve(&self, _worker: WorkerId, _rank: Rank, _blocks: usize) {}
 }
 
 impl<S: KvEventSink + ?Sized> KvEventSink for Arc<S> {
@@ -82,14 +73,8 @@ impl<S: KvEventSink + ?Sized> KvEventSink for Arc<S> {
     fn set_recovering(&self, worker: WorkerId, rank: Rank, recovering: bool) {
         (**self).set_recovering(worker, rank, recovering)
     }
-    fn set_catching_up(&self, worker: WorkerId, catching_up: bool) {
-        (**self).set_catching_up(worker, catching_up)
-    }
     fn unit_cap(&self, worker: WorkerId, rank: Rank) -> usize {
         (**self).unit_cap(worker, rank)
-    }
-    fn reserve(&self, worker: WorkerId, rank: Rank, blocks: usize) {
-        (**self).reserve(worker, rank, blocks)
     }
 }
 

@@ -56,16 +56,8 @@ impl KvEventSink for KvIndex {
         );
     }
 
-    fn set_catching_up(&self, worker: WorkerId, catching_up: bool) {
-        self.set_bulk_load(worker, catching_up);
-    }
-
     fn unit_cap(&self, worker: WorkerId, rank: Rank) -> usize {
         KvIndex::unit_cap(self, worker, rank)
-    }
-
-    fn reserve(&self, worker: WorkerId, rank: Rank, blocks: usize) {
-        KvIndex::reserve(self, worker, rank, blocks);
     }
 }
 
@@ -126,17 +118,8 @@ impl KvEventSink for TieredSink {
         KvEventSink::set_recovering(&*self.gpu, worker, rank, recovering);
     }
 
-    fn set_catching_up(&self, worker: WorkerId, catching_up: bool) {
-        self.gpu.set_bulk_load(worker, catching_up);
-        self.tiers.set_bulk_load(worker, catching_up);
-    }
-
     fn unit_cap(&self, worker: WorkerId, rank: Rank) -> usize {
         KvIndex::unit_cap(&self.gpu, worker, rank)
-    }
-
-    fn reserve(&self, worker: WorkerId, rank: Rank, blocks: usize) {
-        KvIndex::reserve(&self.gpu, worker, rank, blocks);
     }
 }
 

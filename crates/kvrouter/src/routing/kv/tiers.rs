@@ -157,13 +157,6 @@ impl LowerTiers {
         }
     }
 
-    /// Bulk load of `worker` on / off in every lower tier (`KvIndex::set_bulk_load`).
-    pub fn set_bulk_load(&self, worker: WorkerId, on: bool) {
-        for index in self.all() {
-            index.set_bulk_load(worker, on);
-        }
-    }
-
     /// Resident blocks of `(worker, rank)` in `tier` (0 for the GPU: ask the GPU index).
     pub fn unit_blocks(&self, tier: Tier, worker: WorkerId, rank: Rank) -> usize {
         self.index(tier)
