@@ -109,7 +109,7 @@ fn random_path(rng: &mut StdRng) -> Path {
 }
 
 /// `steps` random events from `seed`; resident and distinct counts and queries are compared
-/// with the reference after every event, per-unit counts every 50.
+/// with the reference after every event, per-unit counts too.
 fn run(seed: u64, steps: usize) {
     let mut rng = StdRng::seed_from_u64(seed);
     let idx = KvIndex::new(PAGE);
@@ -235,14 +235,12 @@ fn run(seed: u64, steps: usize) {
             }
             assert!(o.units.iter().all(|x| x.confirmed > 0));
         }
-        if step % 50 == 0 {
-            for u in &units {
-                assert_eq!(
-                    idx.unit_blocks(WorkerId(u.0), u.1),
-                    reference.units.get(u).map_or(0, HashMap::len),
-                    "step {step}"
-                );
-            }
+        for u in &units {
+            assert_eq!(
+                idx.unit_blocks(WorkerId(u.0), u.1),
+                reference.units.get(u).map_or(0, HashMap::len),
+                "step {step}"
+            );
         }
     }
 }

@@ -79,23 +79,13 @@ impl JetStreamSource {
     }
 }
 
-/// Ends a feed's catch-up, so `/readiness` may count the worker; also run when the task
-/// ends early (worker removed).
-struct CatchUpGuard {
-    catch_up: Arc<CatchUp>,
-}
-
-impl CatchUpGuard {
-    fn finish(&self) {
-        if !self.catch_up.is_caught_up() {
-            self.catch_up.set();
-        }
-    }
-}
+/// Ends a feed's catch-up when its task ends early (worker removed), so `/readiness` does
+/// not wait for it.
+struct CatchUpGuard(Arc<CatchUp>);
 
 impl Drop for CatchUpGuard {
     fn drop(&mut self) {
-        self.finish();
+        self.0.set();
     }
 }
 
@@ -107,9 +97,7 @@ async fn run(
     catch_up: Arc<CatchUp>,
 ) {
     let _live = LiveSource::new();
-    let guard = CatchUpGuard {
-        catch_up: catch_up.clone(),
-    };
+    let _guard = CatchUpGuard(catch_up.clone());
     let filter = format!("{}.{}.>", config.prefix, worker_key(&config.worker_url));
     let mut reader = Reader {
         config: &config,
@@ -139,7 +127,7 @@ async fn run(
             Err(_) => 0,
         };
         if pending == 0 {
-            guard.finish();
+            catch_up.set();
         }
         let messages = match consumer.messages().await {
             Ok(m) => m,
@@ -154,7 +142,6 @@ async fn run(
         let consumed = Consumed {
             pending,
             catch_up: &catch_up,
-            guard: &guard,
             next: &mut next,
         };
         consume(&client, messages, &mut reader, consumed).await;
@@ -189,7 +176,6 @@ struct Consumed<'a> {
     /// Messages the consumer had pending when it was created.
     pending: u64,
     catch_up: &'a CatchUp,
-    guard: &'a CatchUpGuard,
     /// The stream sequence after the last message read (where a new consumer resumes).
     next: &'a mut Option<u64>,
 }
@@ -242,7 +228,7 @@ async fn consume(
         reader.on_message(message.message);
         delivered += 1;
         if !c.catch_up.is_caught_up() && (left == 0 || delivered >= c.pending) {
-            c.guard.finish();
+            c.catch_up.set();
             info!(worker = %worker_url, batches = delivered, "kv events: index rebuilt from JetStream");
         }
     }
