@@ -33,11 +33,15 @@ class Mock:
                  max_total_tokens: int = 1 << 20, extra: list[str] | None = None):
         self.bin, self.name, self.log_dir = bin_path, name, log_dir
         self.speedup, self.max_total_tokens, self.extra = speedup, max_total_tokens, extra or []
-        self.port, self.zmq_port, self.replay_port = free_port(), free_port(), free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.pick_ports()
         self.generation = 0
         self.proc: Proc | None = None
         self.start()
+
+    def pick_ports(self) -> None:
+        """Free HTTP, ZMQ and replay ports, and the URL they give."""
+        self.port, self.zmq_port, self.replay_port = free_port(), free_port(), free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
 
     def argv(self) -> list[str]:
         kv = {"publisher": "zmq", "endpoint": f"tcp://*:{self.zmq_port}",
@@ -64,8 +68,7 @@ class Mock:
                 if time.monotonic() >= deadline:
                     raise
                 if first:
-                    self.port, self.zmq_port, self.replay_port = free_port(), free_port(), free_port()
-                    self.url = f"http://127.0.0.1:{self.port}"
+                    self.pick_ports()
                 time.sleep(0.2)
         self.proc = p
         httpc.wait_until(lambda: httpc.request("GET", self.url + "/health", timeout=2)[0] == 200,
